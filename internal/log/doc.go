@@ -1,0 +1,78 @@
+// Package log stores one partition: an append-only, strictly ordered log of
+// Kafka record batches in a directory of segment files, with recovery after
+// a crash, retention, compaction and the leader-epoch checkpoint.
+//
+// # On disk
+//
+// A partition's directory (<data>/<topic>-<partition>/) holds:
+//
+//   - Segments, named by the offset of their first batch, 20 digits
+//     zero-padded as in Kafka. 00000000000000001000.log holds record batches
+//     exactly as received on the wire (record batch v2, magic 2), back to
+//     back; the log has set each batch's base offset and partition leader
+//     epoch (outside the CRC) and, for LogAppendTime topics, its max
+//     timestamp (with a new CRC). A fetch therefore sends stored bytes.
+//   - Beside each segment, a sparse offset index (.index: 8-byte entries of
+//     base offset relative to the segment, and byte position; one entry per
+//     index.interval.bytes of batches) and a sparse time index (.timeindex:
+//     12-byte entries of largest timestamp so far and the relative base
+//     offset of the batch that carried it, added when the timestamp grows).
+//     Both big-endian. The active segment's indexes live in memory and are
+//     written when the segment is sealed (rolled) or the log closes.
+//   - partition.checkpoint: log start offset, high watermark, recovery point
+//     (every offset below it was synced) and whether the log was closed
+//     cleanly.
+//   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
+//     per leader epoch.
+//
+// Files are replaced atomically: written to a .tmp name, synced, renamed,
+// and the directory synced. Compaction writes .cleaned files and renames
+// them over the segment; leftovers of any of these are removed on open.
+//
+// # Durability
+//
+// Appends write to the active segment under the log's lock and sync after
+// releasing it. An append that asks for durability waits until an fsync
+// covers it; the appends that arrive while one fsync runs are covered
+// together by the next (group commit), so N concurrent writers pay about
+// one fsync per round, not N. Rolling a segment syncs it and its indexes
+// before the next segment is created, so only the last segment can hold
+// data that was never synced.
+//
+// # Recovery
+//
+// A clean close leaves "clean-shutdown 1" in the checkpoint; the first
+// change after opening retracts it. Opening a clean log scans nothing but the
+// few batches after the active segment's last index entry. Otherwise every
+// segment from the one holding the recovery point onward is read in full,
+// checking each batch's length, magic, CRC-32C and that offsets increase,
+// and its indexes are rebuilt. The first bad batch ends the valid data:
+//
+//   - If it can be a torn tail (it lies above the recovery point, in the
+//     last segment with data, and no valid batch follows it), the segment is
+//     truncated there. A crash mid-write or lost unsynced pages look like
+//     this, and no batch reported durable lies there.
+//   - Otherwise data that was durable is damaged, and Open fails with a
+//     *CorruptLogError naming the file and position. Nothing is dropped
+//     silently; an operator decides.
+//
+// Index files of sealed segments are checked when first loaded (sizes,
+// increasing entries, positions inside the log) and rebuilt from the
+// segment when they fail.
+//
+// # Retention and compaction
+//
+// Retention deletes whole segments from the start: those below the log
+// start offset (moved by DeleteRecords), those whose largest timestamp is
+// older than retention.ms, and the oldest beyond retention.bytes. Deleted
+// and replaced segment files are unlinked at once but closed only after
+// file.delete.delay.ms, so sections handed to readers stay valid.
+// Compaction (see compact.go) rewrites sealed segments keeping the last
+// record of each key.
+//
+// # Locking
+//
+// Log.mu guards the segment list, offsets and the active segment's writes;
+// readers hold it shared while they locate batches, then read the file
+// without it. Log.syncMu serialises fsyncs and comes before Log.mu.
+package log

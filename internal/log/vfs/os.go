@@ -1,0 +1,43 @@
+package vfs
+
+import (
+	"io/fs"
+	"os"
+)
+
+// OS is the operating system's file system. Its files are *os.File, so
+// callers may type-assert for sendfile.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+var _ File = (*os.File)(nil)
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // not f: a nil *os.File in a File would not be nil
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
+func (osFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
+
+// SyncDir fsyncs the directory itself: on Linux that is what makes entries
+// created, renamed or removed in it survive a power loss.
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

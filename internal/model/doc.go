@@ -1,0 +1,5 @@
+// Package model holds the leaf types every other package shares: typed
+// offsets, epochs and node ids, topic-partition names, and a read-only view
+// of a Kafka record batch header. It does no I/O and imports only the
+// standard library, so any package may depend on it.
+package model
