@@ -25,8 +25,9 @@ type CompactStats struct {
 // segment is never touched, and appends and reads go on meanwhile.
 //
 // Steps: (1) under the shared lock, choose the segments; (2) without the
-// lock (sealed segments do not change, and retired ones stay open) map each
-// key to its latest offset across them; (3) rewrite each segment that loses
+// lock (sealed segments do not change, retired ones stay open, and the
+// active segment is read only up to a size taken under the lock) map each
+// key to its latest offset below the high watermark; (3) rewrite each segment that loses
 // records into <segment>.log.cleaned and sync it; (4) under the lock, swap it
 // in by renaming over the segment, provided the segment is still part of
 // the log. A crash before the rename leaves a .cleaned file that Open
@@ -60,15 +61,27 @@ func (l *Log) Compact() (CompactStats, error) {
 		}
 		segs = append(segs, s)
 	}
+	// Keys written later, up to the high watermark, also supersede: the
+	// map covers them without cleaning their segments.
+	hw := l.hw
+	mapped := l.segs[len(segs):]
+	sizes := make([]int64, len(mapped))
+	for i, s := range mapped {
+		sizes[i] = s.size
+	}
 	l.mu.RUnlock()
 	if !cfg.Compact || len(segs) == 0 {
 		return stats, nil
 	}
 
 	latest := map[string]int64{}
-	for _, s := range segs {
-		err := forEachStoredBatch(s, func(b model.Batch) error {
-			if b.IsControl() {
+	for i, s := range append(segs, mapped...) {
+		size := s.size
+		if i >= len(segs) {
+			size = sizes[i-len(segs)]
+		}
+		err := forEachStoredBatch(s, size, func(b model.Batch) error {
+			if b.IsControl() || b.LastOffset() >= hw {
 				return nil
 			}
 			return forEachRecord(b, func(r *Record) error {
@@ -106,7 +119,7 @@ func (l *Log) cleanSegment(s *segment, latest map[string]int64, horizon int64) (
 	var out []byte
 	var kept []Record
 	removed := 0
-	err := forEachStoredBatch(s, func(b model.Batch) error {
+	err := forEachStoredBatch(s, s.size, func(b model.Batch) error {
 		if b.IsControl() {
 			out = append(out, b...)
 			return nil
@@ -229,11 +242,12 @@ func (l *Log) indexOf(s *segment) int {
 	return -1
 }
 
-// forEachStoredBatch calls fn with each whole batch of a sealed segment.
-func forEachStoredBatch(s *segment, fn func(b model.Batch) error) error {
+// forEachStoredBatch calls fn with each whole batch in the first size bytes
+// of a segment (its size, or a snapshot of it taken under Log.mu).
+func forEachStoredBatch(s *segment, size int64, fn func(b model.Batch) error) error {
 	var buf []byte
 	var ferr error
-	err := scanHeaders(s.file, 0, s.size, func(pos int64, hdr model.Batch) bool {
+	err := scanHeaders(s.file, 0, size, func(pos int64, hdr model.Batch) bool {
 		n := hdr.Size()
 		if cap(buf) < n {
 			buf = make([]byte, n)

@@ -207,32 +207,30 @@ func checkBatchFraming(b model.Batch) error {
 }
 
 // batchRecords returns the uncompressed records of b. When it had to
-// decompress, the buffer comes from the pool and release gives it back; the
-// records must not be used after that.
-func batchRecords(b model.Batch) (recs []byte, release func(), err error) {
+// decompress, pooled holds the buffer to give back with putBuf once the
+// records are no longer used.
+func batchRecords(b model.Batch) (recs []byte, pooled *[]byte, err error) {
 	payload := b.Records()
 	c := b.Compression()
 	if c == model.CompressionNone {
-		return payload, noRelease, nil
+		return payload, nil, nil
 	}
 	if c > model.CompressionZstd {
-		return nil, noRelease, fmt.Errorf("codec %d: %w", c, ErrUnsupportedCompression)
+		return nil, nil, fmt.Errorf("codec %d: %w", c, ErrUnsupportedCompression)
 	}
 	// An empty batch left by compaction carries no payload to decompress.
 	if len(payload) == 0 && b.RecordCount() == 0 {
-		return payload, noRelease, nil
+		return payload, nil, nil
 	}
 	buf := getBuf()
 	out, err := decompress(c, payload, (*buf)[:0])
 	if err != nil {
 		putBuf(buf)
-		return nil, noRelease, fmt.Errorf("%s: %v: %w", c, err, ErrCorruptMessage)
+		return nil, nil, fmt.Errorf("%s: %v: %w", c, err, ErrCorruptMessage)
 	}
 	*buf = out
-	return out, func() { putBuf(buf) }, nil
+	return out, buf, nil
 }
-
-func noRelease() {}
 
 // forEachRecord decodes the batch's records (decompressing if needed) and
 // calls fn for each, in order. It checks every varint and length against the
@@ -248,11 +246,13 @@ func forEachRecord(b model.Batch, fn func(r *Record) error) error {
 	if count < 0 {
 		return fmt.Errorf("negative record count %d: %w", count, ErrCorruptMessage)
 	}
-	buf, release, err := batchRecords(b)
+	buf, pooled, err := batchRecords(b)
 	if err != nil {
 		return err
 	}
-	defer release()
+	if pooled != nil {
+		defer putBuf(pooled)
+	}
 	rr := &recordReader{buf: buf, headers: true}
 	for i := range count {
 		if why := rr.next(); why != "" {
@@ -513,10 +513,12 @@ func gunzip(src, dst []byte) ([]byte, error) {
 	z := gzipReaders.Get().(*gzipReader)
 	defer gzipReaders.Put(z)
 	z.src.Reset(src)
-	if err := z.r.Reset(&z.src); err != nil {
-		return dst, err
+	out, err := dst, z.r.Reset(&z.src)
+	if err == nil {
+		out, err = readInto(&z.r, dst)
 	}
-	return readInto(&z.r, dst)
+	z.src.Reset(nil) // so the pool does not pin the batch
+	return out, err
 }
 
 type lz4Reader struct {
@@ -532,8 +534,7 @@ func unlz4(src, dst []byte) ([]byte, error) {
 	z.src.Reset(src)
 	z.r.Reset(&z.src)
 	out, err := readInto(z.r, dst)
-	// Drop the source so the pool does not pin the batch.
-	z.src.Reset(nil)
+	z.src.Reset(nil) // so the pool does not pin the batch
 	z.r.Reset(nil)
 	return out, err
 }

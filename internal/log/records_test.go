@@ -20,16 +20,16 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-var allCodecs = []model.Compression{
+var rvCodecs = []model.Compression{
 	model.CompressionNone, model.CompressionGzip, model.CompressionSnappy,
 	model.CompressionLZ4, model.CompressionZstd,
 }
 
-const testBaseTimestamp = 1_700_000_000_000
+const rvBaseTimestamp = 1_700_000_000_000
 
-// testRecords covers null and empty keys and values, headers with null and
+// rvRecords covers null and empty keys and values, headers with null and
 // empty values, and negative and large deltas.
-func testRecords(n int) []Record {
+func rvRecords(n int) []Record {
 	recs := make([]Record, n)
 	for i := range recs {
 		r := &recs[i]
@@ -57,17 +57,17 @@ func testRecords(n int) []Record {
 	return recs
 }
 
-func testHeader(codec model.Compression, n int) batchHeader {
+func rvHeader(codec model.Compression, n int) batchHeader {
 	return batchHeader{
 		BaseOffset: 0, PartitionLeaderEpoch: -1, Attributes: int16(codec),
-		LastOffsetDelta: int32(n - 1), BaseTimestamp: testBaseTimestamp, MaxTimestamp: testBaseTimestamp + 1<<40,
+		LastOffsetDelta: int32(n - 1), BaseTimestamp: rvBaseTimestamp, MaxTimestamp: rvBaseTimestamp + 1<<40,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 	}
 }
 
-func buildBatch(t testing.TB, codec model.Compression, recs []Record, edit func(*batchHeader)) []byte {
+func rvBuild(t testing.TB, codec model.Compression, recs []Record, edit func(*batchHeader)) []byte {
 	t.Helper()
-	h := testHeader(codec, len(recs))
+	h := rvHeader(codec, len(recs))
 	if edit != nil {
 		edit(&h)
 	}
@@ -78,42 +78,42 @@ func buildBatch(t testing.TB, codec model.Compression, recs []Record, edit func(
 	return b
 }
 
-// fixCRC recomputes the CRC after a test edited covered bytes on purpose.
-func fixCRC(b []byte) []byte {
+// rvFixCRC recomputes the CRC after a test rvEdited covered bytes on purpose.
+func rvFixCRC(b []byte) []byte {
 	binary.BigEndian.PutUint32(b[model.BatchCRCPos:], crc32.Checksum(b[model.BatchAttributesPos:], crc32.MakeTable(crc32.Castagnoli)))
 	return b
 }
 
-func cloneBytes(b []byte) []byte {
+func rvCloneBytes(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
 	return append([]byte{}, b...)
 }
 
-func cloneRec(r *Record) Record {
+func rvCloneRecord(r *Record) Record {
 	c := Record{Attributes: r.Attributes, TimestampDelta: r.TimestampDelta, OffsetDelta: r.OffsetDelta,
-		Key: cloneBytes(r.Key), Value: cloneBytes(r.Value)}
+		Key: rvCloneBytes(r.Key), Value: rvCloneBytes(r.Value)}
 	for _, h := range r.Headers {
-		c.Headers = append(c.Headers, RecordHeader{Key: strings.Clone(h.Key), Value: cloneBytes(h.Value)})
+		c.Headers = append(c.Headers, RecordHeader{Key: strings.Clone(h.Key), Value: rvCloneBytes(h.Value)})
 	}
 	return c
 }
 
-func collect(t testing.TB, b []byte) []Record {
+func rvCollect(t testing.TB, b []byte) []Record {
 	t.Helper()
 	var out []Record
-	if err := forEachRecord(b, func(r *Record) error { out = append(out, cloneRec(r)); return nil }); err != nil {
+	if err := forEachRecord(b, func(r *Record) error { out = append(out, rvCloneRecord(r)); return nil }); err != nil {
 		t.Fatalf("forEachRecord: %v", err)
 	}
 	return out
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, codec := range allCodecs {
+	for _, codec := range rvCodecs {
 		t.Run(codec.String(), func(t *testing.T) {
-			want := testRecords(23)
-			b := buildBatch(t, codec, want, nil)
+			want := rvRecords(23)
+			b := rvBuild(t, codec, want, nil)
 			if err := checkCRC(b); err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestRoundTrip(t *testing.T) {
 			if bt.Compression() != codec || bt.RecordCount() != 23 || bt.Size() != len(b) || bt.Magic() != 2 {
 				t.Fatalf("header: codec %s count %d size %d/%d", bt.Compression(), bt.RecordCount(), bt.Size(), len(b))
 			}
-			if got := collect(t, b); !reflect.DeepEqual(got, want) {
+			if got := rvCollect(t, b); !reflect.DeepEqual(got, want) {
 				t.Fatalf("records differ:\n got %+v\nwant %+v", got, want)
 			}
 		})
@@ -134,16 +134,16 @@ func TestRoundTripLarge(t *testing.T) {
 	for i := range want {
 		want[i] = Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprint(i)), Value: bytes.Repeat([]byte(fmt.Sprint(i)), 40)}
 	}
-	for _, codec := range allCodecs {
-		b := buildBatch(t, codec, want, nil)
-		if got := collect(t, b); !reflect.DeepEqual(got, want) {
+	for _, codec := range rvCodecs {
+		b := rvBuild(t, codec, want, nil)
+		if got := rvCollect(t, b); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: records differ", codec)
 		}
 	}
 }
 
 func TestAppendBatchEmpty(t *testing.T) {
-	b := buildBatch(t, model.CompressionZstd, nil, func(h *batchHeader) { h.Attributes |= model.AttrTransactional })
+	b := rvBuild(t, model.CompressionZstd, nil, func(h *batchHeader) { h.Attributes |= model.AttrTransactional })
 	bt := model.Batch(b)
 	if len(b) != model.BatchHeaderSize || bt.Compression() != model.CompressionNone || !bt.IsTransactional() || bt.RecordCount() != 0 {
 		t.Fatalf("empty batch: %d bytes, codec %s, attrs %x", len(b), bt.Compression(), bt.Attributes())
@@ -151,28 +151,28 @@ func TestAppendBatchEmpty(t *testing.T) {
 	if err := checkCRC(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := collect(t, b); len(got) != 0 {
+	if got := rvCollect(t, b); len(got) != 0 {
 		t.Fatalf("got %d records", len(got))
 	}
 }
 
 func TestAppendBatchAppends(t *testing.T) {
 	prefix := []byte("prefix")
-	b, err := appendBatch(append([]byte{}, prefix...), testHeader(model.CompressionLZ4, 3), testRecords(3))
+	b, err := appendBatch(append([]byte{}, prefix...), rvHeader(model.CompressionLZ4, 3), rvRecords(3))
 	if err != nil || !bytes.HasPrefix(b, prefix) {
 		t.Fatalf("appendBatch: %v", err)
 	}
-	if got := collect(t, b[len(prefix):]); !reflect.DeepEqual(got, testRecords(3)) {
+	if got := rvCollect(t, b[len(prefix):]); !reflect.DeepEqual(got, rvRecords(3)) {
 		t.Fatal("records differ")
 	}
-	if _, err := appendBatch(nil, batchHeader{Attributes: 6}, testRecords(1)); !errors.Is(err, ErrUnsupportedCompression) {
+	if _, err := appendBatch(nil, batchHeader{Attributes: 6}, rvRecords(1)); !errors.Is(err, ErrUnsupportedCompression) {
 		t.Fatalf("codec 6: %v", err)
 	}
 }
 
-// independentDecompress undoes a codec with the plain library calls (and
+// rvDecompress undoes a codec with the plain library calls (and
 // the standard library's gzip), not with decompress.
-func independentDecompress(t *testing.T, c model.Compression, src []byte) []byte {
+func rvDecompress(t *testing.T, c model.Compression, src []byte) []byte {
 	t.Helper()
 	var out []byte
 	var err error
@@ -193,7 +193,7 @@ func independentDecompress(t *testing.T, c model.Compression, src []byte) []byte
 			d.Close()
 		}
 	case model.CompressionSnappy:
-		out, err = unxerialForTest(src)
+		out, err = rvUnxerial(src)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", c, err)
@@ -201,10 +201,10 @@ func independentDecompress(t *testing.T, c model.Compression, src []byte) []byte
 	return out
 }
 
-// unxerialForTest reads the framing as snappy-java documents it: a 16-byte
+// rvUnxerial reads the framing as snappy-java documents it: a 16-byte
 // header of magic, version 1 and compatible version 1, then blocks of a
 // big-endian length and a raw snappy block.
-func unxerialForTest(src []byte) ([]byte, error) {
+func rvUnxerial(src []byte) ([]byte, error) {
 	hdr := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
 	if !bytes.HasPrefix(src, hdr) {
 		return nil, errors.New("no xerial header")
@@ -225,7 +225,7 @@ func unxerialForTest(src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func kmsgSplitRecords(t *testing.T, raw []byte, n int) []kmsg.Record {
+func rvKmsgRecords(t *testing.T, raw []byte, n int) []kmsg.Record {
 	t.Helper()
 	var out []kmsg.Record
 	for range n {
@@ -247,10 +247,10 @@ func kmsgSplitRecords(t *testing.T, raw []byte, n int) []kmsg.Record {
 }
 
 func TestKmsgDecodesOurBatch(t *testing.T) {
-	for _, codec := range allCodecs {
+	for _, codec := range rvCodecs {
 		t.Run(codec.String(), func(t *testing.T) {
-			want := testRecords(17)
-			b := buildBatch(t, codec, want, func(h *batchHeader) {
+			want := rvRecords(17)
+			b := rvBuild(t, codec, want, func(h *batchHeader) {
 				h.BaseOffset, h.ProducerID, h.ProducerEpoch, h.BaseSequence = 42, 7, 3, 100
 			})
 			var kb kmsg.RecordBatch
@@ -259,13 +259,13 @@ func TestKmsgDecodesOurBatch(t *testing.T) {
 			}
 			if kb.FirstOffset != 42 || kb.Magic != 2 || int(kb.Length) != len(b)-12 || kb.NumRecords != 17 ||
 				kb.LastOffsetDelta != 16 || kb.ProducerID != 7 || kb.ProducerEpoch != 3 || kb.FirstSequence != 100 ||
-				kb.FirstTimestamp != testBaseTimestamp || model.Compression(kb.Attributes&7) != codec {
+				kb.FirstTimestamp != rvBaseTimestamp || model.Compression(kb.Attributes&7) != codec {
 				t.Fatalf("kmsg header %+v", kb)
 			}
 			if uint32(kb.CRC) != crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)) {
 				t.Fatal("crc")
 			}
-			got := kmsgSplitRecords(t, independentDecompress(t, codec, kb.Records), 17)
+			got := rvKmsgRecords(t, rvDecompress(t, codec, kb.Records), 17)
 			for i, r := range got {
 				w := want[i]
 				if r.OffsetDelta != w.OffsetDelta || r.TimestampDelta64 != w.TimestampDelta ||
@@ -282,9 +282,9 @@ func TestKmsgDecodesOurBatch(t *testing.T) {
 	}
 }
 
-// compressForTest compresses the way other clients do, with independent or
+// rvCompress compresses the way other clients do, with independent or
 // differently configured encoders. Snappy is raw unless xerial is set.
-func compressForTest(t testing.TB, c model.Compression, src []byte, xerial bool) []byte {
+func rvCompress(t testing.TB, c model.Compression, src []byte, xerial bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	switch c {
@@ -321,8 +321,8 @@ func compressForTest(t testing.TB, c model.Compression, src []byte, xerial bool)
 	return buf.Bytes()
 }
 
-// kmsgBatch builds a batch with kmsg the way a franz-go producer lays it out.
-func kmsgBatch(t testing.TB, c model.Compression, recs []Record, xerial bool) []byte {
+// rvKmsgBatch builds a batch with kmsg the way a franz-go producer lays it out.
+func rvKmsgBatch(t testing.TB, c model.Compression, recs []Record, xerial bool) []byte {
 	t.Helper()
 	var raw []byte
 	for _, r := range recs {
@@ -336,34 +336,34 @@ func kmsgBatch(t testing.TB, c model.Compression, recs []Record, xerial bool) []
 	}
 	kb := kmsg.RecordBatch{
 		FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(c),
-		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: testBaseTimestamp, MaxTimestamp: testBaseTimestamp + 1<<40,
+		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: rvBaseTimestamp, MaxTimestamp: rvBaseTimestamp + 1<<40,
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)),
-		Records: compressForTest(t, c, raw, xerial),
+		Records: rvCompress(t, c, raw, xerial),
 	}
 	b := kb.AppendTo(nil)
 	binary.BigEndian.PutUint32(b[model.BatchLengthPos:], uint32(len(b)-12))
-	return fixCRC(b)
+	return rvFixCRC(b)
 }
 
 func TestWeDecodeKmsgBatch(t *testing.T) {
-	for _, codec := range allCodecs {
+	for _, codec := range rvCodecs {
 		for _, xerial := range []bool{false, true} {
 			if xerial && codec != model.CompressionSnappy {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/xerial=%v", codec, xerial), func(t *testing.T) {
-				want := testRecords(31)
-				b := kmsgBatch(t, codec, want, xerial)
+				want := rvRecords(31)
+				b := rvKmsgBatch(t, codec, want, xerial)
 				if _, err := validateBatch(b, &validateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				if got := collect(t, b); !reflect.DeepEqual(got, want) {
+				if got := rvCollect(t, b); !reflect.DeepEqual(got, want) {
 					t.Fatalf("records differ:\n got %+v\nwant %+v", got, want)
 				}
 				// Our encoding of the same records is byte-identical
 				// before compression.
-				ours := buildBatch(t, model.CompressionNone, want, nil)
-				theirs := kmsgBatch(t, model.CompressionNone, want, false)
+				ours := rvBuild(t, model.CompressionNone, want, nil)
+				theirs := rvKmsgBatch(t, model.CompressionNone, want, false)
 				if !bytes.Equal(ours, theirs) {
 					t.Fatal("uncompressed encodings differ from kmsg's")
 				}
@@ -378,16 +378,16 @@ func TestSnappyFramings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := unxerialForTest(ours); err != nil || !bytes.Equal(got, src) {
+	if got, err := rvUnxerial(ours); err != nil || !bytes.Equal(got, src) {
 		t.Fatalf("our xerial framing: %v", err)
 	}
 	// Version fields stored little endian, as some writers do, and two
 	// concatenated streams, as snappy-java reads.
-	le := compressForTest(t, model.CompressionSnappy, src[:1000], true)
+	le := rvCompress(t, model.CompressionSnappy, src[:1000], true)
 	copy(le[8:], []byte{1, 0, 0, 0, 1, 0, 0, 0})
-	cat := append(append([]byte{}, le...), compressForTest(t, model.CompressionSnappy, src[1000:], true)...)
+	cat := append(append([]byte{}, le...), rvCompress(t, model.CompressionSnappy, src[1000:], true)...)
 	for name, in := range map[string][]byte{
-		"raw": compressForTest(t, model.CompressionSnappy, src, false), "xerial": ours, "concatenated": cat,
+		"raw": rvCompress(t, model.CompressionSnappy, src, false), "xerial": ours, "concatenated": cat,
 	} {
 		got, err := decompress(model.CompressionSnappy, in, []byte("x"))
 		if err != nil || !bytes.Equal(got[1:], src) || got[0] != 'x' {
@@ -406,7 +406,7 @@ func TestSnappyFramings(t *testing.T) {
 
 func TestDecompressRejectsGarbage(t *testing.T) {
 	garbage := []byte("this is not compressed data at all, not even close")
-	for _, c := range allCodecs[1:] {
+	for _, c := range rvCodecs[1:] {
 		if _, err := decompress(c, garbage, nil); err == nil {
 			t.Errorf("%s accepted garbage", c)
 		}
@@ -421,8 +421,11 @@ func TestDecompressRejectsGarbage(t *testing.T) {
 }
 
 func TestDecompressBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compresses 256 MiB per codec")
+	}
 	big := make([]byte, maxDecompressedBatch+1)
-	for _, c := range allCodecs[1:] {
+	for _, c := range rvCodecs[1:] {
 		z, err := compress(c, big, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -434,7 +437,7 @@ func TestDecompressBound(t *testing.T) {
 }
 
 func TestCompressEmpty(t *testing.T) {
-	for _, c := range allCodecs {
+	for _, c := range rvCodecs {
 		z, err := compress(c, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -447,8 +450,8 @@ func TestCompressEmpty(t *testing.T) {
 }
 
 func TestSetLogAppendTime(t *testing.T) {
-	for _, codec := range allCodecs {
-		b := buildBatch(t, codec, testRecords(5), nil)
+	for _, codec := range rvCodecs {
+		b := rvBuild(t, codec, rvRecords(5), nil)
 		const ts = 1_800_000_000_000
 		setLogAppendTime(b, ts)
 		if err := checkCRC(b); err != nil {
@@ -464,68 +467,53 @@ func TestSetLogAppendTime(t *testing.T) {
 		if kb.Attributes&0x08 == 0 || kb.MaxTimestamp != ts || model.Compression(kb.Attributes&7) != codec {
 			t.Fatalf("%s: attributes %x max %d", codec, kb.Attributes, kb.MaxTimestamp)
 		}
-		if kb.FirstTimestamp != testBaseTimestamp {
+		if kb.FirstTimestamp != rvBaseTimestamp {
 			t.Fatalf("base timestamp changed to %d", kb.FirstTimestamp)
 		}
 	}
 }
 
+// rvWithPayload replaces the records of a one-record batch by payload, framed
+// and CRC'd so that only the records are wrong.
+func rvWithPayload(t testing.TB, count int32, payload ...byte) []byte {
+	b := append(rvBuild(t, model.CompressionNone, rvRecords(1), nil)[:model.BatchHeaderSize], payload...)
+	binary.BigEndian.PutUint32(b[model.BatchLengthPos:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[model.BatchRecordCountPos:], uint32(count))
+	return rvFixCRC(b)
+}
+
 func TestForEachRecordCorrupt(t *testing.T) {
-	good := buildBatch(t, model.CompressionNone, testRecords(3), nil)
-	edit := func(f func(b []byte) []byte) []byte {
-		b := f(append([]byte{}, good...))
-		binary.BigEndian.PutUint32(b[model.BatchLengthPos:], uint32(len(b)-12))
-		return fixCRC(b)
-	}
-	setCount := func(n int32) func([]byte) []byte {
-		return func(b []byte) []byte { binary.BigEndian.PutUint32(b[model.BatchRecordCountPos:], uint32(n)); return b }
-	}
+	good := rvBuild(t, model.CompressionNone, rvRecords(3), nil)
+	records := good[model.BatchHeaderSize:]
+	gz := rvBuild(t, model.CompressionGzip, rvRecords(3), nil)
+	gz[len(gz)-8] ^= 0xff // the gzip trailer's CRC of the payload
 	cases := map[string][]byte{
-		"short":            good[:40],
-		"length past end":  good[:len(good)-1],
-		"count too high":   edit(setCount(4)),
-		"count negative":   edit(setCount(-1)),
-		"trailing bytes":   edit(func(b []byte) []byte { return append(b, 0) }),
-		"unfinished varint": edit(func(b []byte) []byte {
-			return append(b[:model.BatchHeaderSize], 0x80, 0x80, 0x80, 0x80, 0x80, 0x01)
-		}),
-		"record length past end": edit(func(b []byte) []byte { b[model.BatchHeaderSize] = 0x7e; return b }),
-		"empty record":           edit(func(b []byte) []byte { return append(b[:model.BatchHeaderSize], 0) }),
-		"key length past record": edit(func(b []byte) []byte {
-			return append(b[:model.BatchHeaderSize], 10, 0, 0, 0, 20, 1, 2, 3)
-		}),
-		"key length -2": edit(func(b []byte) []byte {
-			return append(b[:model.BatchHeaderSize], 10, 0, 0, 0, 3, 1, 0, 0, 0, 0)
-		}),
-		"negative header count": edit(func(b []byte) []byte {
-			return append(b[:model.BatchHeaderSize], 10, 0, 0, 0, 1, 1, 1, 0)
-		}),
-		"record longer than its fields": edit(func(b []byte) []byte {
-			return append(b[:model.BatchHeaderSize], 14, 0, 0, 0, 1, 1, 0, 0, 0)
-		}),
-		"gzip garbage": func() []byte {
-			b := buildBatch(t, model.CompressionGzip, testRecords(3), nil)
-			b[len(b)-8] ^= 0xff // the gzip CRC of the payload
-			return fixCRC(b)
-		}(),
+		"short":           good[:40],
+		"length past end": good[:len(good)-1],
+		"count too high":  rvWithPayload(t, 4, records...),
+		"count negative":  rvWithPayload(t, -1, records...),
+		"trailing bytes":  rvWithPayload(t, 3, append(append([]byte{}, records...), 0)...),
+		// Zigzag varints: 12 is 6, 1 is -1, 3 is -2.
+		"unfinished varint":             rvWithPayload(t, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01),
+		"record length past end":        rvWithPayload(t, 1, 0xfe, 0x0f, 0, 0, 0),
+		"negative record length":        rvWithPayload(t, 1, 1, 0, 0, 0),
+		"empty record":                  rvWithPayload(t, 1, 0),
+		"key length past record":        rvWithPayload(t, 1, 10, 0, 0, 0, 20, 1, 2, 3),
+		"key length -2":                 rvWithPayload(t, 1, 10, 0, 0, 0, 3, 1),
+		"negative header count":         rvWithPayload(t, 1, 12, 0, 0, 0, 1, 1, 1),
+		"negative header key length":    rvWithPayload(t, 1, 16, 0, 0, 0, 1, 1, 2, 1, 1),
+		"record longer than its fields": rvWithPayload(t, 1, 14, 0, 0, 0, 1, 1, 0, 0),
+		"gzip trailer":                  rvFixCRC(gz),
 	}
 	for name, b := range cases {
-		if name == "key length -2" || name == "negative header count" || name == "record longer than its fields" ||
-			name == "key length past record" || name == "empty record" || name == "unfinished varint" {
-			binary.BigEndian.PutUint32(b[model.BatchRecordCountPos:], 1)
-			fixCRC(b)
-		}
 		err := forEachRecord(b, func(*Record) error { return nil })
 		if !errors.Is(err, ErrCorruptMessage) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	// A sound single record, to show the hand-made ones above differ only
-	// in the broken field.
-	one := edit(func(b []byte) []byte { return append(b[:model.BatchHeaderSize], 12, 0, 0, 0, 1, 1, 0, 0) })
-	binary.BigEndian.PutUint32(one[model.BatchRecordCountPos:], 1)
-	fixCRC(one)
-	if got := collect(t, one); len(got) != 1 || got[0].Key != nil || got[0].Value != nil {
+	// The hand-made record the cases above break, field by field.
+	got := rvCollect(t, rvWithPayload(t, 1, 12, 0, 0, 0, 1, 1, 0))
+	if len(got) != 1 || got[0].Key != nil || got[0].Value != nil || got[0].Headers != nil {
 		t.Fatalf("hand-made record: %+v", got)
 	}
 }
@@ -533,7 +521,7 @@ func TestForEachRecordCorrupt(t *testing.T) {
 func TestForEachRecordStops(t *testing.T) {
 	stop := errors.New("stop")
 	n := 0
-	err := forEachRecord(buildBatch(t, model.CompressionZstd, testRecords(10), nil), func(*Record) error {
+	err := forEachRecord(rvBuild(t, model.CompressionZstd, rvRecords(10), nil), func(*Record) error {
 		if n++; n == 3 {
 			return stop
 		}

@@ -114,8 +114,9 @@ func (l *Log) DeleteRecords(offset int64) (int64, error) {
 }
 
 // Truncate removes every batch from the one holding offset onward (a
-// follower whose log diverged from its leader's). The log end becomes the
-// start of the first batch removed.
+// follower whose log diverged from its leader's). The log end becomes
+// offset, or the start of the batch holding it. Compaction relies on data
+// below the high watermark never being truncated.
 func (l *Log) Truncate(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -141,13 +142,21 @@ func (l *Log) Truncate(offset int64) error {
 		if _, err := s.file.ReadAt(hdr, pos); err != nil {
 			return err
 		}
-		newEnd = model.Batch(hdr).BaseOffset()
+		newEnd = min(offset, model.Batch(hdr).BaseOffset())
 	}
 	if err := l.retireLocked(l.segs[i+1:]); err != nil {
 		return err
 	}
 	l.segs = l.segs[:i+1]
-	if err := s.file.Truncate(pos); err != nil {
+	// Synced at once: truncated data that came back after a power loss
+	// would be a diverged history reappearing.
+	if err := s.file.Truncate(pos); err == nil {
+		err = s.file.Sync()
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
 		l.failLocked(err)
 		return l.failed
 	}
@@ -162,6 +171,7 @@ func (l *Log) Truncate(offset int64) error {
 		s.firstTs = -1
 	}
 	l.next = s.next
+	l.start = min(l.start, l.next) // the batch holding the log start may be gone
 	l.hw = min(l.hw, l.next)
 	l.synced.Store(min(l.synced.Load(), l.next))
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {

@@ -173,11 +173,13 @@ func checkHeader(b model.Batch, info *batchInfo, opts *validateOptions) error {
 }
 
 func checkCompressedRecords(b model.Batch, opts *validateOptions) error {
-	recs, release, err := batchRecords(b)
+	recs, pooled, err := batchRecords(b)
 	if err != nil {
 		return err
 	}
-	defer release()
+	if pooled != nil {
+		defer putBuf(pooled)
+	}
 	return checkRecords(b, recs, opts)
 }
 
