@@ -58,13 +58,43 @@ func batchCRC(b model.Batch) uint32 {
 	return crc32.Checksum(b[model.BatchAttributesPos:b.Size()], castagnoli)
 }
 
+// varint32 and varint64 decode a zigzag varint at b[p:], returning the
+// position after it. Lengths and deltas nearly always take one or two bytes,
+// so those cases are unrolled.
+func varint32(b []byte, p int) (int32, int, bool) {
+	if p >= 0 && p+1 < len(b) {
+		if c := b[p]; c < 0x80 {
+			return zigzag32(uint32(c)), p + 1, true
+		} else if d := b[p+1]; d < 0x80 {
+			return zigzag32(uint32(c&0x7f) | uint32(d)<<7), p + 2, true
+		}
+	}
+	u, p, ok := uvarint(b, p, maxVarint32Len)
+	if !ok || u > math.MaxUint32 {
+		return 0, 0, false
+	}
+	return zigzag32(uint32(u)), p, true
+}
+
+func varint64(b []byte, p int) (int64, int, bool) {
+	if p >= 0 && p+1 < len(b) {
+		if c := b[p]; c < 0x80 {
+			return zigzag64(uint64(c)), p + 1, true
+		} else if d := b[p+1]; d < 0x80 {
+			return zigzag64(uint64(c&0x7f) | uint64(d)<<7), p + 2, true
+		}
+	}
+	u, p, ok := uvarint(b, p, maxVarint64Len)
+	return zigzag64(u), p, ok
+}
+
+func zigzag32(u uint32) int32 { return int32(u>>1) ^ -int32(u&1) }
+func zigzag64(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
 // uvarint decodes an unsigned varint at b[p:] of at most maxLen bytes. It is
 // stricter than Kafka's reader: a varint past its type's width is corrupt
 // rather than silently truncated.
 func uvarint(b []byte, p, maxLen int) (uint64, int, bool) {
-	if p < len(b) && b[p] < 0x80 {
-		return uint64(b[p]), p + 1, true
-	}
 	var x uint64
 	for i, s := 0, uint(0); i < maxLen && p+i < len(b); i, s = i+1, s+7 {
 		c := b[p+i]
@@ -77,19 +107,6 @@ func uvarint(b []byte, p, maxLen int) (uint64, int, bool) {
 		}
 	}
 	return 0, 0, false
-}
-
-func varint32(b []byte, p int) (int32, int, bool) {
-	u, p, ok := uvarint(b, p, maxVarint32Len)
-	if !ok || u > math.MaxUint32 {
-		return 0, 0, false
-	}
-	return int32(uint32(u)>>1) ^ -int32(u&1), p, true
-}
-
-func varint64(b []byte, p int) (int64, int, bool) {
-	u, p, ok := uvarint(b, p, maxVarint64Len)
-	return int64(u>>1) ^ -int64(u&1), p, ok
 }
 
 // bytesField reads a varint length and that many bytes at b[p:]; -1 is null.

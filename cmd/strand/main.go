@@ -1,0 +1,23 @@
+// Command strand is the Strand broker and its tools.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "strand",
+		Short:         "Strand: a durable commit log that speaks the Kafka protocol",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strand:", err)
+		os.Exit(1)
+	}
+}

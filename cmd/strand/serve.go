@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/server"
+)
+
+func serveCommand() *cobra.Command {
+	cfg := config.Defaults()
+	var (
+		configFile    string
+		retentionMs   int64
+		segmentMs     int64
+		fsync         string
+		fsyncInterval int64
+		logLevel      string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a broker",
+		Long: `Run a broker. Every flag can also be given as an environment variable
+STRAND_<FLAG> (upper case, dashes as underscores) or as a "flag = value" line in
+the --config file; a flag on the command line wins over the environment, which
+wins over the file.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnvAndFile(cmd.Flags(), configFile); err != nil {
+				return err
+			}
+			cfg.Log.RetentionTime = msDuration(retentionMs)
+			cfg.Log.SegmentTime = msDuration(segmentMs)
+			p, err := log.ParseFlushPolicy(fsync)
+			if err != nil {
+				return err
+			}
+			cfg.Log.FlushPolicy, cfg.Log.FlushInterval = p, msDuration(fsyncInterval)
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			return serve(cfg, logger)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "file of `flag = value` lines")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the partitions and metadata")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to accept Kafka clients on")
+	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "host:port clients are told to connect to (default: the listen address)")
+	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "this broker's id")
+	f.Int32Var(&cfg.DefaultPartitions, "default-partitions", cfg.DefaultPartitions, "partitions of auto-created topics (num.partitions)")
+	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create unknown topics on first use (auto.create.topics.enable)")
+	f.Int32Var(&cfg.MaxRequestBytes, "max-request-size", cfg.MaxRequestBytes, "largest request frame accepted (socket.request.max.bytes)")
+	f.Int64Var(&retentionMs, "retention-ms", cfg.Log.RetentionTime.Milliseconds(), "topic default retention.ms; -1 for unlimited")
+	f.Int64Var(&cfg.Log.RetentionBytes, "retention-bytes", cfg.Log.RetentionBytes, "topic default retention.bytes; -1 for unlimited")
+	f.Int64Var(&cfg.Log.SegmentBytes, "segment-bytes", cfg.Log.SegmentBytes, "topic default segment.bytes")
+	f.Int64Var(&segmentMs, "segment-ms", cfg.Log.SegmentTime.Milliseconds(), "topic default segment.ms")
+	f.IntVar(&cfg.Log.MaxMessageBytes, "max-message-bytes", cfg.Log.MaxMessageBytes, "topic default max.message.bytes")
+	f.StringVar(&fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
+	f.Int64Var(&fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
+	f.DurationVar(&cfg.RetentionCheck, "retention-check-interval", cfg.RetentionCheck, "how often retention runs")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// applyEnvAndFile fills the flags not given on the command line from
+// STRAND_<NAME> variables, then from the config file.
+func applyEnvAndFile(flags *pflag.FlagSet, file string) error {
+	fileValues := map[string]string{}
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				return fmt.Errorf("%s:%d: want flag = value", file, n)
+			}
+			fileValues[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	var err error
+	flags.VisitAll(func(fl *pflag.Flag) {
+		if err != nil || fl.Changed || fl.Name == "config" {
+			return
+		}
+		env := "STRAND_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		src := env
+		if !ok {
+			v, ok = fileValues[fl.Name]
+			src = file
+		}
+		delete(fileValues, fl.Name)
+		if ok {
+			if serr := fl.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s: %s: %v", src, fl.Name, serr)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for k := range fileValues {
+		if flags.Lookup(k) == nil {
+			return fmt.Errorf("%s: unknown setting %q", file, k)
+		}
+	}
+	return nil
+}
+
+func serve(cfg config.Broker, logger *slog.Logger) error {
+	start := time.Now()
+	srv, err := server.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	logger.Info("strand ready", "listen", srv.Addr().String(), "data_dir", cfg.DataDir,
+		"fsync", cfg.Log.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	logger.Info("shutting down", "signal", s.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}

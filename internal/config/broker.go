@@ -1,0 +1,83 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/strandlog/strand/internal/log"
+)
+
+// Broker is one broker's static configuration.
+type Broker struct {
+	DataDir           string
+	Listen            string // host:port to accept Kafka clients on
+	Advertise         string // host:port clients are told to connect to; Listen when empty
+	NodeID            int32
+	DefaultPartitions int32 // num.partitions
+	AutoCreateTopics  bool  // auto.create.topics.enable
+	MaxRequestBytes   int32 // socket.request.max.bytes: larger frames close the connection
+	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
+	Log log.Config
+	// RetentionCheck is log.retention.check.interval.ms.
+	RetentionCheck time.Duration
+}
+
+// Defaults is the embedded single-node default: ./strand-data, 127.0.0.1:9092,
+// Kafka's topic defaults with fsync on every acknowledged write.
+func Defaults() Broker {
+	return Broker{
+		DataDir:           "strand-data",
+		Listen:            "127.0.0.1:9092",
+		NodeID:            0,
+		DefaultPartitions: 1,
+		AutoCreateTopics:  true,
+		MaxRequestBytes:   100 << 20,
+		Log:               log.Defaults(),
+		RetentionCheck:    5 * time.Minute,
+	}
+}
+
+// AdvertisedAddr returns the address clients are told about, split.
+func (b Broker) AdvertisedAddr() (string, int32, error) {
+	addr := b.Advertise
+	if addr == "" {
+		addr = b.Listen
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("advertise address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, fmt.Errorf("advertise address %q: port must be 1-65535 (use --advertise when listening on port 0)", addr)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return "", 0, fmt.Errorf("advertise address %q: clients need a routable host (set --advertise)", addr)
+	}
+	return host, int32(p), nil
+}
+
+// Validate reports the first bad setting.
+func (b Broker) Validate() error {
+	switch {
+	case b.DataDir == "":
+		return fmt.Errorf("data directory: must be set")
+	case b.NodeID < 0:
+		return fmt.Errorf("node id %d: must not be negative", b.NodeID)
+	case b.DefaultPartitions <= 0:
+		return fmt.Errorf("default partitions %d: must be positive", b.DefaultPartitions)
+	case b.MaxRequestBytes < 1024:
+		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
+	}
+	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
+		return fmt.Errorf("listen address %q: %w", b.Listen, err)
+	}
+	if b.Advertise != "" {
+		if _, _, err := b.AdvertisedAddr(); err != nil {
+			return err
+		}
+	}
+	return b.Log.Validate()
+}

@@ -1,0 +1,304 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/internal/log"
+)
+
+// Errors for config changes (Kafka INVALID_CONFIG; an unknown name is also
+// INVALID_CONFIG in Kafka's answer to CreateTopics and AlterConfigs).
+var (
+	ErrInvalidConfig = errors.New("config: invalid value")
+	ErrUnknownConfig = errors.New("config: unknown config")
+)
+
+// Type is Kafka's DescribeConfigs config type.
+type Type int8
+
+const (
+	TypeBoolean Type = 1
+	TypeString  Type = 2
+	TypeInt     Type = 3
+	TypeLong    Type = 5
+	TypeList    Type = 7
+)
+
+// TopicDef defines one topic-level config.
+type TopicDef struct {
+	Name       string
+	BrokerName string // the broker-level default's name (the synonym)
+	Type       Type
+	Doc        string
+	// Get reads the value from a log's settings, so a default shows the
+	// broker's value.
+	Get func(c log.Config) string
+	// Set parses v into c.
+	Set func(c *log.Config, v string) error
+}
+
+const maxLong = math.MaxInt64
+
+func msGet(f func(c log.Config) time.Duration) func(log.Config) string {
+	return func(c log.Config) string {
+		d := f(c)
+		if d < 0 {
+			return "-1"
+		}
+		return strconv.FormatInt(d.Milliseconds(), 10)
+	}
+}
+
+func msSet(min int64, f func(c *log.Config, d time.Duration)) func(*log.Config, string) error {
+	return func(c *log.Config, v string) error {
+		n, err := parseLong(v, min)
+		if err != nil {
+			return err
+		}
+		if n < 0 || n > int64(math.MaxInt64/time.Millisecond) {
+			f(c, -1)
+		} else {
+			f(c, time.Duration(n)*time.Millisecond)
+		}
+		return nil
+	}
+}
+
+func parseLong(v string, min int64) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is not a number", ErrInvalidConfig, v)
+	}
+	if n < min {
+		return 0, fmt.Errorf("%w: %d is below the minimum %d", ErrInvalidConfig, n, min)
+	}
+	return n, nil
+}
+
+// TopicDefs are the topic configs Strand serves, in Kafka's names.
+var TopicDefs = []TopicDef{
+	{Name: "cleanup.policy", BrokerName: "log.cleanup.policy", Type: TypeList,
+		Doc: "delete, compact, or both (comma separated).",
+		Get: func(c log.Config) string {
+			var p []string
+			if c.Delete {
+				p = append(p, "delete")
+			}
+			if c.Compact {
+				p = append(p, "compact")
+			}
+			return strings.Join(p, ",")
+		},
+		Set: func(c *log.Config, v string) error {
+			c.Delete, c.Compact = false, false
+			for _, p := range strings.Split(v, ",") {
+				switch strings.TrimSpace(p) {
+				case "delete":
+					c.Delete = true
+				case "compact":
+					c.Compact = true
+				default:
+					return fmt.Errorf("%w: cleanup.policy %q (delete, compact)", ErrInvalidConfig, p)
+				}
+			}
+			return nil
+		}},
+	{Name: "compression.type", BrokerName: "compression.type", Type: TypeString,
+		Doc: "Strand stores batches as the producer compressed them; only 'producer' is served.",
+		Get: func(log.Config) string { return "producer" },
+		Set: func(c *log.Config, v string) error {
+			if v != "producer" {
+				return fmt.Errorf("%w: compression.type %q: only 'producer' is supported", ErrInvalidConfig, v)
+			}
+			return nil
+		}},
+	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong,
+		Doc: "How long tombstones are kept after their segment is cleaned.",
+		Get: msGet(func(c log.Config) time.Duration { return c.DeleteRetention }),
+		Set: msSet(0, func(c *log.Config, d time.Duration) { c.DeleteRetention = d })},
+	{Name: "file.delete.delay.ms", BrokerName: "log.segment.delete.delay.ms", Type: TypeLong,
+		Doc: "How long a deleted segment's file stays open for reads in flight.",
+		Get: msGet(func(c log.Config) time.Duration { return c.FileDeleteDelay }),
+		Set: msSet(0, func(c *log.Config, d time.Duration) { c.FileDeleteDelay = d })},
+	{Name: "flush.messages", BrokerName: "log.flush.interval.messages", Type: TypeLong,
+		Doc: "1 (the default) syncs every acknowledged write to disk before answering; any other value leaves syncing to flush.ms or the OS.",
+		Get: func(c log.Config) string {
+			if c.FlushPolicy == log.FlushEveryAppend {
+				return "1"
+			}
+			return strconv.FormatInt(maxLong, 10)
+		},
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, 1)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				c.FlushPolicy = log.FlushEveryAppend
+			} else if c.FlushPolicy == log.FlushEveryAppend {
+				c.FlushPolicy = log.FlushNever
+			}
+			return nil
+		}},
+	{Name: "flush.ms", BrokerName: "log.flush.interval.ms", Type: TypeLong,
+		Doc: "With flush.messages above 1, sync in the background this often.",
+		Get: func(c log.Config) string {
+			if c.FlushPolicy == log.FlushInterval {
+				return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
+			}
+			return strconv.FormatInt(maxLong, 10)
+		},
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, 0)
+			if err != nil {
+				return err
+			}
+			if c.FlushPolicy != log.FlushEveryAppend && n < maxLong {
+				c.FlushPolicy, c.FlushInterval = log.FlushInterval, time.Duration(max(n, 1))*time.Millisecond
+			}
+			return nil
+		}},
+	{Name: "index.interval.bytes", BrokerName: "log.index.interval.bytes", Type: TypeInt,
+		Doc: "Bytes of batches between offset index entries.",
+		Get: func(c log.Config) string { return strconv.FormatInt(c.IndexIntervalBytes, 10) },
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, 0)
+			c.IndexIntervalBytes = n
+			return err
+		}},
+	{Name: "max.message.bytes", BrokerName: "message.max.bytes", Type: TypeInt,
+		Doc: "The largest record batch accepted.",
+		Get: func(c log.Config) string { return strconv.Itoa(c.MaxMessageBytes) },
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, 0)
+			if err == nil && n > math.MaxInt32 {
+				err = fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt32)
+			}
+			c.MaxMessageBytes = int(n)
+			return err
+		}},
+	{Name: "message.timestamp.after.max.ms", BrokerName: "log.message.timestamp.after.max.ms", Type: TypeLong,
+		Doc: "How far in the future a record's timestamp may be.",
+		Get: func(c log.Config) string { return tsWindowGet(c.TimestampAfterMax) },
+		Set: func(c *log.Config, v string) error { return tsWindowSet(&c.TimestampAfterMax, v) }},
+	{Name: "message.timestamp.before.max.ms", BrokerName: "log.message.timestamp.before.max.ms", Type: TypeLong,
+		Doc: "How far in the past a record's timestamp may be.",
+		Get: func(c log.Config) string { return tsWindowGet(c.TimestampBeforeMax) },
+		Set: func(c *log.Config, v string) error { return tsWindowSet(&c.TimestampBeforeMax, v) }},
+	{Name: "message.timestamp.type", BrokerName: "log.message.timestamp.type", Type: TypeString,
+		Doc: "CreateTime (the producer's) or LogAppendTime (the broker's).",
+		Get: func(c log.Config) string {
+			if c.LogAppendTime {
+				return "LogAppendTime"
+			}
+			return "CreateTime"
+		},
+		Set: func(c *log.Config, v string) error {
+			switch v {
+			case "CreateTime":
+				c.LogAppendTime = false
+			case "LogAppendTime":
+				c.LogAppendTime = true
+			default:
+				return fmt.Errorf("%w: message.timestamp.type %q (CreateTime, LogAppendTime)", ErrInvalidConfig, v)
+			}
+			return nil
+		}},
+	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong,
+		Doc: "The minimum age of a record before compaction may remove it.",
+		Get: msGet(func(c log.Config) time.Duration { return c.MinCompactionLag }),
+		Set: msSet(0, func(c *log.Config, d time.Duration) { c.MinCompactionLag = d })},
+	{Name: "min.insync.replicas", BrokerName: "min.insync.replicas", Type: TypeInt,
+		Doc: "Replicas that must acknowledge an acks=all write; a single node has one.",
+		Get: func(log.Config) string { return "1" },
+		Set: func(c *log.Config, v string) error {
+			_, err := parseLong(v, 1)
+			return err
+		}},
+	{Name: "retention.bytes", BrokerName: "log.retention.bytes", Type: TypeLong,
+		Doc: "Delete the oldest segments beyond this size; -1 for no limit.",
+		Get: func(c log.Config) string { return strconv.FormatInt(max(c.RetentionBytes, -1), 10) },
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, -1)
+			c.RetentionBytes = n
+			return err
+		}},
+	{Name: "retention.ms", BrokerName: "log.retention.ms", Type: TypeLong,
+		Doc: "Delete segments whose newest record is older than this; -1 for no limit.",
+		Get: msGet(func(c log.Config) time.Duration { return c.RetentionTime }),
+		Set: msSet(-1, func(c *log.Config, d time.Duration) { c.RetentionTime = d })},
+	{Name: "segment.bytes", BrokerName: "log.segment.bytes", Type: TypeInt,
+		Doc: "Roll a new segment file at this size.",
+		Get: func(c log.Config) string { return strconv.FormatInt(c.SegmentBytes, 10) },
+		Set: func(c *log.Config, v string) error {
+			n, err := parseLong(v, 14)
+			if err == nil && n > math.MaxInt32 {
+				err = fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt32)
+			}
+			c.SegmentBytes = n
+			return err
+		}},
+	{Name: "segment.ms", BrokerName: "log.roll.ms", Type: TypeLong,
+		Doc: "Roll a new segment file at this age.",
+		Get: msGet(func(c log.Config) time.Duration { return c.SegmentTime }),
+		Set: msSet(1, func(c *log.Config, d time.Duration) { c.SegmentTime = d })},
+}
+
+func tsWindowGet(d time.Duration) string {
+	if d <= 0 {
+		return strconv.FormatInt(maxLong, 10)
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+func tsWindowSet(d *time.Duration, v string) error {
+	n, err := parseLong(v, 0)
+	if err != nil {
+		return err
+	}
+	if n >= int64(math.MaxInt64/time.Millisecond) {
+		*d = 0
+	} else {
+		*d = time.Duration(n) * time.Millisecond
+	}
+	return nil
+}
+
+// LookupTopicDef finds a topic config by name.
+func LookupTopicDef(name string) (*TopicDef, bool) {
+	for i := range TopicDefs {
+		if TopicDefs[i].Name == name {
+			return &TopicDefs[i], true
+		}
+	}
+	return nil, false
+}
+
+// TopicLogConfig applies a topic's overrides to the broker's defaults, in
+// the order of TopicDefs (so flush.ms sees flush.messages' outcome).
+func TopicLogConfig(defaults log.Config, overrides map[string]string) (log.Config, error) {
+	c := defaults
+	for name := range overrides {
+		if _, ok := LookupTopicDef(name); !ok {
+			return c, fmt.Errorf("%w: %s", ErrUnknownConfig, name)
+		}
+	}
+	for _, d := range TopicDefs {
+		v, ok := overrides[d.Name]
+		if !ok {
+			continue
+		}
+		if err := d.Set(&c, v); err != nil {
+			return c, fmt.Errorf("%s: %w", d.Name, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,101 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// ListOffsets: v1-9
+//
+// Behaviour:
+//   - Timestamp -1: the high watermark (read_uncommitted) or last stable
+//     offset (read_committed); -2 and -4: the log start offset; -3 (v7+):
+//     the first record with the largest timestamp; -5 (v9+): no tiered
+//     storage, so offset -1; a timestamp t >= 0: the first offset whose
+//     record timestamp is at least t, or -1 when none is (or none is yet
+//     visible below the high watermark).
+//   - A CurrentLeaderEpoch (v4+) other than ours is fenced as in Fetch.
+//   - A partition named twice in one request is INVALID_REQUEST.
+
+func init() { register(2, 1, 9, handleListOffsets) }
+
+func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	seen := map[model.TopicPartition]int{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			seen[model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]++
+		}
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Offset, sp.Timestamp = -1, -1
+			tp := model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			if seen[tp] > 1 {
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			} else {
+				sp.ErrorCode = errorCode(b.listOffset(tp, rp, req.IsolationLevel == 1, &sp))
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) listOffset(tp model.TopicPartition, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted bool,
+	sp *kmsg.ListOffsetsResponseTopicPartition) error {
+	p, ok := b.Replicas.Get(tp)
+	if !ok {
+		return replica.ErrUnknownPartition
+	}
+	if e := rp.CurrentLeaderEpoch; e >= 0 && e != p.LeaderEpoch() {
+		if e < p.LeaderEpoch() {
+			return errFencedLeaderEpoch
+		}
+		return errUnknownLeaderEpoch
+	}
+	sp.LeaderEpoch = p.LeaderEpoch()
+	bound := p.HighWatermark()
+	if readCommitted {
+		bound = p.LastStableOffset()
+	}
+	l := p.Log()
+	var (
+		offset, ts int64
+		found      bool
+		err        error
+	)
+	switch rp.Timestamp {
+	case -1:
+		sp.Offset = bound
+		return nil
+	case -2, -4:
+		sp.Offset = l.StartOffset()
+		return nil
+	case -5:
+		return nil
+	case -3:
+		offset, ts, found, err = l.MaxTimestamp()
+	default:
+		if rp.Timestamp < 0 {
+			return nil
+		}
+		offset, ts, found, err = l.OffsetForTimestamp(rp.Timestamp)
+	}
+	if err != nil || !found || offset >= bound {
+		return err
+	}
+	sp.Offset, sp.Timestamp = offset, ts
+	return nil
+}

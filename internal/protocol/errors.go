@@ -1,0 +1,64 @@
+package protocol
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// codes maps the packages' errors to Kafka error codes; the first match in
+// the chain wins.
+var codes = []struct {
+	err  error
+	code int16
+}{
+	{replica.ErrCorruptMessage, kerr.CorruptMessage.Code},
+	{replica.ErrInvalidRecord, kerr.InvalidRecord.Code},
+	{replica.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat.Code},
+	{replica.ErrUnsupportedCompression, kerr.UnsupportedCompressionType.Code},
+	{replica.ErrMessageTooLarge, kerr.MessageTooLarge.Code},
+	{replica.ErrInvalidTimestamp, kerr.InvalidTimestamp.Code},
+	{replica.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
+	{replica.ErrClosed, kerr.NotLeaderForPartition.Code},
+	{replica.ErrStorage, kerr.KafkaStorageError.Code},
+	{replica.ErrCorruptLog, kerr.KafkaStorageError.Code},
+	{replica.ErrUnknownPartition, kerr.UnknownTopicOrPartition.Code},
+	{replica.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
+	{replica.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
+	{replica.ErrUnknownProducerID, kerr.UnknownProducerID.Code},
+	{cluster.ErrTopicExists, kerr.TopicAlreadyExists.Code},
+	{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition.Code},
+	{cluster.ErrInvalidTopic, kerr.InvalidTopicException.Code},
+	{cluster.ErrInvalidPartitions, kerr.InvalidPartitions.Code},
+	{config.ErrInvalidConfig, kerr.InvalidConfig.Code},
+	{config.ErrUnknownConfig, kerr.InvalidConfig.Code},
+	{errFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
+	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+}
+
+// errorCode returns the Kafka code for err: 0 for nil, UNKNOWN_SERVER_ERROR
+// for anything unmapped.
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorMessage returns err's text for responses that carry one.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

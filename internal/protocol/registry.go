@@ -1,0 +1,110 @@
+package protocol
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// Request is one decoded request with its header.
+type Request struct {
+	Key         int16
+	Version     int16
+	Correlation int32
+	ClientID    string
+	Client      string // remote address, for logs
+	Body        kmsg.Request
+}
+
+// Response is a handler's answer. A nil Body sends nothing (acks=0
+// produce). Splices name stored record data to send in place of marker
+// bytes in Body, so fetches send file bytes without copying them.
+type Response struct {
+	Body    kmsg.Response
+	Splices []Splice
+	// Defer, when set, is called in response order before writing, to
+	// finish work that waits (an fsync, a long-poll fetch) without holding
+	// up the reading and handling of the requests behind it.
+	Defer func(ctx context.Context) (*Response, error)
+}
+
+// Handler serves one API key. An error closes the connection (Kafka does so
+// for requests it cannot parse or serve at all).
+type Handler func(ctx context.Context, b *Broker, r *Request) (*Response, error)
+
+type api struct {
+	key      int16
+	min, max int16
+	handle   Handler
+}
+
+var apis = map[int16]api{}
+
+// register records an API's advertised version range; ApiVersions lists
+// exactly these.
+func register(key, min, max int16, h Handler) {
+	if h == nil || min > max || max > kmsg.RequestForKey(key).MaxVersion() {
+		panic("protocol: bad registration for key " + kmsg.NameForKey(key))
+	}
+	apis[key] = api{key: key, min: min, max: max, handle: h}
+}
+
+// Supported reports whether key at version is served.
+func Supported(key, version int16) bool {
+	a, ok := apis[key]
+	return ok && version >= a.min && version <= a.max
+}
+
+// Known reports whether key is an API Strand serves at some version.
+func Known(key int16) bool {
+	_, ok := apis[key]
+	return ok
+}
+
+// Ranges lists every served API with its range, by key.
+func Ranges() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, a := range apis {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// TopicAdmin changes topics: cluster metadata and the partitions served
+// together (the server implements it over cluster and replica).
+type TopicAdmin interface {
+	CreateTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (cluster.Topic, error)
+	DeleteTopic(name string) (cluster.Topic, error)
+	CreatePartitions(name string, count int32, validateOnly bool) error
+	SetTopicConfigs(name string, configs map[string]string, validateOnly bool) error
+	SetBrokerConfigs(configs map[string]string, validateOnly bool) error
+}
+
+// Broker is what the handlers reach: the broker's settings and the packages
+// that own its state.
+type Broker struct {
+	Config   config.Broker
+	Host     string // advertised
+	Port     int32
+	Cluster  *cluster.Store
+	Replicas *replica.Manager
+	Topics   TopicAdmin
+	Logger   *slog.Logger
+}
+
+// Handle serves one request whose key and version are Supported.
+func (b *Broker) Handle(ctx context.Context, r *Request) (*Response, error) {
+	return apis[r.Key].handle(ctx, b, r)
+}
+
+// reply wraps a plain response.
+func reply(body kmsg.Response) (*Response, error) { return &Response{Body: body}, nil }

@@ -1,0 +1,38 @@
+package replica
+
+import (
+	"errors"
+
+	"github.com/strandlog/strand/internal/log"
+)
+
+// Section is a stored byte range of whole batches (see log.Section).
+type Section = log.Section
+
+// The log's errors, re-exported so the protocol layer maps them without
+// importing the log.
+var (
+	ErrCorruptMessage         = log.ErrCorruptMessage
+	ErrInvalidRecord          = log.ErrInvalidRecord
+	ErrUnsupportedMagic       = log.ErrUnsupportedMagic
+	ErrUnsupportedCompression = log.ErrUnsupportedCompression
+	ErrMessageTooLarge        = log.ErrMessageTooLarge
+	ErrInvalidTimestamp       = log.ErrInvalidTimestamp
+	ErrOffsetOutOfRange       = log.ErrOffsetOutOfRange
+	ErrClosed                 = log.ErrClosed
+	ErrStorage                = log.ErrStorage
+	ErrCorruptLog             = log.ErrCorruptLog
+)
+
+// Producer-state errors (idempotent and transactional producing).
+var (
+	// ErrOutOfOrderSequence: a batch's sequence does not follow the
+	// producer's last (Kafka OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
+	// ErrInvalidProducerEpoch: a batch from an older producer epoch (Kafka
+	// INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrUnknownProducerID: the partition has no state for the producer and
+	// the batch does not start a sequence (Kafka UNKNOWN_PRODUCER_ID).
+	ErrUnknownProducerID = errors.New("replica: unknown producer id")
+)

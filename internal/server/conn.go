@@ -1,0 +1,244 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// maxInFlight bounds the requests read ahead of their responses on one
+// connection (clients send up to 5; admin tools a few more).
+const maxInFlight = 64
+
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	remote string
+	logger *slog.Logger
+	queue  chan pending // answers in request order
+}
+
+type pending struct {
+	req  *protocol.Request
+	resp *protocol.Response
+	err  error
+}
+
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight)}
+	c.logger = s.logger.With("client", c.remote)
+	writerDone := make(chan struct{})
+	s.goroutines.Go(func() {
+		defer close(writerDone)
+		c.writeLoop(ctx)
+	})
+	c.readLoop(ctx)
+	close(c.queue)
+	<-writerDone
+	nc.Close()
+}
+
+// readLoop reads, decodes and dispatches requests until the client goes
+// away, sends something we close on, or the server shuts down.
+func (c *conn) readLoop(ctx context.Context) {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				c.logger.Debug("connection read failed", "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.srv.cfg.MaxRequestBytes {
+			c.logger.Warn("closing connection: request size out of range", "size", size, "max", c.srv.cfg.MaxRequestBytes)
+			return
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			c.logger.Debug("connection closed mid-request", "err", err)
+			return
+		}
+		req, resp, err := c.decode(frame)
+		if err != nil {
+			c.logger.Warn("closing connection: bad request", "err", err)
+			return
+		}
+		if resp == nil {
+			resp, err = c.srv.broker.Handle(ctx, req)
+		}
+		select {
+		case c.queue <- pending{req: req, resp: resp, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// decode parses a frame's header and body. For an ApiVersions request of a
+// version we do not serve it returns the answer directly.
+func (c *conn) decode(frame []byte) (*protocol.Request, *protocol.Response, error) {
+	rd := kbin.Reader{Src: frame}
+	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
+	clientID := rd.NullableString()
+	if err := rd.Complete(); err != nil && len(rd.Src) == 0 {
+		return nil, nil, fmt.Errorf("short request header")
+	}
+	req := &protocol.Request{Key: key, Version: version, Correlation: corr, Client: c.remote}
+	if clientID != nil {
+		req.ClientID = *clientID
+	}
+	body := kmsg.RequestForKey(key)
+	if body == nil || !protocol.Known(key) {
+		return nil, nil, fmt.Errorf("unknown API key %d (client id %q)", key, req.ClientID)
+	}
+	if !protocol.Supported(key, version) {
+		if key == 18 { // KIP-511: answer in v0 so the client can retry
+			body.SetVersion(0)
+			req.Body = body
+			return req, &protocol.Response{Body: protocol.UnsupportedApiVersions()}, nil
+		}
+		return nil, nil, fmt.Errorf("unsupported version %d of %s (client id %q)", version, kmsg.NameForKey(key), req.ClientID)
+	}
+	body.SetVersion(version)
+	if body.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if err := body.ReadFrom(rd.Src); err != nil {
+		return nil, nil, fmt.Errorf("decoding %s v%d (client id %q): %v", kmsg.NameForKey(key), version, req.ClientID, err)
+	}
+	req.Body = body
+	return req, nil, nil
+}
+
+// writeLoop writes the answers in request order.
+func (c *conn) writeLoop(ctx context.Context) {
+	failed := false
+	var buf []byte
+	for p := range c.queue {
+		if failed || p.err != nil {
+			if p.err != nil && !failed {
+				c.logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)
+			}
+			failed = true
+			c.nc.Close() // unblocks the reader
+			continue
+		}
+		resp := p.resp
+		if resp.Defer != nil {
+			var err error
+			if resp, err = resp.Defer(ctx); err != nil {
+				c.logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
+				failed = true
+				c.nc.Close()
+				continue
+			}
+		}
+		if resp.Body == nil {
+			continue // acks=0
+		}
+		var err error
+		buf, err = c.write(buf[:0], p.req, resp)
+		if err != nil {
+			c.logger.Debug("connection write failed", "err", err)
+			failed = true
+			c.nc.Close()
+		}
+	}
+}
+
+func (c *conn) write(buf []byte, req *protocol.Request, resp *protocol.Response) ([]byte, error) {
+	resp.Body.SetVersion(req.Body.GetVersion())
+	buf = append(buf, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(req.Correlation))
+	// ApiVersions answers with header v0 at every version, so that a client
+	// that does not yet know our versions can read it.
+	if resp.Body.IsFlexible() && req.Key != 18 {
+		buf = append(buf, 0)
+	}
+	buf = resp.Body.AppendTo(buf)
+	chunks, err := protocol.Chunks(buf, resp.Body.IsFlexible(), resp.Splices)
+	if err != nil {
+		return buf, err
+	}
+	total := -4
+	for _, ch := range chunks {
+		total += len(ch.Bytes) + int(ch.Section.Size)
+	}
+	binary.BigEndian.PutUint32(chunks[0].Bytes[:4], uint32(total))
+	for _, ch := range chunks {
+		if len(ch.Bytes) > 0 {
+			if _, err := c.nc.Write(ch.Bytes); err != nil {
+				return buf, err
+			}
+		}
+		if ch.Section.Size > 0 {
+			if err := sendSection(c.nc, ch.Section); err != nil {
+				return buf, err
+			}
+		}
+	}
+	return buf, nil
+}
+
+// sendSection sends stored bytes to the client: with sendfile from the
+// segment file when both ends allow it, by copying otherwise.
+func sendSection(nc net.Conn, sec replica.Section) error {
+	f, isFile := sec.File.(*os.File)
+	tc, isTCP := nc.(*net.TCPConn)
+	if !isFile || !isTCP {
+		_, err := io.Copy(nc, io.NewSectionReader(sec.File, sec.Pos, sec.Size))
+		return err
+	}
+	src, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	dst, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	off, remain := sec.Pos, sec.Size
+	var sendErr, writeErr error
+	ctlErr := src.Control(func(sfd uintptr) {
+		writeErr = dst.Write(func(dfd uintptr) bool {
+			for remain > 0 {
+				n, err := syscall.Sendfile(int(dfd), int(sfd), &off, int(min(remain, 1<<30)))
+				if n > 0 {
+					remain -= int64(n)
+				}
+				switch {
+				case errors.Is(err, syscall.EAGAIN):
+					return false // wait until writable
+				case errors.Is(err, syscall.EINTR):
+					continue
+				case err != nil:
+					sendErr = err
+					return true
+				case n == 0:
+					sendErr = io.ErrUnexpectedEOF // the file is shorter than the section
+					return true
+				}
+			}
+			return true
+		})
+	})
+	return errors.Join(ctlErr, writeErr, sendErr)
+}

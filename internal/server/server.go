@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// Server is one broker.
+type Server struct {
+	cfg    config.Broker
+	logger *slog.Logger
+
+	cluster  *cluster.Store
+	logs     *log.Manager
+	replicas *replica.Manager
+	broker   *protocol.Broker
+
+	ln         net.Listener
+	goroutines sync.WaitGroup
+	cancel     context.CancelFunc
+	ctx        context.Context
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// New opens the data directory, recovers every partition and readies the
+// broker; Start begins serving.
+func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}}
+	var err error
+	if s.cluster, err = cluster.Open(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	s.logs, err = log.NewManager(cfg.DataDir, log.ManagerOptions{Logger: logger, RetentionCheck: cfg.RetentionCheck})
+	if err != nil {
+		return nil, err
+	}
+	s.replicas = replica.NewManager(s.logs)
+	if err := s.openPartitions(); err != nil {
+		s.logs.Close()
+		return nil, err
+	}
+	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Logger: logger.With("component", "protocol")}
+	s.broker.Topics = &topicAdmin{s: s}
+	return s, nil
+}
+
+// openPartitions serves every partition of every topic, and removes the data
+// of topics whose deletion a crash interrupted.
+func (s *Server) openPartitions() error {
+	known := map[model.TopicPartition]bool{}
+	for _, t := range s.cluster.Topics() {
+		cfg, err := config.TopicLogConfig(s.cfg.Log, t.Configs)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", t.Name, err)
+		}
+		for p := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Name, Partition: p}
+			known[tp] = true
+			if _, err := s.replicas.Open(tp, t.ID, cfg); err != nil {
+				return err
+			}
+		}
+	}
+	stored, err := s.logs.Stored()
+	if err != nil {
+		return err
+	}
+	for _, tp := range stored {
+		if !known[tp] {
+			s.logger.Info("removing the data of a deleted topic", "partition", tp.String())
+			if err := s.logs.Delete(tp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Start listens and serves until Shutdown.
+func (s *Server) Start() error {
+	host, port, err := s.cfg.AdvertisedAddr()
+	ln, lerr := net.Listen("tcp", s.cfg.Listen)
+	if lerr != nil {
+		return lerr
+	}
+	if err != nil && s.cfg.Advertise == "" {
+		// Listening on port 0 or a wildcard: advertise what we got.
+		addr := ln.Addr().(*net.TCPAddr)
+		host, port, err = addr.IP.String(), int32(addr.Port), nil
+		if addr.IP.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+	}
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.broker.Host, s.broker.Port = host, port
+	s.ln = ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.goroutines.Go(s.acceptLoop)
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+func (s *Server) acceptLoop() {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.logger.Error("accept failed", "err", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.conns == nil { // shutting down
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[nc] = struct{}{}
+		s.mu.Unlock()
+		s.goroutines.Go(func() {
+			s.serveConn(s.ctx, nc)
+			s.mu.Lock()
+			delete(s.conns, nc)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// Shutdown stops accepting, stops reading new requests, answers parked
+// fetches at once, lets the requests in flight finish (up to ctx's deadline,
+// then connections are closed), and syncs and closes every log.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.ln != nil {
+		s.ln.Close()
+		s.mu.Lock()
+		conns := s.conns
+		s.conns = nil
+		s.mu.Unlock()
+		for nc := range conns {
+			// Readers stop at their next read; writers drain what was read.
+			nc.SetReadDeadline(time.Now())
+		}
+		s.cancel() // long polls answer now with what they have
+		done := make(chan struct{})
+		go func() { s.goroutines.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			for nc := range conns {
+				nc.Close()
+			}
+			<-done
+		}
+	}
+	return s.logs.Close()
+}

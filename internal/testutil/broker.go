@@ -1,0 +1,239 @@
+package testutil
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/server"
+)
+
+// Broker is an in-process broker.
+type Broker struct {
+	Addr    string
+	DataDir string
+	Config  config.Broker
+	srv     *server.Server
+}
+
+// StartBroker starts an in-process broker on a free loopback port with a
+// fresh data directory (or cfg.DataDir when set); edit applies settings
+// first. It stops at the end of the test.
+func StartBroker(t testing.TB, edit func(*config.Broker)) *Broker {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	if edit != nil {
+		edit(&cfg)
+	}
+	b := &Broker{DataDir: cfg.DataDir, Config: cfg}
+	b.start(t)
+	t.Cleanup(func() { b.Stop(t) })
+	return b
+}
+
+func (b *Broker) start(t testing.TB) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.New(b.Config, logger)
+	if err != nil {
+		t.Fatalf("starting broker: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("starting broker: %v", err)
+	}
+	b.srv = srv
+	b.Addr = srv.Addr().String()
+}
+
+// Stop shuts the broker down cleanly (idempotent).
+func (b *Broker) Stop(t testing.TB) {
+	if b.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		t.Errorf("shutting down broker: %v", err)
+	}
+	b.srv = nil
+}
+
+// Restart stops the broker cleanly and starts it again on the same data
+// directory and port.
+func (b *Broker) Restart(t testing.TB) {
+	t.Helper()
+	b.Stop(t)
+	b.Config.Listen = b.Addr
+	b.start(t)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Binary builds cmd/strand once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strand-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "strand")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/strand")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// FreePort returns a loopback address with a port free at the time of the
+// call.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Process is the real binary running as a child process.
+type Process struct {
+	Addr    string
+	DataDir string
+	Args    []string
+	cmd     *exec.Cmd
+	done    chan error
+	Output  *syncBuffer
+}
+
+// StartProcess runs `strand serve --data-dir D --listen ADDR` plus extra
+// args, and waits for its ready line. dataDir "" makes a fresh one.
+func StartProcess(t testing.TB, dataDir string, extra ...string) *Process {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	p := &Process{Addr: FreePort(t), DataDir: dataDir, Output: &syncBuffer{}}
+	p.Args = append([]string{"serve", "--data-dir", dataDir, "--listen", p.Addr}, extra...)
+	p.start(t)
+	t.Cleanup(func() { p.Kill() })
+	return p
+}
+
+func (p *Process) start(t testing.TB) {
+	t.Helper()
+	p.cmd = exec.Command(Binary(t), p.Args...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout = p.Output
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			p.Output.Write([]byte(line + "\n"))
+			if strings.Contains(line, "strand ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	p.done = make(chan error, 1)
+	go func() { p.done <- p.cmd.Wait() }()
+	select {
+	case <-ready:
+	case err := <-p.done:
+		t.Fatalf("strand exited before ready: %v\n%s", err, p.Output.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("strand not ready after 30s\n%s", p.Output.String())
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Process) Kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+}
+
+// Stop sends SIGTERM and waits for a clean exit, returning its error.
+func (p *Process) Stop() error {
+	if p.cmd == nil {
+		return nil
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	err := <-p.done
+	p.cmd = nil
+	return err
+}
+
+// Restart starts the process again with the same arguments (after Kill or
+// Stop).
+func (p *Process) Restart(t testing.TB) {
+	t.Helper()
+	p.start(t)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
