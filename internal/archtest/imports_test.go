@@ -1,0 +1,68 @@
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/strandlog/strand"
+
+// TestImportRules checks the import directions the design fixes: leaf types
+// stay leaves, the log never learns the wire protocol, handlers never reach
+// past the replica layer to the log, and only the binary (and test helpers)
+// wire the server.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, ":")
+		imports[strings.TrimPrefix(pkg, module+"/")] = strings.Fields(deps)
+	}
+	if len(imports) < 5 {
+		t.Fatalf("go list found only %d packages", len(imports))
+	}
+	rules := []struct {
+		pkg    string
+		forbid func(dep string) bool
+		why    string
+	}{
+		{"internal/model", func(d string) bool { return strings.Contains(d, ".") }, "model imports only the standard library"},
+		{"internal/log", func(d string) bool { return strings.Contains(d, "franz-go") }, "the log never imports kmsg"},
+		{"internal/log", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/log/vfs"
+		}, "the log imports only model and its vfs"},
+		{"internal/protocol", func(d string) bool { return d == module+"/internal/log" }, "protocol reaches the log only through replica"},
+		{"internal/replica", func(d string) bool {
+			return strings.HasPrefix(d, module) && !strings.HasPrefix(d, module+"/internal/log") && d != module+"/internal/model"
+		}, "replica imports only the log and model"},
+		{"internal/cluster", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model"
+		}, "cluster imports only model"},
+	}
+	for _, r := range rules {
+		deps, ok := imports[r.pkg]
+		if !ok {
+			t.Errorf("package %s not found", r.pkg)
+			continue
+		}
+		for _, d := range deps {
+			if r.forbid(d) {
+				t.Errorf("%s imports %s: %s", r.pkg, d, r.why)
+			}
+		}
+	}
+	for pkg, deps := range imports {
+		for _, d := range deps {
+			if d == module+"/internal/server" && pkg != "cmd/strand" && pkg != "internal/testutil" {
+				t.Errorf("%s imports the server: only cmd/strand (and testutil) may", pkg)
+			}
+			if strings.HasPrefix(d, "github.com/hashicorp/raft") && !strings.HasPrefix(pkg, "internal/cluster/raft") {
+				t.Errorf("%s imports the Raft library: only internal/cluster/raft may", pkg)
+			}
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// Loopback throughput with franz-go against an in-process broker, 100-byte
+// records over 6 partitions, acks=all, default fsync policy. Run with
+// -benchtime=1000000x for the 1M-record figure.
+
+func BenchmarkProduce100B(b *testing.B) {
+	br := testutil.StartBroker(b, nil)
+	createTopic(b, br.Addr, "bench", 6)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	value := make([]byte, 100)
+	b.SetBytes(100)
+	b.ResetTimer()
+	for range b.N {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func BenchmarkConsume100B(b *testing.B) {
+	br := testutil.StartBroker(b, nil)
+	createTopic(b, br.Addr, "bench", 6)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	value := make([]byte, 100)
+	for range b.N {
+		cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	b.SetBytes(100)
+	b.ResetTimer()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close()
+	for got := 0; got < b.N; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			b.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func createTopic(t testing.TB, addr, topic string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
