@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,8 @@ var (
 	ErrUnknownTopic      = errors.New("cluster: unknown topic")
 	ErrInvalidTopic      = errors.New("cluster: invalid topic name")
 	ErrInvalidPartitions = errors.New("cluster: invalid number of partitions")
+	// ErrProducerIDsExhausted: every producer id has been handed out.
+	ErrProducerIDsExhausted = errors.New("cluster: producer ids exhausted")
 )
 
 // TopicID is Kafka's topic UUID.
@@ -53,6 +56,12 @@ type state struct {
 	ClusterID     string            `json:"cluster_id"`
 	Topics        []Topic           `json:"topics"`
 	BrokerConfigs map[string]string `json:"broker_configs,omitempty"`
+	// NodeConfigs are the dynamic configs set for one broker, by node id;
+	// they win over BrokerConfigs (the cluster-wide defaults).
+	NodeConfigs map[int32]map[string]string `json:"node_configs,omitempty"`
+	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
+	// every id below it may have been handed out, none at or above it has.
+	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`
 }
 
 // Store is the metadata of a single-node cluster, kept in one file.
@@ -64,6 +73,10 @@ type Store struct {
 	byName  map[string]*Topic
 	byID    map[TopicID]*Topic
 	version int64 // bumped on every change; metadata caches compare it
+
+	// The block of producer ids being handed out: [pidNext, pidEnd), below
+	// the persisted st.ProducerIDBlockEnd.
+	pidNext, pidEnd int64
 }
 
 const fileName = "cluster-metadata.json"
@@ -209,11 +222,40 @@ func (s *Store) CreateTopic(name string, partitions int32, configs map[string]st
 	if _, ok := s.byName[name]; ok {
 		return Topic{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	if other, ok := s.collidingLocked(name); ok {
+		return Topic{}, fmt.Errorf("%w: topic '%s' collides with existing topic: %s", ErrInvalidTopic, name, other)
+	}
 	t := Topic{Name: name, Partitions: partitions, Configs: maps.Clone(configs), Internal: internal}
 	for t.ID == (TopicID{}) || s.byID[t.ID] != nil {
 		rand.Read(t.ID[:])
 	}
 	return t, s.change(func() { s.st.Topics = append(s.st.Topics, t) })
+}
+
+// CollidingTopic returns an existing topic whose name differs from name only
+// by '.' against '_' (Kafka refuses such pairs, since metric names would
+// collide).
+func (s *Store) CollidingTopic(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.collidingLocked(name)
+}
+
+func (s *Store) collidingLocked(name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	unified := strings.ReplaceAll(name, ".", "_")
+	var found []string
+	for other := range s.byName {
+		if other != name && strings.ReplaceAll(other, ".", "_") == unified {
+			found = append(found, other)
+		}
+	}
+	if len(found) == 0 {
+		return "", false
+	}
+	return slices.Min(found), true
 }
 
 // change applies fn to the state and saves it, undoing fn if the save fails.
@@ -283,4 +325,56 @@ func (s *Store) SetBrokerConfigs(configs map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.change(func() { s.st.BrokerConfigs = maps.Clone(configs) })
+}
+
+// ProducerIDBlockSize is how many producer ids are reserved at a time: one
+// durable metadata write per block, as Kafka's controller allocates them.
+const ProducerIDBlockSize = 1000
+
+// NextProducerID returns a producer id never handed out before, by this run
+// or an earlier one (InitProducerId). Ids are reserved a block at a time: the
+// end of the block is saved durably before any id of it is used, so a crash
+// skips the rest of a block but never repeats an id.
+func (s *Store) NextProducerID() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pidNext >= s.pidEnd {
+		start := s.st.ProducerIDBlockEnd
+		if start > math.MaxInt64-ProducerIDBlockSize {
+			return -1, ErrProducerIDsExhausted
+		}
+		end := start + ProducerIDBlockSize
+		s.st.ProducerIDBlockEnd = end
+		if err := s.save(); err != nil {
+			s.st.ProducerIDBlockEnd = start
+			return -1, fmt.Errorf("cluster: reserving producer ids: %w", err)
+		}
+		s.pidNext, s.pidEnd = start, end
+	}
+	id := s.pidNext
+	s.pidNext++
+	return id, nil
+}
+
+// NodeConfigs returns the dynamic config overrides of broker node.
+func (s *Store) NodeConfigs(node int32) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.st.NodeConfigs[node])
+}
+
+// SetNodeConfigs replaces the dynamic config overrides of broker node.
+func (s *Store) SetNodeConfigs(node int32, configs map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.change(func() {
+		if len(configs) == 0 {
+			delete(s.st.NodeConfigs, node)
+			return
+		}
+		if s.st.NodeConfigs == nil {
+			s.st.NodeConfigs = map[int32]map[string]string{}
+		}
+		s.st.NodeConfigs[node] = maps.Clone(configs)
+	})
 }

@@ -3,4 +3,12 @@
 // (retention.ms, cleanup.policy, ...): their types, defaults, validation, and
 // how a topic's overrides become a partition log's settings. Flags and config
 // files are parsed in cmd/strand, never here.
+//
+// brokerdefs.go names the broker's settings as Kafka's broker configs
+// (node.id, num.partitions, log.retention.ms, ...) for DescribeConfigs. The
+// broker-level defaults of topic configs can be changed at runtime: the
+// dynamic configs, kept in the cluster metadata, cluster-wide and per broker,
+// are applied over the static settings by ApplyDynamic, and the levels a
+// config is set at are listed by TopicSynonyms and BrokerSynonyms, the one in
+// force first.
 package config

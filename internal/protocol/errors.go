@@ -38,6 +38,11 @@ var codes = []struct {
 	{config.ErrUnknownConfig, kerr.InvalidConfig.Code},
 	{errFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
 	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+	{errInvalidRequest, kerr.InvalidRequest.Code},
+	{errInvalidReplicationFactor, kerr.InvalidReplicationFactor.Code},
+	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment.Code},
+	{errPolicyViolation, kerr.PolicyViolation.Code},
+	{errUnknownTopicID, kerr.UnknownTopicID.Code},
 }
 
 // errorCode returns the Kafka code for err: 0 for nil, UNKNOWN_SERVER_ERROR

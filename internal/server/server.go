@@ -71,9 +71,13 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 // openPartitions serves every partition of every topic, and removes the data
 // of topics whose deletion a crash interrupted.
 func (s *Server) openPartitions() error {
+	defaults, err := config.ApplyDynamic(s.cfg, s.cluster.BrokerConfigs(), s.cluster.NodeConfigs(s.cfg.NodeID))
+	if err != nil {
+		return fmt.Errorf("dynamic broker configs: %w", err)
+	}
 	known := map[model.TopicPartition]bool{}
 	for _, t := range s.cluster.Topics() {
-		cfg, err := config.TopicLogConfig(s.cfg.Log, t.Configs)
+		cfg, err := config.TopicLogConfig(defaults.Log, t.Configs)
 		if err != nil {
 			return fmt.Errorf("topic %s: %w", t.Name, err)
 		}

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Source is where a config's value comes from, numbered as Kafka's
+// DescribeConfigs reports it.
+type Source int8
+
+const (
+	SourceTopic          Source = 1 // TOPIC_CONFIG: the topic's own override
+	SourceDynamicBroker  Source = 2 // DYNAMIC_BROKER_CONFIG: changed at runtime for this broker
+	SourceDynamicDefault Source = 3 // DYNAMIC_DEFAULT_BROKER_CONFIG: changed at runtime for every broker
+	SourceStaticBroker   Source = 4 // STATIC_BROKER_CONFIG: the broker's flags or config file
+	SourceDefault        Source = 5 // DEFAULT_CONFIG: Strand's built-in default
+)
+
+// Synonym is one level at which a config is set: its name there (a topic
+// config's broker-level default has another name), its value and where that
+// value comes from.
+type Synonym struct {
+	Name   string
+	Value  string
+	Source Source
+}
+
+// BrokerDef defines one broker-level config, under Kafka's name.
+type BrokerDef struct {
+	Name string
+	Type Type
+	Doc  string
+	// Topic is the topic config this one is the broker-wide default of
+	// (log.retention.ms for retention.ms). Those, and only those, can be
+	// changed at runtime (AlterConfigs), as Kafka allows for them.
+	Topic *TopicDef
+	// Get reads the value from the broker's settings.
+	Get func(b Broker) string
+}
+
+// Dynamic reports whether the config can be changed while the broker runs.
+func (d *BrokerDef) Dynamic() bool { return d.Topic != nil }
+
+// BrokerDefs are the broker configs Strand describes, sorted by name: its
+// own settings under Kafka's names, and the default of every topic config.
+var BrokerDefs = brokerDefs()
+
+func brokerDefs() []BrokerDef {
+	itoa := func(n int32) string { return strconv.FormatInt(int64(n), 10) }
+	defs := []BrokerDef{
+		{Name: "advertised.listeners", Type: TypeString,
+			Doc: "The address clients are told to connect to.",
+			Get: func(b Broker) string { return "PLAINTEXT://" + advertised(b) }},
+		{Name: "auto.create.topics.enable", Type: TypeBoolean,
+			Doc: "Create a topic when a client asks for its metadata and it does not exist.",
+			Get: func(b Broker) string { return strconv.FormatBool(b.AutoCreateTopics) }},
+		{Name: "broker.id", Type: TypeInt,
+			Doc: "This broker's id (the same as node.id).",
+			Get: func(b Broker) string { return itoa(b.NodeID) }},
+		{Name: "listeners", Type: TypeString,
+			Doc: "The address the broker accepts Kafka clients on.",
+			Get: func(b Broker) string { return "PLAINTEXT://" + b.Listen }},
+		{Name: "log.dirs", Type: TypeString,
+			Doc: "The directory holding the partitions and the cluster metadata.",
+			Get: func(b Broker) string { return b.DataDir }},
+		{Name: "log.retention.check.interval.ms", Type: TypeLong,
+			Doc: "How often retention runs.",
+			Get: func(b Broker) string { return strconv.FormatInt(b.RetentionCheck.Milliseconds(), 10) }},
+		{Name: "node.id", Type: TypeInt,
+			Doc: "This broker's id.",
+			Get: func(b Broker) string { return itoa(b.NodeID) }},
+		{Name: "num.partitions", Type: TypeInt,
+			Doc: "Partitions of a topic created without a count (auto-created, or CreateTopics with -1).",
+			Get: func(b Broker) string { return itoa(b.DefaultPartitions) }},
+		{Name: "socket.request.max.bytes", Type: TypeInt,
+			Doc: "The largest request accepted; a larger one closes the connection.",
+			Get: func(b Broker) string { return itoa(b.MaxRequestBytes) }},
+	}
+	for i := range TopicDefs {
+		t := &TopicDefs[i]
+		defs = append(defs, BrokerDef{Name: t.BrokerName, Type: t.Type, Topic: t,
+			Doc: "The default of the topic config " + t.Name + ": " + t.Doc,
+			Get: func(b Broker) string { return t.Get(b.Log) }})
+	}
+	slices.SortFunc(defs, func(a, b BrokerDef) int { return strings.Compare(a.Name, b.Name) })
+	return defs
+}
+
+func advertised(b Broker) string {
+	if b.Advertise != "" {
+		return b.Advertise
+	}
+	return b.Listen
+}
+
+// WithAdvertised returns b advertising host:port (the address resolved when
+// the broker started listening).
+func (b Broker) WithAdvertised(host string, port int32) Broker {
+	b.Advertise = net.JoinHostPort(host, strconv.FormatInt(int64(port), 10))
+	return b
+}
+
+// LookupBrokerDef finds a broker config by name.
+func LookupBrokerDef(name string) (*BrokerDef, bool) {
+	i, ok := slices.BinarySearchFunc(BrokerDefs, name, func(d BrokerDef, n string) int { return strings.Compare(d.Name, n) })
+	if !ok {
+		return nil, false
+	}
+	return &BrokerDefs[i], true
+}
+
+// BrokerDefOf returns the broker-level default of topic config d.
+func BrokerDefOf(d *TopicDef) *BrokerDef {
+	b, ok := LookupBrokerDef(d.BrokerName)
+	if !ok {
+		panic("config: no broker config " + d.BrokerName + " for topic config " + d.Name)
+	}
+	return b
+}
+
+// CheckDynamic reports names in configs that are not broker configs, or that
+// cannot be changed while the broker runs.
+func CheckDynamic(configs map[string]string) error {
+	var unknown, static []string
+	for name := range configs {
+		d, ok := LookupBrokerDef(name)
+		switch {
+		case !ok:
+			unknown = append(unknown, name)
+		case !d.Dynamic():
+			static = append(static, name)
+		}
+	}
+	slices.Sort(unknown)
+	slices.Sort(static)
+	switch {
+	case len(unknown) > 0:
+		return fmt.Errorf("%w: unknown broker config %s", ErrUnknownConfig, strings.Join(unknown, ", "))
+	case len(static) > 0:
+		return fmt.Errorf("%w: cannot update these configs dynamically: %s (only the topic defaults log.*, message.max.bytes, compression.type and min.insync.replicas can be)",
+			ErrInvalidConfig, strings.Join(static, ", "))
+	}
+	return nil
+}
+
+// ApplyDynamic returns static with the broker configs changed at runtime
+// applied: the cluster-wide defaults, then this broker's own, which win. The
+// topic defaults are applied in the order of TopicDefs, as TopicLogConfig
+// applies a topic's overrides.
+func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broker, error) {
+	if err := CheckDynamic(clusterDefaults); err != nil {
+		return static, err
+	}
+	if err := CheckDynamic(node); err != nil {
+		return static, err
+	}
+	b := static
+	for i := range TopicDefs {
+		d := &TopicDefs[i]
+		v, ok := node[d.BrokerName]
+		if !ok {
+			v, ok = clusterDefaults[d.BrokerName]
+		}
+		if !ok {
+			continue
+		}
+		if err := d.Set(&b.Log, v); err != nil {
+			return static, fmt.Errorf("%s: %w", d.BrokerName, err)
+		}
+	}
+	if err := b.Log.Validate(); err != nil {
+		return static, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return b, nil
+}
+
+// BrokerSynonyms lists where broker config d may be set, the level in force
+// first: this broker's runtime value, the cluster-wide runtime default, the
+// static setting (listed when it differs from the built-in default) and the
+// built-in default. static is the broker's configuration before runtime
+// changes.
+func BrokerSynonyms(d *BrokerDef, static Broker, clusterDefaults, node map[string]string) []Synonym {
+	var out []Synonym
+	if v, ok := node[d.Name]; ok {
+		out = append(out, Synonym{Name: d.Name, Value: v, Source: SourceDynamicBroker})
+	}
+	if v, ok := clusterDefaults[d.Name]; ok {
+		out = append(out, Synonym{Name: d.Name, Value: v, Source: SourceDynamicDefault})
+	}
+	sv, dv := d.Get(static), d.Get(Defaults())
+	if sv != dv {
+		out = append(out, Synonym{Name: d.Name, Value: sv, Source: SourceStaticBroker})
+	}
+	return append(out, Synonym{Name: d.Name, Value: dv, Source: SourceDefault})
+}
+
+// TopicSynonyms lists where topic config d may be set, the level in force
+// first: the topic's override, then the levels of its broker-wide default
+// (BrokerSynonyms).
+func TopicSynonyms(d *TopicDef, overrides map[string]string, static Broker, clusterDefaults, node map[string]string) []Synonym {
+	var out []Synonym
+	if v, ok := overrides[d.Name]; ok {
+		out = append(out, Synonym{Name: d.Name, Value: v, Source: SourceTopic})
+	}
+	return append(out, BrokerSynonyms(BrokerDefOf(d), static, clusterDefaults, node)...)
+}

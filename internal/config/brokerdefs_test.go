@@ -1,0 +1,149 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestBrokerDefsCoverTopicDefaults(t *testing.T) {
+	seen := map[string]bool{}
+	for i, d := range BrokerDefs {
+		if seen[d.Name] {
+			t.Errorf("broker config %s defined twice", d.Name)
+		}
+		seen[d.Name] = true
+		if i > 0 && BrokerDefs[i-1].Name >= d.Name {
+			t.Errorf("BrokerDefs not sorted at %s", d.Name)
+		}
+		if d.Get == nil || d.Doc == "" || d.Type == 0 {
+			t.Errorf("broker config %s: incomplete definition", d.Name)
+		}
+		if got, ok := LookupBrokerDef(d.Name); !ok || got.Name != d.Name {
+			t.Errorf("LookupBrokerDef(%s) = %v, %v", d.Name, got, ok)
+		}
+	}
+	for i := range TopicDefs {
+		td := &TopicDefs[i]
+		bd := BrokerDefOf(td)
+		if bd.Topic != td || !bd.Dynamic() || bd.Type != td.Type {
+			t.Errorf("broker default of %s: %+v", td.Name, bd)
+		}
+	}
+	for _, name := range []string{"node.id", "broker.id", "num.partitions", "log.dirs", "advertised.listeners",
+		"auto.create.topics.enable", "socket.request.max.bytes"} {
+		d, ok := LookupBrokerDef(name)
+		if !ok || d.Dynamic() {
+			t.Errorf("%s: found %v, dynamic %v; want a static broker config", name, ok, ok && d.Dynamic())
+		}
+	}
+	if _, ok := LookupBrokerDef("retention.ms"); ok {
+		t.Error("topic config name retention.ms found as a broker config")
+	}
+}
+
+func TestBrokerDefValues(t *testing.T) {
+	b := Defaults()
+	b.NodeID, b.DataDir, b.DefaultPartitions = 3, "/data/x", 6
+	b = b.WithAdvertised("example.com", 9093)
+	want := map[string]string{
+		"node.id": "3", "broker.id": "3", "log.dirs": "/data/x", "num.partitions": "6",
+		"advertised.listeners": "PLAINTEXT://example.com:9093", "listeners": "PLAINTEXT://127.0.0.1:9092",
+		"log.retention.ms": "604800000", "log.segment.bytes": "1073741824", "log.cleanup.policy": "delete",
+		"message.max.bytes": "1048588", "auto.create.topics.enable": "true",
+		"socket.request.max.bytes": "104857600", "log.retention.check.interval.ms": "300000",
+	}
+	for name, v := range want {
+		d, _ := LookupBrokerDef(name)
+		if got := d.Get(b); got != v {
+			t.Errorf("%s = %q, want %q", name, got, v)
+		}
+	}
+}
+
+func TestCheckDynamic(t *testing.T) {
+	for _, tc := range []struct {
+		configs map[string]string
+		want    error
+	}{
+		{nil, nil},
+		{map[string]string{"log.retention.ms": "1", "message.max.bytes": "10", "log.cleanup.policy": "compact"}, nil},
+		{map[string]string{"num.partitions": "3"}, ErrInvalidConfig},
+		{map[string]string{"log.retention.ms": "1", "node.id": "2"}, ErrInvalidConfig},
+		{map[string]string{"no.such.config": "1"}, ErrUnknownConfig},
+		{map[string]string{"retention.ms": "1"}, ErrUnknownConfig}, // the topic name, not the broker's
+	} {
+		err := CheckDynamic(tc.configs)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("CheckDynamic(%v) = %v, want %v", tc.configs, err, tc.want)
+		}
+	}
+}
+
+func TestApplyDynamic(t *testing.T) {
+	static := Defaults()
+	static.Log.SegmentBytes = 64 << 20
+
+	b, err := ApplyDynamic(static, map[string]string{"log.retention.ms": "1000", "message.max.bytes": "5000"},
+		map[string]string{"log.retention.ms": "2000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Log.RetentionTime != 2*time.Second {
+		t.Errorf("retention %v: the node level must win over the cluster level", b.Log.RetentionTime)
+	}
+	if b.Log.MaxMessageBytes != 5000 {
+		t.Errorf("max message bytes %d: the cluster level must apply", b.Log.MaxMessageBytes)
+	}
+	if b.Log.SegmentBytes != 64<<20 {
+		t.Errorf("segment bytes %d: the static setting must stay", b.Log.SegmentBytes)
+	}
+	if static.Log.RetentionTime != 7*24*time.Hour {
+		t.Error("ApplyDynamic changed its argument")
+	}
+
+	for _, bad := range []map[string]string{
+		{"log.retention.ms": "soon"},
+		{"log.cleanup.policy": "archive"},
+		{"num.partitions": "2"},
+		{"log.segment.bytes": "3"},
+	} {
+		if _, err := ApplyDynamic(static, bad, nil); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("ApplyDynamic(%v) = %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}
+
+func TestSynonyms(t *testing.T) {
+	static := Defaults()
+	static.Log.SegmentBytes = 64 << 20
+	retention, _ := LookupTopicDef("retention.ms")
+	segment, _ := LookupTopicDef("segment.bytes")
+
+	got := TopicSynonyms(retention, map[string]string{"retention.ms": "5"}, static,
+		map[string]string{"log.retention.ms": "6"}, map[string]string{"log.retention.ms": "7"})
+	want := []Synonym{
+		{"retention.ms", "5", SourceTopic},
+		{"log.retention.ms", "7", SourceDynamicBroker},
+		{"log.retention.ms", "6", SourceDynamicDefault},
+		{"log.retention.ms", "604800000", SourceDefault},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("retention.ms synonyms:\n got %v\nwant %v", got, want)
+	}
+
+	got = TopicSynonyms(segment, nil, static, nil, nil)
+	want = []Synonym{
+		{"log.segment.bytes", "67108864", SourceStaticBroker},
+		{"log.segment.bytes", "1073741824", SourceDefault},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("segment.bytes synonyms:\n got %v\nwant %v", got, want)
+	}
+
+	nodeID, _ := LookupBrokerDef("node.id")
+	if got := BrokerSynonyms(nodeID, Defaults(), nil, nil); !slices.Equal(got, []Synonym{{"node.id", "0", SourceDefault}}) {
+		t.Errorf("node.id synonyms: %v", got)
+	}
+}

@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// OffsetForLeaderEpoch: v2-4
+//
+// Behaviour (consumers validating their position after a leader change, and
+// any replica id, which a single node answers alike):
+//   - For each partition, the largest leader epoch at or below the one asked
+//     and the offset where it ended: the start of the next epoch, or the log
+//     end offset for the current epoch (also when nothing was written in it
+//     yet, as Kafka's leader records its epoch on election).
+//   - An epoch above the current one, or undefined (-1), answers epoch -1,
+//     offset -1 with no error, as does an epoch the log has no record of;
+//     one below the oldest recorded answers itself with the start of the
+//     oldest, as Kafka does.
+//   - A CurrentLeaderEpoch other than ours is FENCED_LEADER_EPOCH (older) or
+//     UNKNOWN_LEADER_EPOCH (newer), as in Fetch; an unknown partition is
+//     UNKNOWN_TOPIC_OR_PARTITION.
+
+func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			err := b.epochEndOffset(model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, &rp, &sp)
+			sp.ErrorCode = errorCode(err)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) epochEndOffset(tp model.TopicPartition, rp *kmsg.OffsetForLeaderEpochRequestTopicPartition,
+	sp *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {
+	p, ok := b.Replicas.Get(tp)
+	if !ok {
+		return replica.ErrUnknownPartition
+	}
+	cur := p.LeaderEpoch()
+	if e := rp.CurrentLeaderEpoch; e >= 0 && e != cur {
+		if e < cur {
+			return errFencedLeaderEpoch
+		}
+		return errUnknownLeaderEpoch
+	}
+	l := p.Log()
+	switch want := rp.LeaderEpoch; {
+	case want < 0 || want > cur:
+		// undefined: -1, -1
+	case want == cur:
+		sp.LeaderEpoch, sp.EndOffset = cur, l.EndOffset()
+	default:
+		sp.LeaderEpoch, sp.EndOffset = l.EpochEndOffset(want)
+		if sp.EndOffset < 0 {
+			if entries := l.Epochs(); len(entries) > 0 && want < entries[0].Epoch {
+				sp.LeaderEpoch, sp.EndOffset = want, entries[0].StartOffset
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+)
+
+// DescribeConfigs: v1-4
+//
+// Behaviour:
+//   - TOPIC: every topic config Strand serves (config.TopicDefs), or those of
+//     ConfigNames (others named are left out). The value is the one in force:
+//     the topic's override (source TOPIC_CONFIG), else its broker-level
+//     default: this broker's dynamic value (DYNAMIC_BROKER_CONFIG), the
+//     cluster-wide dynamic value (DYNAMIC_DEFAULT_BROKER_CONFIG), the static
+//     setting where it differs from Strand's built-in default
+//     (STATIC_BROKER_CONFIG), the built-in default (DEFAULT_CONFIG). With
+//     IncludeSynonyms every level that is set is listed, the one in force
+//     first, the broker levels under the broker config's name
+//     (log.retention.ms for retention.ms). An illegal name is
+//     INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+//   - BROKER named by this broker's id: its settings under Kafka's names
+//     (config.BrokerDefs: node.id, num.partitions, log.dirs, ... and the
+//     default of every topic config), read-only unless they can be changed
+//     at runtime. BROKER "": as Kafka, only the cluster-wide dynamic
+//     configs that are set. Another broker id, or one that is not a number,
+//     is INVALID_REQUEST.
+//   - v3+: config types, and documentation when IncludeDocumentation.
+//   - Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) are
+//     INVALID_REQUEST "Unsupported resource type".
+//
+// Not supported: sensitive configs (there are none), authorisation.
+
+func init() { register(32, 1, 4, handleDescribeConfigs) }
+
+func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	layers := b.configLayers()
+	for _, rr := range req.Resources {
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		entries, err := b.describeResource(layers, rr.ResourceType, rr.ResourceName, rr.ConfigNames)
+		if err != nil {
+			res.ErrorCode, res.ErrorMessage = errorCode(err), errorMessage(err)
+			res.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+			resp.Resources = append(resp.Resources, res)
+			continue
+		}
+		for _, e := range entries {
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.ReadOnly = e.name, kmsg.StringPtr(e.value), e.readOnly
+			c.Source = kmsg.ConfigSource(e.source)
+			c.ConfigType = kmsg.ConfigType(e.typ)
+			if req.IncludeDocumentation {
+				c.Documentation = kmsg.StringPtr(e.doc)
+			}
+			if req.IncludeSynonyms {
+				for _, s := range e.synonyms {
+					cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					cs.Name, cs.Value, cs.Source = s.Name, kmsg.StringPtr(s.Value), kmsg.ConfigSource(s.Source)
+					c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+				}
+			}
+			res.Configs = append(res.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, res)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) describeResource(layers configLayers, typ kmsg.ConfigResourceType, name string, keys []string) ([]configEntry, error) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if err := cluster.ValidateTopicName(name); err != nil {
+			return nil, err
+		}
+		t, ok := b.Cluster.Topic(name)
+		if !ok {
+			return nil, newAPIError(cluster.ErrUnknownTopic, "Topic '%s' does not exist.", name)
+		}
+		return layers.topicEntries(t.Configs, keys), nil
+	case kmsg.ConfigResourceTypeBroker:
+		perBroker, err := b.brokerResource(name)
+		if err != nil {
+			return nil, err
+		}
+		if !perBroker {
+			return layers.clusterDefaultEntries(keys), nil
+		}
+		return layers.brokerEntries(keys), nil
+	}
+	return nil, unsupportedResource(typ)
+}

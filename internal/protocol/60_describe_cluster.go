@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster: v0-2
+//
+// Behaviour:
+//   - The cluster id, this broker as the only broker (never fenced, no rack)
+//     and as the controller.
+//   - EndpointType (v1+) 1 (brokers) is served; 2 (controllers) is
+//     MISMATCHED_ENDPOINT_TYPE, as on a Kafka broker's listener; any other is
+//     UNSUPPORTED_ENDPOINT_TYPE.
+//   - Cluster authorized operations are -2147483648 (not computed) unless
+//     asked for; asked, every operation on CLUSTER, as Kafka answers
+//     without an authorizer.
+//   - IncludeFencedBrokers (v2) changes nothing: no broker is fenced.
+
+func init() { register(60, 0, 2, handleDescribeCluster) }
+
+// clusterOperations are the ACL operations on the CLUSTER resource (Kafka's
+// AclEntry.supportedOperations: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), as a bit field.
+var clusterOperations = func() int32 {
+	var bits int32
+	for _, op := range []kmsg.ACLOperation{
+		kmsg.ACLOperationCreate, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe,
+		kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
+		kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite,
+	} {
+		bits |= 1 << int32(op)
+	}
+	return bits
+}()
+
+func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	switch req.EndpointType {
+	case 1:
+	case 2:
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
+		resp.ErrorMessage = kmsg.StringPtr("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
+		return reply(resp)
+	default:
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Unsupported endpoint type %d", req.EndpointType))
+		return reply(resp)
+	}
+	resp.ClusterID = b.Cluster.ClusterID()
+	resp.ControllerID = b.Config.NodeID
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID, br.Host, br.Port = b.Config.NodeID, b.Host, b.Port
+	resp.Brokers = append(resp.Brokers, br)
+	resp.ClusterAuthorizedOperations = math.MinInt32
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOperations
+	}
+	return reply(resp)
+}

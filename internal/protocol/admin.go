@@ -1,0 +1,252 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+)
+
+// What the admin handlers (topics and configs) share: their error kinds,
+// Kafka's messages for them, and the config layers a topic's or the broker's
+// configs are described from.
+
+// Error kinds of the admin APIs; errors.go maps them to Kafka codes.
+var (
+	errInvalidRequest           = errors.New("invalid request")
+	errInvalidReplicationFactor = errors.New("invalid replication factor")
+	errInvalidReplicaAssignment = errors.New("invalid replica assignment")
+	errPolicyViolation          = errors.New("policy violation")
+	errUnknownTopicID           = errors.New("unknown topic id")
+)
+
+// apiError is an error of a kind (above, or another package's) that carries
+// the message Kafka sends for it.
+type apiError struct {
+	kind error
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.kind }
+
+func newAPIError(kind error, format string, args ...any) error {
+	return &apiError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// maxPartitionsPerRequest bounds the partitions one CreateTopics or
+// CreatePartitions request may add, as Kafka's controller does (KAFKA-17870:
+// POLICY_VIOLATION "Excessively large number of partitions per request.").
+const maxPartitionsPerRequest = 10000
+
+// configMu serialises the read-modify-write of config overrides
+// (AlterConfigs, IncrementalAlterConfigs), so that concurrent changes to one
+// resource are not lost.
+var configMu sync.Mutex
+
+// nodeConfigAdmin is implemented by a TopicAdmin that keeps dynamic configs
+// per broker (Kafka's BROKER resource named by a node id), apart from the
+// cluster-wide ones (the resource named "", TopicAdmin.SetBrokerConfigs).
+type nodeConfigAdmin interface {
+	SetNodeConfigs(node int32, configs map[string]string, validateOnly bool) error
+}
+
+// configLayers are the levels a config is set at, read once per request:
+// the broker's static settings (with the advertised address it resolved),
+// the cluster-wide dynamic configs and this broker's own.
+type configLayers struct {
+	static  config.Broker
+	cluster map[string]string
+	node    map[string]string
+}
+
+func (b *Broker) configLayers() configLayers {
+	return configLayers{
+		static:  b.Config.WithAdvertised(b.Host, b.Port),
+		cluster: b.Cluster.BrokerConfigs(),
+		node:    b.Cluster.NodeConfigs(b.Config.NodeID),
+	}
+}
+
+// effective returns the broker's settings with the dynamic configs applied:
+// its Log field is the default of every topic.
+func (l configLayers) effective() config.Broker {
+	eb, err := config.ApplyDynamic(l.static, l.cluster, l.node)
+	if err != nil {
+		return l.static // stored configs were checked when set
+	}
+	return eb
+}
+
+// configEntry is one described config.
+type configEntry struct {
+	name     string
+	value    string
+	source   config.Source
+	readOnly bool
+	typ      config.Type
+	doc      string
+	synonyms []config.Synonym // the level in force first
+}
+
+// wanted reports whether a describe naming keys (none: all) asks for name.
+func wanted(keys []string, name string) bool { return len(keys) == 0 || slices.Contains(keys, name) }
+
+// topicEntries describes every topic config of a topic with overrides.
+func (l configLayers) topicEntries(overrides map[string]string, keys []string) []configEntry {
+	var out []configEntry
+	for i := range config.TopicDefs {
+		d := &config.TopicDefs[i]
+		if !wanted(keys, d.Name) {
+			continue
+		}
+		syn := config.TopicSynonyms(d, overrides, l.static, l.cluster, l.node)
+		out = append(out, configEntry{name: d.Name, value: syn[0].Value, source: syn[0].Source,
+			typ: d.Type, doc: d.Doc, synonyms: syn})
+	}
+	return out
+}
+
+// brokerEntries describes this broker's configs.
+func (l configLayers) brokerEntries(keys []string) []configEntry {
+	var out []configEntry
+	for i := range config.BrokerDefs {
+		d := &config.BrokerDefs[i]
+		if !wanted(keys, d.Name) {
+			continue
+		}
+		syn := config.BrokerSynonyms(d, l.static, l.cluster, l.node)
+		out = append(out, configEntry{name: d.Name, value: syn[0].Value, source: syn[0].Source,
+			readOnly: !d.Dynamic(), typ: d.Type, doc: d.Doc, synonyms: syn})
+	}
+	return out
+}
+
+// clusterDefaultEntries describes the cluster-wide dynamic configs: as in
+// Kafka, only those set, each with its cluster-level synonym alone.
+func (l configLayers) clusterDefaultEntries(keys []string) []configEntry {
+	var out []configEntry
+	for i := range config.BrokerDefs {
+		d := &config.BrokerDefs[i]
+		v, ok := l.cluster[d.Name]
+		if !ok || !wanted(keys, d.Name) {
+			continue
+		}
+		syn := []config.Synonym{{Name: d.Name, Value: v, Source: config.SourceDynamicDefault}}
+		out = append(out, configEntry{name: d.Name, value: v, source: config.SourceDynamicDefault,
+			readOnly: !d.Dynamic(), typ: d.Type, doc: d.Doc, synonyms: syn})
+	}
+	return out
+}
+
+// brokerResource checks the name of a BROKER config resource: "" is the
+// cluster-wide level; otherwise it must be this broker's id (Kafka answers
+// for itself only).
+func (b *Broker) brokerResource(name string) (perBroker bool, err error) {
+	if name == "" {
+		return false, nil
+	}
+	id, perr := strconv.ParseInt(name, 10, 32)
+	if perr != nil {
+		return false, newAPIError(errInvalidRequest, "Broker id must be an integer, but it is: %s", name)
+	}
+	if int32(id) != b.Config.NodeID {
+		return false, newAPIError(errInvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s",
+			b.Config.NodeID, name)
+	}
+	return true, nil
+}
+
+// unsupportedResource is the answer for config resource types other than
+// TOPIC and BROKER.
+func unsupportedResource(t kmsg.ConfigResourceType) error {
+	return newAPIError(errInvalidRequest, "Unsupported resource type: %s", resourceTypeName(t))
+}
+
+func resourceTypeName(t kmsg.ConfigResourceType) string {
+	switch t {
+	case kmsg.ConfigResourceTypeTopic:
+		return "TOPIC"
+	case kmsg.ConfigResourceTypeBroker:
+		return "BROKER"
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return "BROKER_LOGGER"
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return "CLIENT_METRICS"
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return "GROUP"
+	}
+	return "UNKNOWN(" + strconv.Itoa(int(t)) + ")"
+}
+
+// alterConfigs replaces the config overrides of one resource (a topic, or
+// a BROKER level) with what change makes of the current ones, under
+// configMu. inForce gives a config's value in force at that level (for
+// APPEND and SUBTRACT on a config not set there).
+func (b *Broker) alterConfigs(typ kmsg.ConfigResourceType, name string, validateOnly bool,
+	change func(current map[string]string, inForce func(key string) string) (map[string]string, error)) error {
+	configMu.Lock()
+	defer configMu.Unlock()
+	layers := b.configLayers()
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if err := cluster.ValidateTopicName(name); err != nil {
+			return err
+		}
+		t, ok := b.Cluster.Topic(name)
+		if !ok {
+			return newAPIError(cluster.ErrUnknownTopic, "The topic '%s' does not exist.", name)
+		}
+		next, err := change(cloneConfigs(t.Configs), func(key string) string {
+			if d, ok := config.LookupTopicDef(key); ok {
+				return config.TopicSynonyms(d, t.Configs, layers.static, layers.cluster, layers.node)[0].Value
+			}
+			return ""
+		})
+		if err != nil {
+			return err
+		}
+		return b.Topics.SetTopicConfigs(name, next, validateOnly)
+
+	case kmsg.ConfigResourceTypeBroker:
+		perBroker, err := b.brokerResource(name)
+		if err != nil {
+			return err
+		}
+		current, node := layers.cluster, map[string]string(nil)
+		if perBroker {
+			current, node = layers.node, layers.node
+		}
+		next, err := change(cloneConfigs(current), func(key string) string {
+			if d, ok := config.LookupBrokerDef(key); ok {
+				return config.BrokerSynonyms(d, layers.static, layers.cluster, node)[0].Value
+			}
+			return ""
+		})
+		if err != nil {
+			return err
+		}
+		if !perBroker {
+			return b.Topics.SetBrokerConfigs(next, validateOnly)
+		}
+		nodes, ok := b.Topics.(nodeConfigAdmin)
+		if !ok {
+			return newAPIError(errInvalidRequest, "Per-broker dynamic configs are not supported; use the cluster-wide level (resource name \"\").")
+		}
+		return nodes.SetNodeConfigs(b.Config.NodeID, next, validateOnly)
+	}
+	return unsupportedResource(typ)
+}
+
+func cloneConfigs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	maps.Copy(out, m)
+	return out
+}
