@@ -495,7 +495,7 @@ func compress(c model.Compression, src, dst []byte) ([]byte, error) {
 // is reused, and fails past maxDecompressedBatch.
 func readInto(r io.Reader, dst []byte) ([]byte, error) {
 	start := len(dst)
-	for {
+	for idle := 0; ; {
 		if len(dst) == cap(dst) {
 			// Room for one more byte than allowed tells "exactly at the
 			// bound" from "over it".
@@ -515,6 +515,12 @@ func readInto(r io.Reader, dst []byte) ([]byte, error) {
 		}
 		if err != nil {
 			return dst, err
+		}
+		// A reader that keeps returning nothing would spin forever.
+		if n > 0 {
+			idle = 0
+		} else if idle++; idle > 100 {
+			return dst, io.ErrNoProgress
 		}
 	}
 }

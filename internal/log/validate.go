@@ -83,6 +83,9 @@ var noOptions validateOptions
 // the middle of a batch with an older timestamp than the first, a trade we
 // take to keep decompression off the produce path. When a compressed batch is
 // walked anyway, its records get every check an uncompressed one gets.
+//
+// Unlike Kafka, nothing is rewritten: the batch is stored as sent, so the max
+// timestamp reported is the client's, not one recomputed from the records.
 func validateBatch(b []byte, opts *validateOptions) (batchInfo, error) {
 	if opts == nil {
 		opts = &noOptions

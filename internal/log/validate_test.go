@@ -443,3 +443,46 @@ func BenchmarkValidateBatch(b *testing.B) {
 		}
 	}
 }
+
+// Decoders, encoders and buffers are shared through pools; concurrent use
+// must not mix batches up (run with -race).
+func TestValidateBatchConcurrent(t *testing.T) {
+	var batches [][]byte
+	for _, c := range rvCodecs {
+		batches = append(batches, rvBuild(t, c, rvKeyed(50), rvKeyedHeader))
+	}
+	want := rvCollect(t, batches[0])
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 40 {
+				b := batches[(g+i)%len(batches)]
+				if _, err := validateBatch(b, &validateOptions{requireKeys: true}); err != nil {
+					errs <- err
+					return
+				}
+				n := 0
+				err := forEachRecord(b, func(r *Record) error {
+					if string(r.Key) != string(want[n].Key) {
+						return fmt.Errorf("record %d has key %q", n, r.Key)
+					}
+					n++
+					return nil
+				})
+				if err == nil {
+					_, err = appendBatch(nil, rvHeader(model.Compression(i%5), 1), rvKeyed(1))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
