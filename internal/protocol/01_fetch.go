@@ -19,38 +19,66 @@ import (
 //   - Returns stored batches from each partition's fetch offset up to the
 //     high watermark (read_uncommitted) or last stable offset
 //     (read_committed), whole batches only, at most PartitionMaxBytes per
-//     partition and MaxBytes in all, except that the first batch of the
-//     first partition with data is returned whatever its size.
+//     partition and MaxBytes (capped at Kafka's fetch.max.bytes default,
+//     55 MiB) in all, except that the first batch of the first partition
+//     with data is returned whatever its size.
 //   - The records are sent from the segment files with sendfile: the
 //     response carries markers that the server replaces with file sections.
-//   - With less than MinBytes ready, the answer waits (off the read path)
-//     until data arrives on any partition of the request or MaxWait passes.
+//   - With less than MinBytes ready (capped at the MaxBytes limit, as Kafka
+//     does), the answer waits (off the read path) until data arrives on any
+//     partition of the request or MaxWait passes. A request naming no
+//     partition, or with a partition error, is answered at once.
 //   - Offsets below the log start or above the log end are
 //     OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch (v9+) other than ours is
 //     FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer).
 //   - v13+: topics are named by id; an unknown id is UNKNOWN_TOPIC_ID.
 //
 // Not supported: fetch sessions (KIP-227). Every answer has session id 0,
-// which tells clients to send full fetch requests; an incremental request
-// for a session id we never gave is FETCH_SESSION_ID_NOT_FOUND. Follower
+// which tells clients to send full fetch requests. As in Kafka, a request
+// with session epoch 0 or -1 is full whatever its session id; any other
+// epoch is an incremental request for a session we never gave:
+// FETCH_SESSION_ID_NOT_FOUND. Follower
 // fetches (replication) and rack-aware preferred read replicas come later.
 
 func init() { register(1, 4, 17, handleFetch) }
 
+// maxFetchBytes is Kafka's fetch.max.bytes default (55 MiB): the most a
+// fetch response carries whatever the request's MaxBytes, beyond the one
+// batch that may always exceed the limits. It also keeps every response
+// well within a frame's int32 size.
+const maxFetchBytes = 55 << 20
+
 func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.FetchRequest)
-	if req.Version >= 7 && req.SessionID != 0 {
+	// Sessions, as Kafka's FetchManager: an initial (epoch 0) or final (-1)
+	// epoch is a full request, served without a session (any session id it
+	// names is closed; we never have one), and answered with session id 0,
+	// which tells the client to keep sending full requests. Any other epoch
+	// is an incremental request for a session we never created.
+	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return reply(resp)
 	}
 	first := b.fetchOnce(req)
-	if first.bytes >= int64(max(req.MinBytes, 1)) || req.MaxWaitMillis <= 0 || first.failed {
+	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty {
 		return first.response(), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
 		return b.fetchWait(ctx, req).response(), nil
 	}}, nil
+}
+
+// fetchLimit is the request's MaxBytes capped as Kafka caps it.
+func fetchLimit(req *kmsg.FetchRequest) int64 {
+	return min(max(int64(req.MaxBytes), 0), maxFetchBytes)
+}
+
+// enough reports whether the result holds MinBytes, which Kafka caps at
+// the response limit (so a MinBytes above MaxBytes cannot park the fetch
+// for the whole MaxWait, and MinBytes 0 answers at once).
+func (f *fetchResult) enough(req *kmsg.FetchRequest) bool {
+	return f.bytes >= min(int64(req.MinBytes), fetchLimit(req))
 }
 
 // fetchWait parks until MinBytes are ready, MaxWait passes or the server
@@ -60,6 +88,7 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest) *fetchRe
 	defer deadline.Stop()
 	w := replica.NewWaiter()
 	var watched []*replica.Partition
+	watching := false
 	defer func() {
 		for _, p := range watched {
 			p.Unwatch(w)
@@ -67,14 +96,18 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest) *fetchRe
 	}()
 	for {
 		res := b.fetchOnce(req)
-		if res.bytes >= int64(max(req.MinBytes, 1)) || res.failed {
+		if res.enough(req) || res.failed || res.empty {
 			return res
 		}
-		if watched == nil {
+		if !watching {
+			// Data that arrived between the read above and the Watch
+			// would wake no one: watch, then read again at once.
+			watching = true
 			for _, p := range res.partitions {
 				p.Watch(w)
 				watched = append(watched, p)
 			}
+			continue
 		}
 		select {
 		case <-w.C:
@@ -92,6 +125,7 @@ type fetchResult struct {
 	bytes      int64
 	partitions []*replica.Partition
 	failed     bool // a partition has an error: answer at once, as Kafka does
+	empty      bool // no partitions asked for: answer at once, as Kafka does
 }
 
 func (f *fetchResult) response() *Response {
@@ -100,11 +134,8 @@ func (f *fetchResult) response() *Response {
 
 // fetchOnce reads every requested partition once.
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
-	res := &fetchResult{resp: req.ResponseKind().(*kmsg.FetchResponse)}
-	budget := int64(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = 1 << 62
-	}
+	res := &fetchResult{resp: req.ResponseKind().(*kmsg.FetchResponse), empty: true}
+	budget := fetchLimit(req)
 	readCommitted := req.IsolationLevel == 1
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
@@ -119,6 +150,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			t, found = b.Cluster.Topic(rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
+			res.empty = false
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -134,6 +166,10 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			default:
 				err = b.fetchPartition(res, t.Name, &rp, &sp, &budget, readCommitted)
 				sp.ErrorCode = errorCode(err)
+				if err != nil {
+					// Kafka answers a partition error with unknown offsets.
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				}
 			}
 			if sp.ErrorCode != 0 {
 				res.failed = true

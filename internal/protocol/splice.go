@@ -44,8 +44,8 @@ func Chunks(body []byte, flexible bool, splices []Splice) ([]Chunk, error) {
 		prefix = 1 // uvarint(17) is one byte
 	}
 	for _, s := range splices {
-		i := bytes.Index(body, s.Marker)
-		if i < prefix {
+		i := markerAt(body, s.Marker, flexible)
+		if i < 0 {
 			return nil, fmt.Errorf("protocol: splice marker not found in the encoded response")
 		}
 		head := body[:i-prefix]
@@ -59,4 +59,25 @@ func Chunks(body []byte, flexible bool, splices []Splice) ([]Chunk, error) {
 		body = body[i+len(s.Marker):]
 	}
 	return append(out, Chunk{Bytes: body}), nil
+}
+
+// markerAt returns the index of the first occurrence of marker in body that
+// is encoded as a records field, that is preceded by the length prefix of a
+// 16-byte value, or -1. Checking the prefix keeps bytes that merely equal the
+// marker from being taken for it (which would corrupt the response).
+func markerAt(body, marker []byte, flexible bool) int {
+	for off := 0; ; {
+		i := bytes.Index(body[off:], marker)
+		if i < 0 {
+			return -1
+		}
+		i += off
+		switch {
+		case flexible && i >= 1 && body[i-1] == byte(len(marker)+1):
+			return i
+		case !flexible && i >= 4 && binary.BigEndian.Uint32(body[i-4:]) == uint32(len(marker)):
+			return i
+		}
+		off = i + 1
+	}
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -40,13 +42,20 @@ type pending struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight)}
 	c.logger = s.logger.With("client", c.remote)
+	// The writer's context also ends when the reader stops (the client
+	// went away or sent something we close on), so that its parked long
+	// polls answer at once instead of holding the connection open for up
+	// to their MaxWait.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	writerDone := make(chan struct{})
 	s.goroutines.Go(func() {
 		defer close(writerDone)
-		c.writeLoop(ctx)
+		c.writeLoop(wctx)
 	})
 	c.readLoop(ctx)
 	close(c.queue)
+	cancel()
 	<-writerDone
 	nc.Close()
 }
@@ -73,13 +82,14 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.logger.Debug("connection closed mid-request", "err", err)
 			return
 		}
-		req, resp, err := c.decode(frame)
+		req, resp, err := decodeRequest(frame)
 		if err != nil {
 			c.logger.Warn("closing connection: bad request", "err", err)
 			return
 		}
+		req.Client = c.remote
 		if resp == nil {
-			resp, err = c.srv.broker.Handle(ctx, req)
+			resp, err = c.handle(ctx, req)
 		}
 		select {
 		case c.queue <- pending{req: req, resp: resp, err: err}:
@@ -92,16 +102,17 @@ func (c *conn) readLoop(ctx context.Context) {
 	}
 }
 
-// decode parses a frame's header and body. For an ApiVersions request of a
-// version we do not serve it returns the answer directly.
-func (c *conn) decode(frame []byte) (*protocol.Request, *protocol.Response, error) {
+// decodeRequest parses a frame's header and body. For an ApiVersions
+// request of a version we do not serve it returns the answer directly. It
+// keeps no state, so the fuzz test calls it with arbitrary frames.
+func decodeRequest(frame []byte) (*protocol.Request, *protocol.Response, error) {
 	rd := kbin.Reader{Src: frame}
 	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
 	clientID := rd.NullableString()
-	if err := rd.Complete(); err != nil && len(rd.Src) == 0 {
+	if err := rd.Complete(); err != nil {
 		return nil, nil, fmt.Errorf("short request header")
 	}
-	req := &protocol.Request{Key: key, Version: version, Correlation: corr, Client: c.remote}
+	req := &protocol.Request{Key: key, Version: version, Correlation: corr}
 	if clientID != nil {
 		req.ClientID = *clientID
 	}
@@ -120,12 +131,42 @@ func (c *conn) decode(frame []byte) (*protocol.Request, *protocol.Response, erro
 	body.SetVersion(version)
 	if body.IsFlexible() {
 		kmsg.SkipTags(&rd)
+		if err := rd.Complete(); err != nil {
+			return nil, nil, fmt.Errorf("%s v%d: bad request header tags (client id %q)", kmsg.NameForKey(key), version, req.ClientID)
+		}
 	}
 	if err := body.ReadFrom(rd.Src); err != nil {
 		return nil, nil, fmt.Errorf("decoding %s v%d (client id %q): %v", kmsg.NameForKey(key), version, req.ClientID, err)
 	}
 	req.Body = body
 	return req, nil, nil
+}
+
+// handle runs a handler's synchronous part. A handler that panics fails its
+// request (the connection closes, as for any handler error) instead of
+// taking the whole broker down with it.
+func (c *conn) handle(ctx context.Context, req *protocol.Request) (resp *protocol.Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Error("handler panicked", "api", kmsg.NameForKey(req.Key), "version", req.Version,
+				"panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("internal error in %s handler: %v", kmsg.NameForKey(req.Key), r)
+		}
+	}()
+	return c.srv.broker.Handle(ctx, req)
+}
+
+// finish runs a response's deferred part, recovering from a panic as handle
+// does.
+func (c *conn) finish(ctx context.Context, req *protocol.Request, resp *protocol.Response) (out *protocol.Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Error("handler panicked", "api", kmsg.NameForKey(req.Key), "version", req.Version,
+				"panic", r, "stack", string(debug.Stack()))
+			out, err = nil, fmt.Errorf("internal error in %s handler: %v", kmsg.NameForKey(req.Key), r)
+		}
+	}()
+	return resp.Defer(ctx)
 }
 
 // writeLoop writes the answers in request order.
@@ -144,14 +185,14 @@ func (c *conn) writeLoop(ctx context.Context) {
 		resp := p.resp
 		if resp.Defer != nil {
 			var err error
-			if resp, err = resp.Defer(ctx); err != nil {
+			if resp, err = c.finish(ctx, p.req, resp); err != nil {
 				c.logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
 				failed = true
 				c.nc.Close()
 				continue
 			}
 		}
-		if resp.Body == nil {
+		if resp == nil || resp.Body == nil {
 			continue // acks=0
 		}
 		var err error
@@ -165,24 +206,10 @@ func (c *conn) writeLoop(ctx context.Context) {
 }
 
 func (c *conn) write(buf []byte, req *protocol.Request, resp *protocol.Response) ([]byte, error) {
-	resp.Body.SetVersion(req.Body.GetVersion())
-	buf = append(buf, 0, 0, 0, 0)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(req.Correlation))
-	// ApiVersions answers with header v0 at every version, so that a client
-	// that does not yet know our versions can read it.
-	if resp.Body.IsFlexible() && req.Key != 18 {
-		buf = append(buf, 0)
-	}
-	buf = resp.Body.AppendTo(buf)
-	chunks, err := protocol.Chunks(buf, resp.Body.IsFlexible(), resp.Splices)
+	buf, chunks, err := encodeResponse(buf, req, resp)
 	if err != nil {
 		return buf, err
 	}
-	total := -4
-	for _, ch := range chunks {
-		total += len(ch.Bytes) + int(ch.Section.Size)
-	}
-	binary.BigEndian.PutUint32(chunks[0].Bytes[:4], uint32(total))
 	for _, ch := range chunks {
 		if len(ch.Bytes) > 0 {
 			if _, err := c.nc.Write(ch.Bytes); err != nil {
@@ -196,6 +223,36 @@ func (c *conn) write(buf []byte, req *protocol.Request, resp *protocol.Response)
 		}
 	}
 	return buf, nil
+}
+
+// encodeResponse appends resp's frame to buf and cuts it into the chunks to
+// send: encoded bytes and stored sections, the frame's size prefix covering
+// both. It returns buf for reuse.
+func encodeResponse(buf []byte, req *protocol.Request, resp *protocol.Response) ([]byte, []protocol.Chunk, error) {
+	resp.Body.SetVersion(req.Body.GetVersion())
+	buf = append(buf, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(req.Correlation))
+	// ApiVersions answers with header v0 at every version, so that a client
+	// that does not yet know our versions can read it.
+	if resp.Body.IsFlexible() && req.Key != 18 {
+		buf = append(buf, 0)
+	}
+	buf = resp.Body.AppendTo(buf)
+	chunks, err := protocol.Chunks(buf, resp.Body.IsFlexible(), resp.Splices)
+	if err != nil {
+		return buf, nil, err
+	}
+	total := int64(-4)
+	for _, ch := range chunks {
+		total += int64(len(ch.Bytes)) + ch.Section.Size
+	}
+	if total > math.MaxInt32 {
+		// The size prefix cannot say it; a wrapped one would desynchronise
+		// the client's stream.
+		return buf, nil, fmt.Errorf("response of %d bytes is too large to frame", total)
+	}
+	binary.BigEndian.PutUint32(chunks[0].Bytes[:4], uint32(total))
+	return buf, chunks, nil
 }
 
 // sendSection sends stored bytes to the client: with sendfile from the
