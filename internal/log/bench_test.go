@@ -1,10 +1,14 @@
 package log
 
-// Benchmarks of the log on the real file system (b.TempDir, which must be on
-// the same disk as the data directory would be: /tmp is not tmpfs here).
+// Benchmarks of the log on the real file system, in b.TempDir: where /tmp is
+// a tmpfs, set TMPDIR to a directory on the data disk.
 //
 //	go test -run='^$' -bench='Append|RawWriteFsync' -benchtime=2s -count=3 ./internal/log/
 //	go test -run='^$' -bench='Read$' ./internal/log/
+//
+// On a shared or throttled disk, fsync times drift by an order of magnitude
+// within minutes: compare a log figure only with the raw baseline run right
+// before or after it, over several alternations.
 //
 // BenchmarkAppend is the log under each flush policy, batch size and number
 // of writers; BenchmarkRawWriteFsync is the same bytes written to a plain
@@ -26,6 +30,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,9 +122,10 @@ func countingFS() (vfs.FS, *atomic.Int64) {
 
 // BenchmarkAppend measures appends of one batch per op: Durable (fsync
 // before the ack, group commit across writers) with every-append, not
-// durable with interval (a background flush every Config.FlushInterval, as
-// Manager does) and never. It reports fsyncs/op, the fsyncs of segment files
-// (including those of rolls and interval flushes) per append.
+// durable with interval (a background flush every Config.FlushInterval,
+// Defaults' 1s, as Manager does) and never. It reports fsyncs/op, the fsyncs of segment files
+// (including those of rolls and interval flushes) per append, and the
+// median, 99th percentile and largest latency of one append.
 func BenchmarkAppend(b *testing.B) {
 	for _, policy := range []FlushPolicy{FlushEveryAppend, FlushInterval, FlushNever} {
 		for _, sz := range benchSizes {
@@ -172,6 +178,7 @@ func benchAppend(b *testing.B, policy FlushPolicy, size, writers int) {
 		firstEr error
 	)
 	fail := func(err error) { errOnce.Do(func() { firstEr = err }) }
+	lat := make([]time.Duration, b.N) // of each append, by op number
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -181,11 +188,13 @@ func benchAppend(b *testing.B, policy FlushPolicy, size, writers int) {
 			// Append writes the base offset into the batch in place, which
 			// leaves the CRC valid: one private copy serves every append.
 			buf := append([]byte(nil), batch...)
-			for next.Add(1) <= int64(b.N) {
+			for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
+				t0 := time.Now()
 				if _, err := l.Append(buf, opts); err != nil {
 					fail(err)
 					return
 				}
+				lat[op] = time.Since(t0)
 				// Bound the disk: past each segment's worth, drop the
 				// segments beyond retention.bytes.
 				w := written.Add(int64(len(buf)))
@@ -205,6 +214,18 @@ func benchAppend(b *testing.B, policy FlushPolicy, size, writers int) {
 		b.Fatal(firstEr)
 	}
 	b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
+	reportLatency(b, lat)
+}
+
+// reportLatency reports the median, 99th percentile and largest latency of
+// one append (ns/op is the inverse of throughput, which with several writers
+// is not the latency).
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(at(0.5), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(at(1), "max-µs")
 }
 
 // BenchmarkRawWriteFsync is the baseline for BenchmarkAppend: the same

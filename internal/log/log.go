@@ -53,8 +53,9 @@ type Log struct {
 	epochs  *epochCache
 	retired []retiredSegment // deleted or replaced, closed after FileDeleteDelay
 
-	syncMu sync.Mutex
-	synced atomic.Int64 // recovery point: every offset below is durable
+	syncMu   sync.Mutex
+	syncDone chan struct{} // syncMu: closed when the fsync in flight ends
+	synced   atomic.Int64  // recovery point: every offset below is durable
 
 	compactMu sync.Mutex // one compaction at a time
 }
@@ -487,14 +488,33 @@ func advance(v *atomic.Int64, to int64) {
 // Sync returns once every offset below upTo is on stable storage. Callers
 // arriving while an fsync runs wait for it and then share the next one.
 func (l *Log) Sync(upTo int64) error {
-	if l.synced.Load() >= upTo {
-		return nil
+	for {
+		if l.synced.Load() >= upTo {
+			return nil
+		}
+		l.syncMu.Lock()
+		if l.synced.Load() >= upTo {
+			l.syncMu.Unlock()
+			return nil
+		}
+		if done := l.syncDone; done != nil {
+			l.syncMu.Unlock()
+			<-done // every waiter wakes at once; the covered ones return
+			continue
+		}
+		done := make(chan struct{})
+		l.syncDone = done
+		l.syncMu.Unlock()
+		err := l.syncNow()
+		l.syncMu.Lock()
+		l.syncDone = nil
+		l.syncMu.Unlock()
+		close(done)
+		return err
 	}
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	if l.synced.Load() >= upTo {
-		return nil
-	}
+}
+
+func (l *Log) syncNow() error {
 	l.mu.RLock()
 	if l.failed != nil || l.closed {
 		err := l.failed
@@ -687,6 +707,12 @@ func (l *Log) writeCheckpointLocked(clean bool) error {
 // checkpoint, so that the next Open needs no scan, and closes every file.
 func (l *Log) Close() error {
 	l.syncMu.Lock()
+	for l.syncDone != nil {
+		d := l.syncDone
+		l.syncMu.Unlock()
+		<-d
+		l.syncMu.Lock()
+	}
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -252,12 +251,27 @@ func (s *segment) findPos(first, limit, size, interval int64) (int64, error) {
 // [start, end) until fn returns false. Only headers are read; the framing
 // of stored data is trusted.
 func scanHeaders(f vfs.File, start, end int64, fn func(pos int64, b model.Batch) bool) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, start, end-start), 16<<10)
-	hdr := make([]byte, model.BatchHeaderSize)
+	bp := scanBufPool.Get().(*[]byte)
+	defer scanBufPool.Put(bp)
+	buf := *bp
+	var bufPos int64
+	var bufLen int
 	for pos := start; pos+model.BatchHeaderSize <= end; {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			return fmt.Errorf("reading batch header at %d of %s: %w", pos, f.Name(), err)
+		if bufLen == 0 || pos+model.BatchHeaderSize > bufPos+int64(bufLen) {
+			// Read from the header on; a batch larger than the buffer is
+			// skipped by position, its payload never read.
+			n := int(min(int64(len(buf)), end-pos))
+			got, err := f.ReadAt(buf[:n], pos)
+			if got < model.BatchHeaderSize {
+				if err == nil || errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return fmt.Errorf("reading batch header at %d of %s: %w", pos, f.Name(), err)
+			}
+			bufPos, bufLen = pos, got
 		}
+		off := int(pos - bufPos)
+		hdr := buf[off : off+model.BatchHeaderSize]
 		n, err := batchSize(hdr, 0)
 		if err != nil {
 			return &CorruptLogError{File: f.Name(), Pos: pos, Reason: err.Error()}
@@ -265,13 +279,14 @@ func scanHeaders(f vfs.File, start, end int64, fn func(pos int64, b model.Batch)
 		if !fn(pos, model.Batch(hdr)) {
 			return nil
 		}
-		if _, err := r.Discard(n - model.BatchHeaderSize); err != nil {
-			return fmt.Errorf("skipping batch at %d of %s: %w", pos, f.Name(), err)
-		}
 		pos += int64(n)
 	}
 	return nil
 }
+
+// scanBufPool holds scanHeaders' buffers: about two index intervals, so a
+// lookup's forward scan is one read.
+var scanBufPool = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 // close closes the segment's file; readers still holding it get errors, so
 // deleted segments are closed only after Config.FileDeleteDelay.
