@@ -24,6 +24,8 @@
 //     cleanly.
 //   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
 //     per leader epoch.
+//   - <offset>.producers: snapshots of the idempotent producers' state,
+//     written and read by package replica through the log's file system.
 //
 // Files are replaced atomically: written to a .tmp name, synced, renamed,
 // and the directory synced. Compaction writes .cleaned files and renames

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,13 +18,24 @@ import (
 //   - v0-2 are advertised, as Kafka 4 does, because librdkafka only
 //     compresses when the advertised minimum is 0; every partition of such a
 //     request is answered UNSUPPORTED_VERSION.
-//   - Each partition's records must be exactly one record batch v2
-//     (INVALID_RECORD otherwise); the log validates it (CRC, sizes, offsets)
-//     and stores it as received.
+//   - Each partition's records must be exactly one record batch v2 with
+//     base offset 0 (INVALID_RECORD otherwise; CORRUPT_MESSAGE for a
+//     length or magic no batch can have, as Kafka; see oneBatch); the log
+//     validates it (CRC, sizes, offsets) and stores it as received.
 //   - Batches are appended in request order while the request is read; the
 //     answer waits for durability (the topic's flush policy) off the read
 //     path, so pipelined requests share an fsync.
-//   - acks=0 gets no answer; acks other than 0, 1, -1 is INVALID_REQUIRED_ACKS.
+//   - Idempotent producers (batch producer id >= 0; see replica/producer.go
+//     for the rules, which are Kafka 4's): a retry of one of the producer's
+//     last five batches is answered NONE with the original base offset (and
+//     log-append time on LogAppendTime topics) and is not written again; its
+//     answer waits until the original is durable. A fenced epoch is
+//     INVALID_PRODUCER_EPOCH, a gap or a new epoch not starting at sequence
+//     0 OUT_OF_ORDER_SEQUENCE_NUMBER. An unknown producer may start at any
+//     sequence (Kafka 4 never answers UNKNOWN_PRODUCER_ID here).
+//   - acks=0 gets no answer, but a failure on any partition closes the
+//     connection, as Kafka does; acks other than 0, 1, -1 is
+//     INVALID_REQUIRED_ACKS.
 //   - v8+: the error message names the reason.
 //
 // Not supported yet: transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
@@ -65,7 +77,7 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			if fail != nil {
-				sp.ErrorCode = fail.Code
+				sp.ErrorCode, sp.BaseOffset = fail.Code, -1
 				continue
 			}
 			pp, err := b.produceOne(rt.Topic, rp, sp)
@@ -85,6 +97,16 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 			pp.resp.LogStartOffset = pp.p.Log().StartOffset()
 		}
 		if req.Acks == 0 {
+			// No answer is expected, so Kafka closes the connection
+			// when a partition failed: the client notices and
+			// refreshes its metadata.
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode != 0 {
+						return nil, fmt.Errorf("acks=0 produce failed on %s[%d]: %s", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+					}
+				}
+			}
 			return &Response{}, nil
 		}
 		return &Response{Body: resp}, nil
@@ -108,17 +130,43 @@ func (b *Broker) produceOne(topic string, rp kmsg.ProduceRequestTopicPartition, 
 }
 
 // oneBatch checks that records hold exactly one v2 batch, as Kafka requires
-// of produce requests from v3 on.
+// of produce requests from v3 on, with Kafka's codes: its batch iterator
+// (ByteBufferLogInputStream) calls a length below the smallest legacy
+// record's or a magic outside 0..2 CORRUPT_MESSAGE; ProduceRequest's
+// validateRecords calls no whole batch, a magic 0 or 1 batch or a second
+// batch INVALID_RECORD; and a client batch's base offset must be 0
+// (INVALID_RECORD, UnifiedLog.analyzeAndValidateRecords). The log checks
+// the rest (size limit, CRC, records).
 func oneBatch(records []byte) error {
-	if len(records) < model.BatchHeaderSize {
-		return fmt.Errorf("%w: %d bytes of records is not a batch", replica.ErrCorruptMessage, len(records))
+	const (
+		logOverhead     = 12 // base offset and length
+		headerUpToMagic = 17
+		minLegacyRecord = 14 // LegacyRecord.RECORD_OVERHEAD_V0
+	)
+	if len(records) < logOverhead {
+		return fmt.Errorf("%w: a produce request needs one record batch per partition", replica.ErrInvalidRecord)
 	}
-	b := model.Batch(records)
-	if b.Magic() != model.BatchMagic {
-		return fmt.Errorf("%w: magic %d", replica.ErrUnsupportedMagic, b.Magic())
+	length := int32(binary.BigEndian.Uint32(records[model.BatchLengthPos:]))
+	if length < minLegacyRecord {
+		return fmt.Errorf("%w: batch length %d is below the minimum record overhead", replica.ErrCorruptMessage, length)
 	}
-	if int64(b.Length())+model.BatchLengthOverhead < int64(len(records)) {
-		return fmt.Errorf("%w: a produce request carries one batch per partition", replica.ErrInvalidRecord)
+	if len(records) < headerUpToMagic {
+		return fmt.Errorf("%w: a produce request needs one record batch per partition", replica.ErrInvalidRecord)
+	}
+	if m := int8(records[model.BatchMagicPos]); m < 0 || m > model.BatchMagic {
+		return fmt.Errorf("%w: invalid magic %d", replica.ErrCorruptMessage, m)
+	}
+	if int64(length)+logOverhead > int64(len(records)) {
+		return fmt.Errorf("%w: batch of %d bytes, only %d present", replica.ErrInvalidRecord, int64(length)+logOverhead, len(records))
+	}
+	if m := int8(records[model.BatchMagicPos]); m != model.BatchMagic {
+		return fmt.Errorf("%w: produce requests may only carry record batches with magic 2, not %d", replica.ErrInvalidRecord, m)
+	}
+	if int64(length)+logOverhead < int64(len(records)) {
+		return fmt.Errorf("%w: a produce request carries exactly one record batch per partition", replica.ErrInvalidRecord)
+	}
+	if off := model.Batch(records).BaseOffset(); off != 0 {
+		return fmt.Errorf("%w: the base offset of a produced batch must be 0, not %d", replica.ErrInvalidRecord, off)
 	}
 	return nil
 }

@@ -8,7 +8,18 @@
 // crash could take back), and the log end otherwise. Replication will move
 // it with the in-sync followers instead.
 //
-// Locking: Partition.appendMu orders producer-state checks with appends;
-// Partition.mu guards the high watermark and the waiters. appendMu comes
-// before mu, and neither is held across an fsync.
+// Idempotent producing (producer.go): each partition keeps, per producer
+// id, the epoch and the last five batches' sequences and offsets, checks
+// every batch against them before it is written (duplicates are answered
+// with the original offsets and not written again), snapshots the table to
+// <offset>.producers files in the partition directory (every
+// Options.ProducerSnapshotEvery appends, after a rebuild, and on
+// Manager.Close), and on open rebuilds it from the newest snapshot the log
+// still covers plus a scan of the batch headers after it.
+//
+// Locking: Partition.appendMu orders producer-state checks with appends and
+// guards the producer state; Partition.snapMu serialises snapshot writes
+// (taken after appendMu when both are held; snapshot files are written
+// without appendMu); Partition.mu guards the high watermark and the waiters.
+// appendMu comes before mu, and neither is held across an fsync of the log.
 package replica

@@ -2,7 +2,9 @@ package replica
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
@@ -12,17 +14,64 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION).
 var ErrUnknownPartition = errors.New("replica: unknown partition")
 
+// Options are the producer-state settings of the partitions a Manager
+// serves; zero fields take Kafka's defaults.
+type Options struct {
+	// ProducerIDExpiration is producer.id.expiration.ms (default 1 day): a
+	// producer that has not appended to a partition for this long is
+	// forgotten there. Its next batch is then accepted at any sequence, as
+	// from a new producer, and duplicates of its earlier batches are no
+	// longer recognised. Idle time is measured on the broker's clock for
+	// appends it sees, and from the batch timestamps (capped at now) for
+	// batches replayed from the log on open.
+	ProducerIDExpiration time.Duration
+	// ProducerIDExpirationCheck is producer.id.expiration.check.interval.ms
+	// (default 10 minutes): how often appends sweep expired producers.
+	ProducerIDExpirationCheck time.Duration
+	// ProducerSnapshotEvery is how many appends go between producer-state
+	// snapshots (default 10000), which bounds the log scanned on open after
+	// a crash. Close writes one too.
+	ProducerSnapshotEvery int
+	Now                   func() time.Time
+	Logger                *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.ProducerIDExpiration <= 0 {
+		o.ProducerIDExpiration = 24 * time.Hour
+	}
+	if o.ProducerIDExpirationCheck <= 0 {
+		o.ProducerIDExpirationCheck = 10 * time.Minute
+	}
+	if o.ProducerSnapshotEvery <= 0 {
+		o.ProducerSnapshotEvery = 10000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Logger = o.Logger.With("component", "replica")
+	return o
+}
+
 // Manager holds the partitions this broker serves.
 type Manager struct {
 	logs *log.Manager
+	opts Options
 
 	mu    sync.RWMutex
 	parts map[model.TopicPartition]*Partition
 }
 
-// NewManager serves partitions whose logs live in logs.
-func NewManager(logs *log.Manager) *Manager {
-	return &Manager{logs: logs, parts: map[model.TopicPartition]*Partition{}}
+// NewManager serves partitions whose logs live in logs, with the default
+// Options.
+func NewManager(logs *log.Manager) *Manager { return NewManagerWith(logs, Options{}) }
+
+// NewManagerWith serves partitions whose logs live in logs.
+func NewManagerWith(logs *log.Manager, opts Options) *Manager {
+	return &Manager{logs: logs, opts: opts.withDefaults(), parts: map[model.TopicPartition]*Partition{}}
 }
 
 // Open opens (creating if needed) a partition's log and serves it.
@@ -36,7 +85,10 @@ func (m *Manager) Open(tp model.TopicPartition, topicID [16]byte, cfg log.Config
 	if err != nil {
 		return nil, err
 	}
-	p := newPartition(tp, topicID, l)
+	p, err := newPartition(tp, topicID, l, &m.opts)
+	if err != nil {
+		return nil, err
+	}
 	m.parts[tp] = p
 	return p, nil
 }
@@ -70,6 +122,20 @@ func (m *Manager) SetConfig(topic string, cfg log.Config) error {
 		if tp.Topic == topic {
 			errs = append(errs, p.log.SetConfig(cfg))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close writes every partition's producer-state snapshot, so that the next
+// open scans no log. Call it once appends have stopped and before the logs
+// close. Partitions stay usable; a later append simply makes the snapshot
+// older than the log.
+func (m *Manager) Close() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var errs []error
+	for _, p := range m.parts {
+		errs = append(errs, p.SnapshotProducers())
 	}
 	return errors.Join(errs...)
 }

@@ -1,7 +1,10 @@
 package replica
 
 import (
+	"fmt"
+	"hash/crc32"
 	"sync"
+	"time"
 
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
@@ -13,19 +16,43 @@ type Partition struct {
 	TopicID [16]byte
 	log     *log.Log
 
+	opts *Options
+
 	appendMu    sync.Mutex
 	leaderEpoch int32
+	producers   *producerState // appendMu
+
+	snapMu  sync.Mutex // after appendMu when both are held
+	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
 
 	mu      sync.Mutex
 	hw      int64
 	waiters map[*Waiter]struct{}
 }
 
-func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log) *Partition {
-	p := &Partition{TP: tp, TopicID: id, log: l, waiters: map[*Waiter]struct{}{}}
+func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
+	p := &Partition{TP: tp, TopicID: id, log: l, opts: opts, waiters: map[*Waiter]struct{}{}}
 	p.hw = l.EndOffset() // what survived recovery is the log
 	l.SetHighWatermark(p.hw)
-	return p
+
+	start := time.Now()
+	ps, res, err := loadProducerState(l, opts.Now().UnixMilli(), opts.ProducerIDExpiration)
+	if err != nil {
+		return nil, fmt.Errorf("%s: loading producer state: %w", tp, err)
+	}
+	p.producers, p.snapEnd = ps, res.snapshot
+	if res.scanned > 0 || res.snapshot < 0 && len(ps.producers) > 0 {
+		opts.Logger.Info("rebuilt producer state", "partition", tp.String(), "snapshot", res.snapshot,
+			"batches_scanned", res.scanned, "producers", len(ps.producers), "expired", res.expired,
+			"took", time.Since(start).Round(time.Millisecond))
+	}
+	if res.scanned > 0 {
+		// Spare the next open the same scan.
+		if err := p.SnapshotProducers(); err != nil {
+			opts.Logger.Warn("writing producer snapshot failed", "partition", tp.String(), "err", err)
+		}
+	}
+	return p, nil
 }
 
 // Log returns the partition's log.
@@ -34,29 +61,149 @@ func (p *Partition) Log() *log.Log { return p.log }
 // LeaderEpoch is the current leader epoch (0 on a single node).
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 
+// AppendResult says where an append's batches are.
+type AppendResult struct {
+	log.AppendResult
+	// Duplicate: the append repeats a batch its idempotent producer already
+	// wrote (a retry). Nothing was written; BaseOffset and LastOffset are the
+	// original's, and LogAppendTime is its append time on LogAppendTime
+	// topics (-1 otherwise, as the original answer said).
+	Duplicate bool
+}
+
 // Append writes a produce request's batches (in the caller's order: calls
 // for one partition are serialised) and returns a wait function that
 // returns once they are acknowledged as the topic's flush policy defines: on
 // stable storage for FlushEveryAppend, written otherwise. Waiting apart from
 // writing lets pipelined requests share one fsync. acks=0 writes wait too,
 // since the high watermark, and so consumers, follow the fsync.
-func (p *Partition) Append(data []byte) (log.AppendResult, func() error, error) {
+//
+// Batches of idempotent producers (producer id >= 0) are first checked
+// against the producer state under appendMu (see producer.go): a retry of a
+// stored batch is answered with the original's offsets, Duplicate set and
+// nothing written, and its wait returns once the original is acknowledged;
+// a batch out of sequence or of a fenced epoch fails with
+// ErrOutOfOrderSequence or ErrInvalidProducerEpoch.
+func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
 	p.appendMu.Lock()
-	res, err := p.log.Append(data, log.AppendOptions{LeaderEpoch: p.leaderEpoch})
-	p.appendMu.Unlock()
-	if err != nil || res.BaseOffset < 0 {
-		return res, func() error { return nil }, err
+	dup, isDup, err := p.producers.check(data)
+	if err != nil || isDup {
+		p.appendMu.Unlock()
+		// The log validates a batch before anything else; on these paths
+		// it is never reached, so at least a corrupt batch is still
+		// reported as such rather than as a sequence problem.
+		if cerr := checkCRCs(data); cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return AppendResult{AppendResult: log.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}}, noWait, err
+		}
+		res := AppendResult{Duplicate: true, AppendResult: log.AppendResult{
+			BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1, LogStart: p.log.StartOffset(),
+		}}
+		if p.log.Config().LogAppendTime {
+			res.LogAppendTime = dup.timestamp
+		}
+		return res, p.waitFor(dup.lastOffset + 1), nil
 	}
-	wait := func() error {
+	lres, err := p.log.Append(data, log.AppendOptions{LeaderEpoch: p.leaderEpoch})
+	if err != nil || lres.BaseOffset < 0 {
+		p.appendMu.Unlock()
+		return AppendResult{AppendResult: lres}, noWait, err
+	}
+	now := p.opts.Now().UnixMilli()
+	ps := p.producers
+	ps.commit(lres.Batches, lres.LogAppendTime, now)
+	if now-ps.lastSweep >= p.opts.ProducerIDExpirationCheck.Milliseconds() {
+		ps.expire(now, p.opts.ProducerIDExpiration)
+		ps.lastSweep = now
+	}
+	var snap []byte
+	var snapEnd int64
+	if ps.appends++; ps.appends >= p.opts.ProducerSnapshotEvery {
+		snap, snapEnd = ps.encode(), ps.end
+		ps.appends = 0
+	}
+	p.appendMu.Unlock()
+	if snap != nil {
+		if err := p.writeSnapshot(snapEnd, snap); err != nil {
+			p.opts.Logger.Warn("writing producer snapshot failed", "partition", p.TP.String(), "err", err)
+		}
+	}
+	return AppendResult{AppendResult: lres}, p.waitFor(lres.LastOffset + 1), nil
+}
+
+func noWait() error { return nil }
+
+// waitFor returns a wait function for Append: offsets below upTo
+// acknowledged.
+func (p *Partition) waitFor(upTo int64) func() error {
+	return func() error {
 		if p.log.Config().FlushPolicy == log.FlushEveryAppend {
-			if err := p.log.Sync(res.LastOffset + 1); err != nil {
+			if err := p.log.Sync(upTo); err != nil {
 				return err
 			}
 		}
 		p.advanceHighWatermark()
 		return nil
 	}
-	return res, wait, nil
+}
+
+// checkCRCs verifies the CRC-32C of each batch in data.
+func checkCRCs(data []byte) error {
+	for pos := 0; pos < len(data); {
+		if len(data)-pos < model.BatchHeaderSize {
+			return fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(data)-pos)
+		}
+		b := model.Batch(data[pos:])
+		n := b.Size()
+		if n < model.BatchHeaderSize || n > len(data)-pos {
+			return fmt.Errorf("%w: batch of %d bytes, %d present", ErrCorruptMessage, n, len(data)-pos)
+		}
+		if got := crc32.Checksum(data[pos+model.BatchAttributesPos:pos+n], castagnoli); got != b.CRC() {
+			return fmt.Errorf("%w: crc %08x, header says %08x", ErrCorruptMessage, got, b.CRC())
+		}
+		pos += n
+	}
+	return nil
+}
+
+// SnapshotProducers writes the producer state as of the log end to a
+// snapshot file, unless one at that offset exists.
+func (p *Partition) SnapshotProducers() error {
+	p.appendMu.Lock()
+	end := p.producers.end
+	p.snapMu.Lock()
+	current := end <= p.snapEnd
+	p.snapMu.Unlock()
+	if current {
+		p.appendMu.Unlock()
+		return nil
+	}
+	data := p.producers.encode()
+	p.producers.appends = 0
+	p.appendMu.Unlock()
+	return p.writeSnapshot(end, data)
+}
+
+func (p *Partition) writeSnapshot(end int64, data []byte) error {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	if end <= p.snapEnd {
+		return nil // a snapshot as new or newer is on disk
+	}
+	if err := writeSnapshot(p.log.FS(), p.log.Dir(), end, data); err != nil {
+		return err
+	}
+	p.snapEnd = end
+	return nil
+}
+
+// Producers describes the idempotent producers the partition knows, by id.
+func (p *Partition) Producers() []ProducerInfo {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.infos()
 }
 
 // advanceHighWatermark moves the high watermark to what is now committed and

@@ -58,7 +58,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.replicas = replica.NewManager(s.logs)
+	s.replicas = replica.NewManagerWith(s.logs, replica.Options{Logger: logger})
 	if err := s.openPartitions(); err != nil {
 		s.logs.Close()
 		return nil, err
@@ -185,5 +185,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-done
 		}
 	}
-	return s.logs.Close()
+	// Producer-state snapshots first, so the next start need not rebuild
+	// them from the log.
+	return errors.Join(s.replicas.Close(), s.logs.Close())
 }
