@@ -22,6 +22,7 @@ type checkpoint struct {
 	logStart      int64
 	highWatermark int64
 	recoveryPoint int64 // every offset below was durable when written
+	cleanedEnd    int64 // compaction may have left offset gaps below this
 	clean         bool  // written by Close: the segments need no scan
 }
 
@@ -30,8 +31,8 @@ func (c checkpoint) marshal() []byte {
 	if c.clean {
 		clean = 1
 	}
-	return fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\nclean-shutdown %d\n",
-		c.logStart, c.highWatermark, c.recoveryPoint, clean)
+	return fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\n",
+		c.logStart, c.highWatermark, c.recoveryPoint, c.cleanedEnd, clean)
 }
 
 // readCheckpoint returns the zero checkpoint (unclean, everything to scan)
@@ -63,6 +64,8 @@ func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
 			c.highWatermark = v
 		case "recovery-point":
 			c.recoveryPoint = v
+		case "cleaned-offset":
+			c.cleanedEnd = v
 		case "clean-shutdown":
 			c.clean = v == 1
 		}

@@ -212,6 +212,16 @@ func (l *Log) swapSegment(old *segment, data []byte) error {
 		return err
 	}
 	n.idx, n.tidx = idx, tidx
+	// Recovery must know the cleaned range may have gaps before any gap
+	// exists on disk.
+	if old.next > l.cleaned {
+		l.cleaned = old.next
+		if err := l.writeCheckpointLocked(false); err != nil {
+			f.Close()
+			l.failLocked(err)
+			return l.failed
+		}
+	}
 	// Old indexes go first: a crash after the rename then finds none, and
 	// rebuilds them, rather than finding positions into the old data.
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {

@@ -16,12 +16,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +36,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-var discardLogger = slog.New(slog.DiscardHandler)
+var crashLogger = slog.New(slog.DiscardHandler)
 
 // crashID names one batch: generation (a child process or a power-loss
 // round), writer goroutine and the writer's sequence number.
@@ -52,7 +54,37 @@ func crashCodec(id crashID) model.Compression {
 	return model.Compression((id.writer + id.seq + id.gen) % 5)
 }
 
-func crashKey(id crashID, r int) string { return fmt.Sprintf("%v-r%d", id, r) }
+func crashKey(id crashID, r int) string {
+	b := make([]byte, 0, 32)
+	for i, n := range [4]int{id.gen, id.writer, id.seq, r} {
+		b = append(b, "gwsr"[i])
+		b = strconv.AppendInt(b, int64(n), 10)
+		if i < 3 {
+			b = append(b, '-')
+		}
+	}
+	return string(b)
+}
+
+// parseCrashKey inverts crashKey.
+func parseCrashKey(key string) (crashID, int, bool) {
+	var n [4]int
+	rest := key
+	for i := range n {
+		var part string
+		var found bool
+		if part, rest, found = strings.Cut(rest, "-"); found != (i < 3) || len(part) < 2 || part[0] != "gwsr"[i] {
+			return crashID{}, 0, false
+		}
+		v, err := strconv.Atoi(part[1:])
+		if err != nil {
+			return crashID{}, 0, false
+		}
+		n[i] = v
+	}
+	id := crashID{n[0], n[1], n[2]}
+	return id, n[3], crashKey(id, n[3]) == key
+}
 
 func crashValue(id crashID, r int) string {
 	return crashKey(id, r) + "/" + padding[:(id.seq*7+r*3)%len(padding)]
@@ -78,10 +110,10 @@ func crashBatch(id crashID) ([]byte, error) {
 	}, recs)
 }
 
-// readRecords is readAll without testing.TB: it reads the log from offset
+// crashReadRecords is readAll without testing.TB: it reads the log from offset
 // to its end, checks every batch's framing and CRC and that offsets
 // increase, and returns the records.
-func readRecords(l *Log, from int64) ([]storedRecord, error) {
+func crashReadRecords(l *Log, from int64) ([]storedRecord, error) {
 	var out []storedRecord
 	next := from
 	end := l.EndOffset()
@@ -139,7 +171,7 @@ func readRecords(l *Log, from int64) ([]storedRecord, error) {
 // suffix of the log). It returns where each batch is.
 func crashContents(l *Log) (map[crashID]crashPlace, error) {
 	start, end := l.StartOffset(), l.EndOffset()
-	recs, err := readRecords(l, start)
+	recs, err := crashReadRecords(l, start)
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +188,8 @@ func crashContents(l *Log) (map[crashID]crashPlace, error) {
 		if want := start + int64(i); rec.offset != want {
 			return nil, fmt.Errorf("record %d of the log has offset %d, want %d (log starts at %d)", i, rec.offset, want, start)
 		}
-		var id crashID
-		var r int
-		if n, err := fmt.Sscanf(rec.key, "g%d-w%d-s%d-r%d", &id.gen, &id.writer, &id.seq, &r); n != 4 || err != nil ||
-			crashKey(id, r) != rec.key {
+		id, r, ok := parseCrashKey(rec.key)
+		if !ok {
 			return nil, fmt.Errorf("offset %d: key %q was never written", rec.offset, rec.key)
 		}
 		if rec.null || rec.value != crashValue(id, r) {
@@ -202,8 +232,8 @@ func crashContents(l *Log) (map[crashID]crashPlace, error) {
 	return got, nil
 }
 
-// checkPresent checks that every batch of want is in got at its offsets.
-func checkPresent(got, want map[crashID]crashPlace, what string) error {
+// crashCheckPresent checks that every batch of want is in got at its offsets.
+func crashCheckPresent(got, want map[crashID]crashPlace, what string) error {
 	ids := make([]crashID, 0, len(want))
 	for id := range want {
 		ids = append(ids, id)
@@ -310,13 +340,13 @@ func TestCrashKill9(t *testing.T) {
 		if err != nil {
 			t.Fatalf("generation %d (seed %d): %v", gen, seed, err)
 		}
-		l, err := Open(dir, crashKillConfig(), Options{FS: vfs.OS, Logger: discardLogger})
+		l, err := Open(dir, crashKillConfig(), Options{FS: vfs.OS, Logger: crashLogger})
 		if err != nil {
 			t.Fatalf("generation %d (seed %d): open after kill -9: %v", gen, seed, err)
 		}
 		got, err := crashContents(l)
 		if err == nil {
-			err = checkPresent(got, acked, "acknowledged")
+			err = crashCheckPresent(got, acked, "acknowledged")
 		}
 		if err != nil {
 			l.Close()
@@ -378,6 +408,14 @@ func runKilledChild(t *testing.T, dir string, gen int, delay time.Duration, acke
 	}
 	watchdog := time.AfterFunc(20*time.Second, kill)
 	defer watchdog.Stop()
+	waited := false
+	defer func() {
+		if !waited { // an early return: leave no child behind
+			kill()
+			io.Copy(io.Discard, stdout)
+			cmd.Wait()
+		}
+	}()
 	var timer *time.Timer
 	var other []string
 	n := 0
@@ -410,6 +448,7 @@ func runKilledChild(t *testing.T, dir string, gen int, delay time.Duration, acke
 		}
 	}
 	err = cmd.Wait()
+	waited = true
 	switch {
 	case !killed.Load():
 		return n, fmt.Errorf("child exited by itself (%v) after %d acks: %q\nstderr:\n%s", err, n, other, stderr.String())
@@ -436,9 +475,9 @@ type powerLossCase struct {
 var powerLossCases = []powerLossCase{
 	{"every-append", FlushEveryAppend, 16 << 10, 200, 80},
 	{"every-append/tiny-segments", FlushEveryAppend, 2 << 10, 200, 80},
-	{"interval", FlushInterval, 8 << 10, 100, 300},
-	{"never", FlushNever, 8 << 10, 100, 300},
-	{"never/tiny-segments", FlushNever, 2 << 10, 100, 300},
+	{"interval", FlushInterval, 8 << 10, 100, 150},
+	{"never", FlushNever, 8 << 10, 100, 150},
+	{"never/tiny-segments", FlushNever, 2 << 10, 100, 150},
 }
 
 const powerLossSeedEnv = "STRAND_POWERLOSS_SEED"
@@ -446,9 +485,10 @@ const powerLossSeedEnv = "STRAND_POWERLOSS_SEED"
 // TestPowerLoss appends from concurrent writers to a MemFS log and takes a
 // crash clone at a random moment (keeping random parts of unsynced data,
 // sometimes torn), three times in a row per seed, each round continuing on
-// the previous clone. The clone must open; it must hold only whole batches
-// that were written, at their offsets; and it must hold every batch that was
-// durable before the clone was taken: the appends acknowledged as durable,
+// the previous clone (or a clean reopen of it), with or without checkpoints
+// (recovery points) written meanwhile. The clone must open; it must hold only whole batches that were
+// written, at their offsets; and it must hold every batch that was durable
+// before the clone was taken: the appends acknowledged as durable,
 // everything below SyncedOffset (rolls and flushes), and what the previous
 // recovery kept. Setting STRAND_POWERLOSS_SEED runs only that seed.
 func TestPowerLoss(t *testing.T) {
@@ -464,6 +504,8 @@ func TestPowerLoss(t *testing.T) {
 			seeds := tc.seeds
 			if testing.Short() {
 				seeds /= 10
+			} else if crashRaceEnabled() {
+				seeds /= 4 // the race detector makes recovery's large buffers slow
 			}
 			started := time.Now()
 			for i := range seeds {
@@ -480,6 +522,18 @@ func TestPowerLoss(t *testing.T) {
 	}
 }
 
+// crashRaceEnabled says whether the test binary was built with -race.
+func crashRaceEnabled() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" {
+				return s.Value == "true"
+			}
+		}
+	}
+	return false
+}
+
 func powerLossSeed(tc powerLossCase, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0xc0ffee))
 	cfg := Defaults()
@@ -489,7 +543,7 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 	cfg.FlushPolicy = tc.policy
 	cfg.FlushInterval = time.Millisecond
 	const dir = "/data/topic-0"
-	opts := Options{Logger: discardLogger}
+	opts := Options{Logger: crashLogger}
 	mem := vfs.NewMem()
 	opts.FS = mem
 	l, err := Open(dir, cfg, opts)
@@ -498,13 +552,24 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 	}
 	durable := map[crashID]crashPlace{} // on disk for sure: recovered or probed
 	for round := range 3 {
-		written, acked, synced, clone, err := powerLossRound(l, mem, rng, tc, round)
+		if rng.IntN(2) == 0 {
+			// Start the round from a clean shutdown: the first append
+			// must retract "clean" before anything can be lost.
+			if err := l.Close(); err != nil {
+				return fmt.Errorf("round %d: close: %w", round, err)
+			}
+			if l, err = Open(dir, cfg, opts); err != nil {
+				return fmt.Errorf("round %d: clean reopen: %w", round, err)
+			}
+		}
+		r, err := powerLossRound(l, mem, rng, tc, round)
 		if cerr := l.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("close: %w", cerr)
 		}
 		if err != nil {
 			return fmt.Errorf("round %d: %w", round, err)
 		}
+		written := r.written
 		for id, p := range durable {
 			written[id] = p
 		}
@@ -512,16 +577,16 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 		for id, p := range durable {
 			mustHave[id] = p
 		}
-		for id, p := range acked {
+		for id, p := range r.acked {
 			mustHave[id] = p
 		}
 		for id, p := range written {
-			if p.last < synced {
+			if p.last < r.synced {
 				mustHave[id] = p
 			}
 		}
 
-		mem = clone
+		mem = r.clone
 		opts.FS = mem
 		if l, err = Open(dir, cfg, opts); err != nil {
 			return fmt.Errorf("round %d: open after power loss: %w", round, err)
@@ -529,7 +594,7 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 		fail := func(err error) error {
 			l.Close()
 			return fmt.Errorf("round %d: after power loss (synced offset was %d, log end now %d): %w",
-				round, synced, l.EndOffset(), err)
+				round, r.synced, l.EndOffset(), err)
 		}
 		got, err := crashContents(l)
 		if err != nil {
@@ -540,11 +605,11 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 				return fail(fmt.Errorf("batch %v at %d..%d was written at %d..%d (written: %v)", id, p.base, p.last, w.base, w.last, ok))
 			}
 		}
-		if err := checkPresent(got, mustHave, "durable"); err != nil {
+		if err := crashCheckPresent(got, mustHave, "durable"); err != nil {
 			return fail(err)
 		}
-		if end := l.EndOffset(); end < synced {
-			return fail(fmt.Errorf("log ends at %d, below the synced offset %d", end, synced))
+		if end := l.EndOffset(); end < r.synced {
+			return fail(fmt.Errorf("log ends at %d, below the synced offset %d", end, r.synced))
 		}
 		end := l.EndOffset()
 		probe := crashID{round, 9, 0}
@@ -562,12 +627,17 @@ func powerLossSeed(tc powerLossCase, seed uint64) error {
 	return l.Close()
 }
 
+// powerLossResult is what one round of writing and a power loss leave.
+type powerLossResult struct {
+	written map[crashID]crashPlace // every batch appended
+	acked   map[crashID]crashPlace // acknowledged as durable before the clone
+	synced  int64                  // SyncedOffset before the clone
+	clone   *vfs.MemFS             // what the power loss left
+}
+
 // powerLossRound runs writers on l (on mem) until rand(tc.maxAcks) appends
-// have returned, takes a crash clone and stops the writers. It returns every
-// batch written, those acknowledged as durable before the clone, and the
-// synced offset before the clone.
-func powerLossRound(l *Log, mem *vfs.MemFS, rng *rand.Rand, tc powerLossCase, round int) (
-	written, acked map[crashID]crashPlace, synced int64, clone *vfs.MemFS, err error) {
+// have returned, takes a crash clone and stops the writers.
+func powerLossRound(l *Log, mem *vfs.MemFS, rng *rand.Rand, tc powerLossCase, round int) (powerLossResult, error) {
 	durable := tc.policy == FlushEveryAppend
 	var (
 		mu       sync.Mutex
@@ -578,24 +648,32 @@ func powerLossRound(l *Log, mem *vfs.MemFS, rng *rand.Rand, tc powerLossCase, ro
 		stop     atomic.Bool
 		wg       sync.WaitGroup
 	)
+	setErr := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
 	writers := 2 + rng.IntN(3)
+	target := int64(rng.IntN(tc.maxAcks + 1))
+	// Writers stop a little after the target, so that appends are in flight
+	// when the clone is taken but the log stays small.
+	limit := target + int64(2*writers)
 	for w := range writers {
 		wg.Go(func() {
-			for seq := 0; !stop.Load(); seq++ {
+			for seq := 0; !stop.Load() && count.Load() < limit; seq++ {
 				id := crashID{round, w, seq}
 				data, err := crashBatch(id)
 				var res AppendResult
 				if err == nil {
 					res, err = l.Append(data, AppendOptions{LeaderEpoch: -1, Durable: durable})
 				}
-				mu.Lock()
 				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("append %v: %w", id, err)
-					}
-					mu.Unlock()
+					setErr(fmt.Errorf("append %v: %w", id, err))
 					return
 				}
+				mu.Lock()
 				places[id] = crashPlace{res.BaseOffset, res.LastOffset}
 				acks = append(acks, id)
 				mu.Unlock()
@@ -603,20 +681,25 @@ func powerLossRound(l *Log, mem *vfs.MemFS, rng *rand.Rand, tc powerLossCase, ro
 			}
 		})
 	}
-	if tc.policy == FlushInterval {
+	// What the broker does in the background: flushes (FlushInterval) and
+	// checkpoints of the recovery point.
+	background := func(what string, fn func() error) {
 		wg.Go(func() {
 			for !stop.Load() {
-				if err := l.Flush(); err != nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, fmt.Errorf("flush: %w", err))
-					mu.Unlock()
+				if err := fn(); err != nil {
+					setErr(fmt.Errorf("%s: %w", what, err))
 					return
 				}
-				time.Sleep(100 * time.Microsecond)
+				time.Sleep(200 * time.Microsecond)
 			}
 		})
 	}
-	target := int64(rng.IntN(tc.maxAcks + 1))
+	if tc.policy == FlushInterval {
+		background("flush", l.Flush)
+	}
+	if rng.IntN(2) == 0 {
+		background("checkpoint", l.Checkpoint)
+	}
 	for count.Load() < target {
 		mu.Lock()
 		failed := firstErr != nil
@@ -627,49 +710,42 @@ func powerLossRound(l *Log, mem *vfs.MemFS, rng *rand.Rand, tc powerLossCase, ro
 		time.Sleep(20 * time.Microsecond)
 	}
 	// Only what completed before the clone starts must survive it.
-	synced = l.SyncedOffset()
+	r := powerLossResult{synced: l.SyncedOffset(), acked: map[crashID]crashPlace{}}
 	mu.Lock()
-	acked = map[crashID]crashPlace{}
 	if durable {
 		for _, id := range acks {
-			acked[id] = places[id]
+			r.acked[id] = places[id]
 		}
 	}
 	mu.Unlock()
-	clone = mem.CrashClone(vfs.CrashOptions{Rand: rng})
+	r.clone = mem.CrashClone(vfs.CrashOptions{Rand: rng})
 	stop.Store(true)
 	wg.Wait()
-	return places, acked, synced, clone, firstErr
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
+	r.written = places
+	return r, firstErr
 }
 
 // --- damaged files ---------------------------------------------------------------
 
-// testBatch is one batch of the log writeDamageLog writes, and where it is.
-type testBatch struct {
+// crashTestBatch is one batch of the log crashDamageLog writes, and where it is.
+type crashTestBatch struct {
 	base, last int64
 	file       string // segment file name
 	pos, size  int64
 	seg        int // index of its segment
 }
 
-// writeDamageLog writes 45 batches of 5 records into 4 KiB segments (so
+// crashDamageLog writes 45 batches of 5 records into 4 KiB segments (so
 // three or more segments, the last holding several batches), closes the log
 // and returns the batches, the records and the configuration.
-func writeDamageLog(t *testing.T, fsys vfs.FS, dir string) ([]testBatch, []storedRecord, Config) {
+func crashDamageLog(t *testing.T, fsys vfs.FS, dir string) ([]crashTestBatch, []storedRecord, Config) {
 	t.Helper()
 	cfg := testConfig()
 	l := openLog(t, fsys, dir, cfg, nil)
-	var batches []testBatch
+	var batches []crashTestBatch
 	for i := range 45 {
 		res := mustAppend(t, l, makeBatch(t, fmt.Sprint(i), 5, 1000+int64(i), model.Compression(i%5)))
-		batches = append(batches, testBatch{base: res.BaseOffset, last: res.LastOffset})
+		batches = append(batches, crashTestBatch{base: res.BaseOffset, last: res.LastOffset})
 	}
 	segs := l.Segments()
 	for i := range batches {
@@ -702,17 +778,17 @@ func writeDamageLog(t *testing.T, fsys vfs.FS, dir string) ([]testBatch, []store
 	return batches, want, cfg
 }
 
-// setUnclean rewrites the checkpoint as if the log had not been closed,
+// crashSetUnclean rewrites the checkpoint as if the log had not been closed,
 // with the given recovery point.
-func setUnclean(t *testing.T, fsys vfs.FS, dir string, recoveryPoint int64) {
+func crashSetUnclean(t *testing.T, fsys vfs.FS, dir string, recoveryPoint int64) {
 	t.Helper()
 	if err := writeCheckpoint(fsys, dir, checkpoint{recoveryPoint: recoveryPoint}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// damageFile rewrites dir/name with what fn makes of its bytes.
-func damageFile(t *testing.T, fsys vfs.FS, dir, name string, fn func(b []byte) []byte) {
+// crashDamageFile rewrites dir/name with what fn makes of its bytes.
+func crashDamageFile(t *testing.T, fsys vfs.FS, dir, name string, fn func(b []byte) []byte) {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	b, err := readFile(fsys, p)
@@ -733,8 +809,21 @@ func damageFile(t *testing.T, fsys vfs.FS, dir, name string, fn func(b []byte) [
 	}
 }
 
-// dirFiles returns every file of dir and its bytes.
-func dirFiles(t *testing.T, fsys vfs.FS, dir string) map[string][]byte {
+// crashCopyDir copies the files of from into a new directory to.
+func crashCopyDir(t *testing.T, fsys vfs.FS, from, to string) {
+	t.Helper()
+	if err := fsys.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range crashDirFiles(t, fsys, from) {
+		if err := writeFileSync(fsys, filepath.Join(to, name), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// crashDirFiles returns every file of dir and its bytes.
+func crashDirFiles(t *testing.T, fsys vfs.FS, dir string) map[string][]byte {
 	t.Helper()
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
@@ -751,7 +840,7 @@ func dirFiles(t *testing.T, fsys vfs.FS, dir string) map[string][]byte {
 	return files
 }
 
-func fileSize(t *testing.T, fsys vfs.FS, dir, name string) int64 {
+func crashFileSize(t *testing.T, fsys vfs.FS, dir, name string) int64 {
 	t.Helper()
 	st, err := fsys.Stat(filepath.Join(dir, name))
 	if err != nil {
@@ -760,7 +849,7 @@ func fileSize(t *testing.T, fsys vfs.FS, dir, name string) int64 {
 	return st.Size()
 }
 
-func garbage(seed uint64, n int) []byte {
+func crashGarbage(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, seed))
 	b := make([]byte, n)
 	for i := range b {
@@ -769,78 +858,120 @@ func garbage(seed uint64, n int) []byte {
 	return b
 }
 
-// TestTornTailIsTruncated damages the end of the last segment the ways a
-// crash can (a cut anywhere in the last batch, zeros or garbage where the
-// file was extended but not written, a damaged last batch above the
-// recovery point) and checks that Open cuts exactly the damaged part, keeps
-// every earlier batch and appends where the valid data ends.
+// TestTornTailIsTruncated damages the last segment the ways a crash can,
+// above the recovery point: a cut anywhere in the last batch, zeros or
+// garbage where the file was extended but not written, a damaged batch
+// (possibly followed by batches that reached the disk out of order), a
+// damaged base offset. Open must cut exactly there, keep every earlier
+// batch and append where the valid data ends. Two cases start from a clean
+// shutdown, whose Open does not scan, with bytes after the last batch.
 func TestTornTailIsTruncated(t *testing.T) {
 	type tornCase struct {
-		name     string
-		damage   func(b []byte, last testBatch) []byte
-		keepLast bool // the last batch survives (only bytes after it were bad)
+		name string
+		// target picks the first damaged batch (nil: the last one); the
+		// recovery point is its base offset, so it was never durable.
+		target func(bs []crashTestBatch) crashTestBatch
+		damage func(b []byte, at crashTestBatch) []byte
+		keep   bool // the target survives: only bytes after it are bad
+		clean  bool // keep the clean checkpoint of the close
+		os     bool // run on the OS too (the rest is logic: spare the fsyncs)
 	}
+	secondLast := func(bs []crashTestBatch) crashTestBatch { return bs[len(bs)-2] }
 	cases := []tornCase{
-		{"cut in the middle of the last batch", func(b []byte, last testBatch) []byte {
-			return b[:last.pos+last.size/2]
-		}, false},
-		{"last byte of the last batch missing", func(b []byte, last testBatch) []byte {
-			return b[:last.pos+last.size-1]
-		}, false},
-		{"cut at the end of the last batch's header", func(b []byte, last testBatch) []byte {
-			return b[:last.pos+model.BatchHeaderSize]
-		}, false},
-		{"zeros after the last batch", func(b []byte, last testBatch) []byte {
+		{name: "cut in the middle of the last batch", os: true, damage: func(b []byte, at crashTestBatch) []byte {
+			return b[:at.pos+at.size/2]
+		}},
+		{name: "last byte of the last batch missing", os: true, damage: func(b []byte, at crashTestBatch) []byte {
+			return b[:at.pos+at.size-1]
+		}},
+		{name: "cut at the end of the last batch's header", damage: func(b []byte, at crashTestBatch) []byte {
+			return b[:at.pos+model.BatchHeaderSize]
+		}},
+		{name: "zeros after the last batch", keep: true, os: true, damage: func(b []byte, at crashTestBatch) []byte {
 			return append(b, make([]byte, 4096)...)
-		}, true},
-		{"zeros after the last batch, fewer than a header", func(b []byte, last testBatch) []byte {
+		}},
+		{name: "zeros after the last batch, fewer than a header", keep: true, damage: func(b []byte, at crashTestBatch) []byte {
 			return append(b, make([]byte, 7)...)
-		}, true},
-		{"last batch zeroed from its middle, file extended to 8 KiB", func(b []byte, last testBatch) []byte {
-			clear(b[last.pos+last.size/2:])
+		}},
+		{name: "last batch zeroed from its middle, file extended to 8 KiB", os: true, damage: func(b []byte, at crashTestBatch) []byte {
+			clear(b[at.pos+at.size/2:])
 			return append(b, make([]byte, 8192-len(b))...)
-		}, false},
-		{"whole last batch zeroed", func(b []byte, last testBatch) []byte {
-			clear(b[last.pos:])
+		}},
+		{name: "whole last batch zeroed", damage: func(b []byte, at crashTestBatch) []byte {
+			clear(b[at.pos:])
 			return b
-		}, false},
-		{"garbage after the last batch", func(b []byte, last testBatch) []byte {
-			return append(b, garbage(1, 3000)...)
-		}, true},
-		{"garbage over the end of the last batch", func(b []byte, last testBatch) []byte {
-			return append(b[:last.pos+20], garbage(2, 500)...)
-		}, false},
-		{"byte flipped in the last batch's records", func(b []byte, last testBatch) []byte {
-			b[last.pos+last.size-3] ^= 0x10
+		}},
+		{name: "garbage after the last batch", keep: true, os: true, damage: func(b []byte, at crashTestBatch) []byte {
+			return append(b, crashGarbage(1, 3000)...)
+		}},
+		{name: "garbage over the end of the last batch", damage: func(b []byte, at crashTestBatch) []byte {
+			return append(b[:at.pos+20], crashGarbage(2, 500)...)
+		}},
+		{name: "byte flipped in the last batch's records", os: true, damage: func(b []byte, at crashTestBatch) []byte {
+			b[at.pos+at.size-3] ^= 0x10
 			return b
-		}, false},
-		{"last batch's CRC flipped", func(b []byte, last testBatch) []byte {
-			b[last.pos+model.BatchCRCPos] ^= 0x01
+		}},
+		{name: "last batch's CRC flipped", damage: func(b []byte, at crashTestBatch) []byte {
+			b[at.pos+model.BatchCRCPos] ^= 0x01
 			return b
-		}, false},
-		{"last batch's length too large", func(b []byte, last testBatch) []byte {
-			binary.BigEndian.PutUint32(b[last.pos+model.BatchLengthPos:], 1<<30)
+		}},
+		{name: "last batch's length too large", damage: func(b []byte, at crashTestBatch) []byte {
+			binary.BigEndian.PutUint32(b[at.pos+model.BatchLengthPos:], 1<<30)
 			return b
-		}, false},
+		}},
+		{name: "last batch's base offset raised", damage: func(b []byte, at crashTestBatch) []byte {
+			binary.BigEndian.PutUint64(b[at.pos+model.BatchBaseOffsetPos:], uint64(at.base+1000))
+			return b
+		}},
+		{name: "last batch's base offset lowered", damage: func(b []byte, at crashTestBatch) []byte {
+			binary.BigEndian.PutUint64(b[at.pos+model.BatchBaseOffsetPos:], uint64(at.base-1))
+			return b
+		}},
+		{name: "batch zeroed before a batch that reached the disk", target: secondLast, os: true,
+			damage: func(b []byte, at crashTestBatch) []byte {
+				clear(b[at.pos : at.pos+at.size])
+				return b
+			}},
+		{name: "byte flipped in a batch before a valid one", target: secondLast, damage: func(b []byte, at crashTestBatch) []byte {
+			b[at.pos+at.size/2] ^= 0x80
+			return b
+		}},
+		{name: "clean shutdown, then zeros after the last batch, fewer than a header", keep: true, clean: true, os: true,
+			damage: func(b []byte, at crashTestBatch) []byte { return append(b, make([]byte, 7)...) }},
+		{name: "clean shutdown, then zeros after the last batch", keep: true, clean: true,
+			damage: func(b []byte, at crashTestBatch) []byte { return append(b, make([]byte, 4096)...) }},
 	}
 	for k := 0; k <= model.BatchHeaderSize; k++ {
-		cases = append(cases, tornCase{fmt.Sprintf("%d bytes of the last batch's header left", k),
-			func(b []byte, last testBatch) []byte { return b[:last.pos+int64(k)] }, false})
+		cases = append(cases, tornCase{name: fmt.Sprintf("%d bytes of the last batch's header left", k),
+			damage: func(b []byte, at crashTestBatch) []byte { return b[:at.pos+int64(k)] },
+			os:     k%12 == 1 || k == model.BatchMagicPos+1})
 	}
-	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
+	fileSystems(t, func(t *testing.T, fsys vfs.FS, root string) {
+		tmpl := filepath.Join(root, "template")
+		batches, all, cfg := crashDamageLog(t, fsys, tmpl)
 		for i, tc := range cases {
+			if _, isMem := fsys.(*vfs.MemFS); !tc.os && !isMem {
+				continue
+			}
 			t.Run(tc.name, func(t *testing.T) {
-				dir := filepath.Join(dir, fmt.Sprint(i))
-				batches, all, cfg := writeDamageLog(t, fsys, dir)
+				dir := filepath.Join(root, fmt.Sprint(i))
+				crashCopyDir(t, fsys, tmpl, dir)
 				last := batches[len(batches)-1]
-				// The last batch lies above the recovery point: nothing
-				// says it was durable.
-				setUnclean(t, fsys, dir, last.base)
-				damageFile(t, fsys, dir, last.file, func(b []byte) []byte { return tc.damage(b, last) })
+				at := last
+				if tc.target != nil {
+					at = tc.target(batches)
+				}
+				if at.seg != last.seg {
+					t.Fatal("the target is not in the last segment")
+				}
+				if !tc.clean {
+					crashSetUnclean(t, fsys, dir, at.base) // nothing says at was durable
+				}
+				crashDamageFile(t, fsys, dir, at.file, func(b []byte) []byte { return tc.damage(b, at) })
 
-				wantEnd, wantSize := last.base, last.pos
-				if tc.keepLast {
-					wantEnd, wantSize = last.last+1, last.pos+last.size
+				wantEnd, wantSize := at.base, at.pos
+				if tc.keep {
+					wantEnd, wantSize = at.last+1, at.pos+at.size
 				}
 				var want []storedRecord
 				for _, r := range all {
@@ -848,7 +979,7 @@ func TestTornTailIsTruncated(t *testing.T) {
 						want = append(want, r)
 					}
 				}
-				l, err := Open(dir, cfg, Options{FS: fsys, Logger: discardLogger})
+				l, err := Open(dir, cfg, Options{FS: fsys, Logger: crashLogger})
 				if err != nil {
 					t.Fatalf("open: %v", err)
 				}
@@ -856,15 +987,15 @@ func TestTornTailIsTruncated(t *testing.T) {
 				if l.EndOffset() != wantEnd {
 					t.Fatalf("end offset %d after recovery, want %d", l.EndOffset(), wantEnd)
 				}
-				if got := fileSize(t, fsys, dir, last.file); got != wantSize {
+				if got := crashFileSize(t, fsys, dir, at.file); got != wantSize {
 					t.Fatalf("last segment is %d bytes after recovery, want %d", got, wantSize)
 				}
-				got, err := readRecords(l, 0)
+				got, err := crashReadRecords(l, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("after recovery read %d records up to %d, want %d up to %d", len(got), lastOffset(got), len(want), wantEnd-1)
+					t.Fatalf("after recovery read %d records up to %d, want %d up to %d", len(got), crashLastOffset(got), len(want), wantEnd-1)
 				}
 				more := makeBatch(t, "more", 3, 5000, model.CompressionSnappy)
 				if res := mustAppend(t, l, more); res.BaseOffset != wantEnd {
@@ -879,7 +1010,7 @@ func TestTornTailIsTruncated(t *testing.T) {
 					t.Fatal(err)
 				}
 				l = openLog(t, fsys, dir, cfg, nil)
-				if got, err := readRecords(l, 0); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				if got, err := crashReadRecords(l, 0); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Fatalf("after clean reopen: %d records, %v; want %d", len(got), err, len(want))
 				}
 			})
@@ -887,57 +1018,48 @@ func TestTornTailIsTruncated(t *testing.T) {
 	})
 }
 
-func lastOffset(recs []storedRecord) int64 {
+func crashLastOffset(recs []storedRecord) int64 {
 	if len(recs) == 0 {
 		return -1
 	}
 	return recs[len(recs)-1].offset
 }
 
-// TestCorruptionIsReported damages data that cannot be a torn tail: in a
-// sealed segment, in the last segment before valid batches, or below the
-// recovery point. Open must fail with a *CorruptLogError naming the file and
-// the position of the bad batch, and change no file.
+// TestCorruptionIsReported damages data that was durable, so cannot be a
+// torn tail: anything in a sealed segment, anything in the last segment below
+// the recovery point, whole batches missing from a sealed segment or below
+// the recovery point. Open must fail with a *CorruptLogError naming the file
+// and the position of the damage, and change no file.
 func TestCorruptionIsReported(t *testing.T) {
 	type corruptCase struct {
 		name string
-		// batch picks the damaged batch (whose position is reported)
-		batch func(bs []testBatch) testBatch
+		// batch picks the damaged batch, whose position is reported
+		batch func(bs []crashTestBatch) crashTestBatch
 		// recoveryPoint for the unclean checkpoint
-		recoveryPoint func(bs []testBatch) int64
-		damage        func(b []byte, at testBatch) []byte
+		recoveryPoint func(bs []crashTestBatch) int64
+		damage        func(b []byte, at crashTestBatch) []byte
 	}
-	secondOfFirstSegment := func(bs []testBatch) testBatch { return bs[1] }
-	firstOfSecondSegment := func(bs []testBatch) testBatch {
-		for _, b := range bs {
-			if b.seg == 1 {
-				return b
+	inSeg := func(seg, i int) func(bs []crashTestBatch) crashTestBatch {
+		return func(bs []crashTestBatch) crashTestBatch {
+			var of []crashTestBatch
+			for _, b := range bs {
+				if b.seg == seg {
+					of = append(of, b)
+				}
 			}
-		}
-		panic("no second segment")
-	}
-	lastOfSealed := func(bs []testBatch) testBatch {
-		lastSeg := bs[len(bs)-1].seg
-		for i := len(bs) - 1; ; i-- {
-			if bs[i].seg == lastSeg-1 {
-				return bs[i]
+			if i < 0 {
+				i += len(of)
 			}
+			return of[i]
 		}
 	}
-	firstOfLast := func(bs []testBatch) testBatch {
-		lastSeg := bs[len(bs)-1].seg
-		for _, b := range bs {
-			if b.seg == lastSeg {
-				return b
-			}
-		}
-		panic("unreachable")
+	lastSeg := func(i int) func(bs []crashTestBatch) crashTestBatch {
+		return func(bs []crashTestBatch) crashTestBatch { return inSeg(bs[len(bs)-1].seg, i)(bs) }
 	}
-	lastBatch := func(bs []testBatch) testBatch { return bs[len(bs)-1] }
-	zero := func([]testBatch) int64 { return 0 }
-	logEnd := func(bs []testBatch) int64 { return bs[len(bs)-1].last + 1 }
-	flip := func(at int64) func(b []byte, tb testBatch) []byte {
-		return func(b []byte, tb testBatch) []byte {
+	zero := func([]crashTestBatch) int64 { return 0 }
+	logEnd := func(bs []crashTestBatch) int64 { return bs[len(bs)-1].last + 1 }
+	flip := func(at int64) func(b []byte, tb crashTestBatch) []byte {
+		return func(b []byte, tb crashTestBatch) []byte {
 			if at < 0 {
 				at += tb.size
 			}
@@ -945,45 +1067,60 @@ func TestCorruptionIsReported(t *testing.T) {
 			return b
 		}
 	}
+	setBase := func(delta int64) func(b []byte, tb crashTestBatch) []byte {
+		return func(b []byte, tb crashTestBatch) []byte {
+			binary.BigEndian.PutUint64(b[tb.pos+model.BatchBaseOffsetPos:], uint64(tb.base+delta))
+			return b
+		}
+	}
+	cutAt := func(b []byte, tb crashTestBatch) []byte { return b[:tb.pos] }
 	cases := []corruptCase{
-		{"records byte of an early batch of a sealed segment", secondOfFirstSegment, zero, flip(-10)},
-		{"CRC of an early batch of a sealed segment", secondOfFirstSegment, zero, flip(model.BatchCRCPos + 2)},
-		{"attributes of an early batch of a sealed segment", secondOfFirstSegment, zero, flip(model.BatchAttributesPos + 1)},
-		{"magic of an early batch of a sealed segment", secondOfFirstSegment, zero, flip(model.BatchMagicPos)},
-		{"length of an early batch of a sealed segment", secondOfFirstSegment, zero, func(b []byte, tb testBatch) []byte {
+		{"records byte of an early batch of a sealed segment", inSeg(0, 1), zero, flip(-10)},
+		{"CRC of an early batch of a sealed segment", inSeg(0, 1), zero, flip(model.BatchCRCPos + 2)},
+		{"attributes of an early batch of a sealed segment", inSeg(0, 1), zero, flip(model.BatchAttributesPos + 1)},
+		{"magic of an early batch of a sealed segment", inSeg(0, 1), zero, flip(model.BatchMagicPos)},
+		{"length of an early batch of a sealed segment", inSeg(0, 1), zero, func(b []byte, tb crashTestBatch) []byte {
 			binary.BigEndian.PutUint32(b[tb.pos+model.BatchLengthPos:], uint32(tb.size-model.BatchLengthOverhead+1))
 			return b
 		}},
-		{"base offset lowered in a sealed segment", secondOfFirstSegment, zero, func(b []byte, tb testBatch) []byte {
-			binary.BigEndian.PutUint64(b[tb.pos:], 0)
-			return b
-		}},
-		{"first batch of the second segment", firstOfSecondSegment, zero, flip(-1)},
-		{"last batch of the last sealed segment", lastOfSealed, zero, flip(-1)},
-		{"sealed segment cut inside its last batch", lastOfSealed, zero, func(b []byte, tb testBatch) []byte {
+		{"base offset lowered in a sealed segment", inSeg(0, 1), zero, setBase(-1)},
+		{"base offset raised in a sealed segment", inSeg(0, 1), zero, setBase(1)},
+		{"base offset of the last batch of a sealed segment raised", inSeg(0, -1), zero, setBase(1000)},
+		{"base offset of the first batch of a sealed segment raised", inSeg(1, 0), zero, setBase(1)},
+		{"first batch of the second segment", inSeg(1, 0), zero, flip(-1)},
+		{"last batch of the last sealed segment", func(bs []crashTestBatch) crashTestBatch {
+			return inSeg(bs[len(bs)-1].seg-1, -1)(bs)
+		}, zero, flip(-1)},
+		{"sealed segment cut inside its last batch", inSeg(0, -1), zero, func(b []byte, tb crashTestBatch) []byte {
 			return b[:tb.pos+tb.size-1]
 		}},
-		{"batch of the last segment followed by valid batches", firstOfLast, zero, flip(-7)},
-		{"header of a batch of the last segment followed by valid batches", firstOfLast, zero, flip(model.BatchLastDeltaPos + 3)},
-		{"last batch below the recovery point", lastBatch, logEnd, flip(-2)},
-		{"last batch cut below the recovery point", lastBatch, logEnd, func(b []byte, tb testBatch) []byte {
+		{"sealed segment cut before its last batch", inSeg(0, -1), zero, cutAt},
+		{"sealed segment emptied", inSeg(1, 0), zero, cutAt},
+		{"batch of the last segment below the recovery point, followed by valid batches", lastSeg(0), logEnd, flip(-7)},
+		{"header of a batch of the last segment below the recovery point", lastSeg(0), logEnd, flip(model.BatchLastDeltaPos + 3)},
+		{"base offset raised in the last segment below the recovery point", lastSeg(1), logEnd, setBase(1)},
+		{"last batch below the recovery point", lastSeg(-1), logEnd, flip(-2)},
+		{"last batch cut below the recovery point", lastSeg(-1), logEnd, func(b []byte, tb crashTestBatch) []byte {
 			return b[:tb.pos+tb.size/2]
 		}},
-		{"zeros over the last batch below the recovery point", lastBatch, logEnd, func(b []byte, tb testBatch) []byte {
+		{"last batch cut off whole below the recovery point", lastSeg(-1), logEnd, cutAt},
+		{"zeros over the last batch below the recovery point", lastSeg(-1), logEnd, func(b []byte, tb crashTestBatch) []byte {
 			clear(b[tb.pos+40:])
 			return b
 		}},
 	}
-	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
+	fileSystems(t, func(t *testing.T, fsys vfs.FS, root string) {
+		tmpl := filepath.Join(root, "template")
+		batches, _, cfg := crashDamageLog(t, fsys, tmpl)
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				dir := filepath.Join(dir, fmt.Sprint(i))
-				batches, _, cfg := writeDamageLog(t, fsys, dir)
+				dir := filepath.Join(root, fmt.Sprint(i))
+				crashCopyDir(t, fsys, tmpl, dir)
 				at := tc.batch(batches)
-				setUnclean(t, fsys, dir, tc.recoveryPoint(batches))
-				damageFile(t, fsys, dir, at.file, func(b []byte) []byte { return tc.damage(b, at) })
-				before := dirFiles(t, fsys, dir)
-				l, err := Open(dir, cfg, Options{FS: fsys, Logger: discardLogger})
+				crashSetUnclean(t, fsys, dir, tc.recoveryPoint(batches))
+				crashDamageFile(t, fsys, dir, at.file, func(b []byte) []byte { return tc.damage(b, at) })
+				before := crashDirFiles(t, fsys, dir)
+				l, err := Open(dir, cfg, Options{FS: fsys, Logger: crashLogger})
 				if err == nil {
 					end := l.EndOffset()
 					l.Close()
@@ -996,7 +1133,7 @@ func TestCorruptionIsReported(t *testing.T) {
 				if filepath.Base(ce.File) != at.file || ce.Pos != at.pos {
 					t.Fatalf("open: %v; want it reported at %s byte %d", err, at.file, at.pos)
 				}
-				after := dirFiles(t, fsys, dir)
+				after := crashDirFiles(t, fsys, dir)
 				if len(after) != len(before) {
 					t.Fatalf("files %d before the failed open, %d after", len(before), len(after))
 				}
@@ -1006,7 +1143,7 @@ func TestCorruptionIsReported(t *testing.T) {
 					}
 				}
 				// The report is stable: opening again says the same.
-				if _, err2 := Open(dir, cfg, Options{FS: fsys, Logger: discardLogger}); err2 == nil || err2.Error() != err.Error() {
+				if _, err2 := Open(dir, cfg, Options{FS: fsys, Logger: crashLogger}); err2 == nil || err2.Error() != err.Error() {
 					t.Fatalf("second open: %v; first said %v", err2, err)
 				}
 			})
@@ -1016,22 +1153,22 @@ func TestCorruptionIsReported(t *testing.T) {
 
 // --- fuzzing ---------------------------------------------------------------------
 
-// recoverTemplate is a closed MemFS log of a few batches in three segments
+// crashRecoverTemplate is a closed MemFS log of a few batches in three segments
 // whose checkpoint says unclean with recovery point 0, so Open scans it all.
-type recoverTemplate struct {
+type crashRecoverTemplate struct {
 	fs    *vfs.MemFS
 	cfg   Config
 	files []string // segment files, in order
 	want  map[int64]storedRecord
 }
 
-const recoverDir = "/data/topic-0"
+const crashRecoverDir = "/data/topic-0"
 
-func newRecoverTemplate(tb testing.TB) *recoverTemplate {
-	tmpl := &recoverTemplate{fs: vfs.NewMem(), cfg: testConfig(), want: map[int64]storedRecord{}}
+func newCrashRecoverTemplate(tb testing.TB) *crashRecoverTemplate {
+	tmpl := &crashRecoverTemplate{fs: vfs.NewMem(), cfg: testConfig(), want: map[int64]storedRecord{}}
 	tmpl.cfg.SegmentBytes = 500
 	tmpl.cfg.IndexIntervalBytes = 200
-	l := openLog(tb, tmpl.fs, recoverDir, tmpl.cfg, nil)
+	l := openLog(tb, tmpl.fs, crashRecoverDir, tmpl.cfg, nil)
 	for i, n := range []int{2, 1, 3, 2, 4, 1, 2, 3, 2} {
 		mustAppend(tb, l, makeBatch(tb, fmt.Sprint(i), n, 1000+int64(10*i), model.Compression(i%5)))
 	}
@@ -1044,7 +1181,7 @@ func newRecoverTemplate(tb testing.TB) *recoverTemplate {
 	if err := l.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	if err := writeCheckpoint(tmpl.fs, recoverDir, checkpoint{}); err != nil {
+	if err := writeCheckpoint(tmpl.fs, crashRecoverDir, checkpoint{}); err != nil {
 		tb.Fatal(err)
 	}
 	if len(tmpl.files) != 3 {
@@ -1060,7 +1197,7 @@ func newRecoverTemplate(tb testing.TB) *recoverTemplate {
 // that was written, at its offset, back to back up to the log end, which
 // takes appends and reopens cleanly to the same contents.
 func FuzzRecover(f *testing.F) {
-	tmpl := newRecoverTemplate(f)
+	tmpl := newCrashRecoverTemplate(f)
 	f.Add([]byte{}, uint8(255), uint16(0))
 	f.Add([]byte{0, 0, 100, 0xff}, uint8(255), uint16(0))
 	f.Add([]byte{2, 0, 10, 0}, uint8(255), uint16(0))
@@ -1068,91 +1205,96 @@ func FuzzRecover(f *testing.F) {
 	f.Add([]byte{}, uint8(2), uint16(5000))
 	f.Add([]byte{1, 0, 30, 7, 1, 1, 0, 9}, uint8(1), uint16(400))
 	f.Fuzz(func(t *testing.T, edits []byte, truncFile uint8, truncLen uint16) {
-		fsys := tmpl.fs.CrashClone(vfs.CrashOptions{})
-		files := map[string][]byte{}
-		for _, name := range tmpl.files {
-			b, err := readFile(fsys, filepath.Join(recoverDir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[name] = b
-		}
-		for len(edits) >= 4 {
-			name := tmpl.files[int(edits[0])%len(tmpl.files)]
-			if b := files[name]; len(b) > 0 {
-				b[int(binary.BigEndian.Uint16(edits[1:3]))%len(b)] = edits[3]
-			}
-			edits = edits[4:]
-		}
-		if int(truncFile) < len(tmpl.files) {
-			name := tmpl.files[truncFile]
-			b := files[name]
-			n := int(truncLen) % (len(b) + 1024)
-			if n <= len(b) {
-				files[name] = b[:n]
-			} else {
-				files[name] = append(b, make([]byte, n-len(b))...)
-			}
-		}
-		for name, b := range files {
-			f, err := fsys.OpenFile(filepath.Join(recoverDir, name), os.O_RDWR|os.O_TRUNC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.WriteAt(b, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-		}
-		want := maps.Clone(tmpl.want)
-		opts := Options{FS: fsys, Logger: discardLogger}
-		l, err := Open(recoverDir, tmpl.cfg, opts)
+		crashRecoverDamaged(t, tmpl, edits, truncFile, truncLen)
+	})
+}
+
+// crashRecoverDamaged is FuzzRecover's body.
+func crashRecoverDamaged(t *testing.T, tmpl *crashRecoverTemplate, edits []byte, truncFile uint8, truncLen uint16) {
+	fsys := tmpl.fs.CrashClone(vfs.CrashOptions{})
+	files := map[string][]byte{}
+	for _, name := range tmpl.files {
+		b, err := readFile(fsys, filepath.Join(crashRecoverDir, name))
 		if err != nil {
-			var ce *CorruptLogError
-			if !errors.Is(err, ErrCorruptLog) || !errors.As(err, &ce) {
-				t.Fatalf("open: %v; want ErrCorruptLog", err)
-			}
-			return
-		}
-		defer func() { l.Close() }()
-		check := func(when string) []storedRecord {
-			recs, err := readRecords(l, l.StartOffset())
-			if err != nil {
-				t.Fatalf("%s: %v", when, err)
-			}
-			next := l.StartOffset()
-			for _, r := range recs {
-				if w, ok := want[r.offset]; !ok || w != r {
-					t.Fatalf("%s: offset %d holds %q=%q, written there: %q=%q (%v)", when, r.offset, r.key, r.value, w.key, w.value, ok)
-				}
-				if r.offset != next {
-					t.Fatalf("%s: record at %d, want %d", when, r.offset, next)
-				}
-				next++
-			}
-			if next != l.EndOffset() {
-				t.Fatalf("%s: records end at %d, log end offset %d", when, next, l.EndOffset())
-			}
-			return recs
-		}
-		recs := check("after recovery")
-		end := l.EndOffset()
-		res, err := l.Append(makeBatch(t, "more", 2, 5000, 0), AppendOptions{LeaderEpoch: -1, Durable: true})
-		if err != nil || res.BaseOffset != end {
-			t.Fatalf("append after recovery at %d: %+v, %v", end, res, err)
-		}
-		for i := range int64(2) {
-			want[end+i] = storedRecord{offset: end + i, key: fmt.Sprintf("k-more-%d", i), value: fmt.Sprintf("v-more-%d%s", i, padding)}
-		}
-		recs = append(recs, check("after an append")[len(recs):]...)
-		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if l, err = Open(recoverDir, tmpl.cfg, opts); err != nil {
-			t.Fatalf("clean reopen: %v", err)
+		files[name] = b
+	}
+	for len(edits) >= 4 {
+		name := tmpl.files[int(edits[0])%len(tmpl.files)]
+		if b := files[name]; len(b) > 0 {
+			b[int(binary.BigEndian.Uint16(edits[1:3]))%len(b)] = edits[3]
 		}
-		if again := check("after a clean reopen"); fmt.Sprint(again) != fmt.Sprint(recs) {
-			t.Fatalf("clean reopen reads %d records, before %d", len(again), len(recs))
+		edits = edits[4:]
+	}
+	if int(truncFile) < len(tmpl.files) {
+		name := tmpl.files[truncFile]
+		b := files[name]
+		n := int(truncLen) % (len(b) + 1024)
+		if n <= len(b) {
+			files[name] = b[:n]
+		} else {
+			files[name] = append(b, make([]byte, n-len(b))...)
 		}
-	})
+	}
+	for name, b := range files {
+		f, err := fsys.OpenFile(filepath.Join(crashRecoverDir, name), os.O_RDWR|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	want := maps.Clone(tmpl.want)
+	opts := Options{FS: fsys, Logger: crashLogger}
+	l, err := Open(crashRecoverDir, tmpl.cfg, opts)
+	if err != nil {
+		var ce *CorruptLogError
+		if !errors.Is(err, ErrCorruptLog) || !errors.As(err, &ce) {
+			t.Fatalf("open: %v; want ErrCorruptLog", err)
+		}
+		return
+	}
+	defer func() { l.Close() }()
+	check := func(when string) []storedRecord {
+		recs, err := crashReadRecords(l, l.StartOffset())
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		next := l.StartOffset()
+		for _, r := range recs {
+			if w, ok := want[r.offset]; !ok || w != r {
+				t.Fatalf("%s: offset %d holds %q=%q, written there: %q=%q (%v)", when, r.offset, r.key, r.value, w.key, w.value, ok)
+			}
+			if r.offset != next {
+				t.Fatalf("%s: record at %d, want %d", when, r.offset, next)
+			}
+			next++
+		}
+		if next != l.EndOffset() {
+			t.Fatalf("%s: records end at %d, log end offset %d", when, next, l.EndOffset())
+		}
+		return recs
+	}
+	recs := check("after recovery")
+	end := l.EndOffset()
+	res, err := l.Append(makeBatch(t, "more", 2, 5000, 0), AppendOptions{LeaderEpoch: -1, Durable: true})
+	if err != nil || res.BaseOffset != end {
+		t.Fatalf("append after recovery at %d: %+v, %v", end, res, err)
+	}
+	for i := range int64(2) {
+		want[end+i] = storedRecord{offset: end + i, key: fmt.Sprintf("k-more-%d", i), value: fmt.Sprintf("v-more-%d%s", i, padding)}
+	}
+	recs = append(recs, check("after an append")[len(recs):]...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = Open(crashRecoverDir, tmpl.cfg, opts); err != nil {
+		t.Fatalf("clean reopen: %v", err)
+	}
+	if again := check("after a clean reopen"); fmt.Sprint(again) != fmt.Sprint(recs) {
+		t.Fatalf("clean reopen reads %d records, before %d", len(again), len(recs))
+	}
 }

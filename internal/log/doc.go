@@ -45,18 +45,26 @@
 //
 // A clean close leaves "clean-shutdown 1" in the checkpoint; the first
 // change after opening retracts it. Opening a clean log scans nothing but the
-// few batches after the active segment's last index entry. Otherwise every
+// few batches after the active segment's last index entry (and falls back to
+// recovery if the file does not end with a whole batch). Otherwise every
 // segment from the one holding the recovery point onward is read in full,
-// checking each batch's length, magic, CRC-32C and that offsets increase,
-// and its indexes are rebuilt. The first bad batch ends the valid data:
+// checking each batch's length, magic and CRC-32C, and that offsets follow
+// one another with no gap outside the range compaction has cleaned (the base
+// offset is outside the CRC, so this is how a damaged one shows); indexes are
+// rebuilt. Then:
 //
-//   - If it can be a torn tail (it lies above the recovery point, in the
-//     last segment with data, and no valid batch follows it), the segment is
-//     truncated there. A crash mid-write or lost unsynced pages look like
-//     this, and no batch reported durable lies there.
-//   - Otherwise data that was durable is damaged, and Open fails with a
-//     *CorruptLogError naming the file and position. Nothing is dropped
-//     silently; an operator decides.
+//   - A bad batch in the last segment above the recovery point is a torn
+//     tail: a crash mid-write, or unsynced pages lost (or written out of
+//     order) with the power. The segment is cut there, dropping whatever
+//     follows, with a warning. No batch reported durable can lie there,
+//     since a durable append's fsync precedes its acknowledgement and the
+//     recovery point trails the fsyncs.
+//   - Anything else is damage to data that was durable, and Open fails with
+//     a *CorruptLogError naming the file and position, leaving the files as
+//     they are: a bad batch in a sealed segment (rolls sync a segment before
+//     the next exists) or below the recovery point, a sealed segment that
+//     does not end where the next begins, or a log that ends below the
+//     recovery point. Nothing is dropped silently; an operator decides.
 //
 // Index files of sealed segments are checked when first loaded (sizes,
 // increasing entries, positions inside the log) and rebuilt from the

@@ -47,6 +47,7 @@ type Log struct {
 	next    int64 // log end offset
 	start   int64 // log start offset
 	hw      int64
+	cleaned int64 // compaction may have left offset gaps below this
 	dirty   bool  // the checkpoint on disk says "not clean"
 	failed  error // sticky: a write or sync failed
 	closed  bool
@@ -126,16 +127,15 @@ func (l *Log) load() error {
 		if err := l.writeCheckpointLocked(false); err != nil {
 			return err
 		}
-	} else if ck.clean {
-		if err := l.openActive(); err != nil {
-			return err
-		}
+	} else if ck.clean && l.openActive() == nil {
+		// Trusted: the last close wrote the indexes and synced everything.
 	} else {
 		l.dirty = true
-		if err := l.recover(ck.recoveryPoint); err != nil {
+		if err := l.recover(ck); err != nil {
 			return err
 		}
 	}
+	l.cleaned = ck.cleanedEnd
 	active := l.active()
 	l.next = active.next
 	l.start = max(ck.logStart, l.segs[0].base)
@@ -192,7 +192,7 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 
 // openActive readies the last segment after a clean shutdown: its index files
 // are current, so only the batches after the last index entry are walked to
-// find the log end.
+// find the log end. An error sends the log through recovery instead.
 func (l *Log) openActive() error {
 	s := l.active()
 	idx, _, err := s.indexes(l.cfg.IndexIntervalBytes)
@@ -201,14 +201,21 @@ func (l *Log) openActive() error {
 	}
 	from, pos := idx.lookupPos(s.size)
 	s.next = from
+	end := pos
 	err = scanHeaders(s.file, pos, s.size, func(p int64, b model.Batch) bool {
 		s.next = b.LastOffset() + 1
-		s.sinceIndex = s.size - p - int64(b.Size())
-		return true
+		end = p + int64(b.Size())
+		return end <= s.size
 	})
 	if err != nil {
 		return err
 	}
+	if end != s.size {
+		// Bytes past the last whole batch: the file changed after the clean
+		// close. Recovery decides what they are.
+		return fmt.Errorf("%d bytes after the last batch of %s", s.size-end, s.file.Name())
+	}
+	s.sinceIndex = s.size - pos
 	return l.readFirstTimestamp(s)
 }
 
@@ -699,7 +706,7 @@ func (l *Log) Checkpoint() error {
 
 func (l *Log) writeCheckpointLocked(clean bool) error {
 	return writeCheckpoint(l.fs, l.dir, checkpoint{
-		logStart: l.start, highWatermark: l.hw, recoveryPoint: l.synced.Load(), clean: clean,
+		logStart: l.start, highWatermark: l.hw, recoveryPoint: l.synced.Load(), cleanedEnd: l.cleaned, clean: clean,
 	})
 }
 

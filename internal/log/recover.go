@@ -2,7 +2,6 @@ package log
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 
@@ -10,93 +9,81 @@ import (
 )
 
 // recover checks the segments that may hold data written after the last
-// recovery point, from the segment holding that point to the end. A torn
-// tail (a crash mid-write, or unsynced pages lost with the power) is cut at
-// the last valid batch. Damage that cannot be a torn tail is reported, not
-// dropped: a bad batch below the recovery point, in a segment followed by
-// non-empty ones, or followed by a valid batch in its own segment.
-func (l *Log) recover(recoveryPoint int64) error {
-	first := l.segmentFor(recoveryPoint)
+// recovery point, from the segment holding that point to the end, and
+// rebuilds their indexes. Rolls sync a segment before the next exists, so
+// only the last segment can hold a torn tail (a crash mid-write, or unsynced
+// pages lost or written out of order with the power): a bad batch there,
+// above the recovery point, ends the log, and whatever follows it is
+// dropped with a warning. Anything else is damage to data that was durable,
+// and Open fails with a *CorruptLogError instead of dropping it:
+//   - a bad batch in a sealed segment, or below the recovery point;
+//   - offsets missing: outside the range compaction has cleaned, each batch
+//     must start where the previous ended, and each sealed segment where the
+//     next begins (the base offset is outside the CRC, so this is how a
+//     damaged one shows);
+//   - a log that ends below the recovery point.
+func (l *Log) recover(ck checkpoint) error {
+	first := l.segmentFor(ck.recoveryPoint)
 	interval := l.cfg.IndexIntervalBytes
 	for i := first; i < len(l.segs); i++ {
 		s := l.segs[i]
+		last := i == len(l.segs)-1
 		st, err := s.file.Stat()
 		if err != nil {
 			return err
 		}
 		fileSize := st.Size()
-		bad, reason, err := s.scan(fileSize, interval)
+		strict := s.base >= ck.cleanedEnd
+		bad, reason, err := s.scan(fileSize, interval, strict)
 		if err != nil {
 			return err
 		}
-		if bad < 0 {
-			if i+1 < len(l.segs) {
-				s.next = l.segs[i+1].base
-			}
-			continue
+		corrupt := func(pos int64, why string) error {
+			return &CorruptLogError{File: s.file.Name(), Pos: pos, Reason: why}
 		}
-		corrupt := &CorruptLogError{File: s.file.Name(), Pos: bad, Reason: reason}
 		switch {
-		case s.next < recoveryPoint:
-			corrupt.Reason += fmt.Sprintf("; offsets up to the recovery point %d were durable", recoveryPoint)
-			return corrupt
-		case l.hasDataAfter(i):
-			corrupt.Reason += "; later segments hold data"
-			return corrupt
-		}
-		if ok, err := hasValidBatchAfter(s, bad, fileSize); err != nil {
-			return err
-		} else if ok {
-			corrupt.Reason += "; valid batches follow it"
-			return corrupt
-		}
-		l.logger.Warn("truncating torn tail of the log", "file", s.file.Name(), "pos", bad,
-			"bytes", fileSize-bad, "reason", reason, "end_offset", s.next)
-		if err := s.file.Truncate(bad); err != nil {
-			return err
-		}
-		if err := s.file.Sync(); err != nil {
-			return err
-		}
-		// Later segments are empty (checked above): drop them so the log
-		// ends at the surviving data.
-		for _, e := range l.segs[i+1:] {
-			_ = e.close()
-			if err := e.removeFiles(); err != nil {
+		case bad >= 0 && !last:
+			return corrupt(bad, reason+"; in a sealed segment")
+		case bad >= 0 && s.next < ck.recoveryPoint:
+			return corrupt(bad, fmt.Sprintf("%s; offsets below the recovery point %d were durable", reason, ck.recoveryPoint))
+		case bad >= 0:
+			l.logger.Warn("truncating torn tail of the log", "file", s.file.Name(), "pos", bad,
+				"bytes", fileSize-bad, "reason", reason, "end_offset", s.next)
+			if err := s.file.Truncate(bad); err != nil {
 				return err
 			}
+			if err := s.file.Sync(); err != nil {
+				return err
+			}
+		case !last && strict && s.next != l.segs[i+1].base:
+			return corrupt(s.size, fmt.Sprintf("offsets %d..%d are missing before the next segment", s.next, l.segs[i+1].base-1))
 		}
-		l.segs = l.segs[:i+1]
-		break
+		if !last {
+			s.next = l.segs[i+1].base
+		}
 	}
-	for i, s := range l.segs[first:] {
-		if j := first + i; j+1 < len(l.segs) && s.size > 0 {
-			// A sealed segment's indexes must be on disk for the next clean start.
-			if err := s.writeIndexes(interval); err != nil {
-				return err
-			}
+	if end := l.active().next; end < ck.recoveryPoint {
+		return &CorruptLogError{File: l.active().file.Name(), Pos: l.active().size,
+			Reason: fmt.Sprintf("the log ends at offset %d, below the recovery point %d", end, ck.recoveryPoint)}
+	}
+	for _, s := range l.segs[first : len(l.segs)-1] {
+		// A sealed segment's indexes must be on disk for the next clean start.
+		if err := s.writeIndexes(interval); err != nil {
+			return err
 		}
 	}
 	return l.readFirstTimestamp(l.active())
 }
 
-func (l *Log) hasDataAfter(i int) bool {
-	for _, s := range l.segs[i+1:] {
-		if s.size > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // scan reads the whole segment, checking each batch's framing, CRC and that
-// offsets increase, and rebuilds the indexes. It sets size and next to the
+// offsets increase (strictly one after another when strict), and rebuilds
+// the indexes. It sets size and next to the
 // end of the valid prefix (base when it is empty) and returns the position of the first bad batch,
 // or -1.
-func (s *segment) scan(fileSize, interval int64) (int64, string, error) {
+func (s *segment) scan(fileSize, interval int64, strict bool) (int64, string, error) {
 	idx := &offsetIndex{base: s.base}
 	tidx := &timeIndex{base: s.base}
-	r := bufio.NewReaderSize(io.NewSectionReader(s.file, 0, fileSize), 1<<20)
+	r := bufio.NewReaderSize(io.NewSectionReader(s.file, 0, fileSize), 256<<10)
 	buf := make([]byte, 64<<10)
 	var since int64
 	pos, next := int64(0), s.base
@@ -130,7 +117,7 @@ func (s *segment) scan(fileSize, interval int64) (int64, string, error) {
 			bad, reason = pos, err.Error()
 			break
 		}
-		if b.BaseOffset() < next || b.LastOffsetDelta() < 0 {
+		if b.BaseOffset() < next || b.LastOffsetDelta() < 0 || strict && b.BaseOffset() != next {
 			bad, reason = pos, fmt.Sprintf("batch offsets %d..%d do not follow %d", b.BaseOffset(), b.LastOffset(), next-1)
 			break
 		}
@@ -149,35 +136,4 @@ func (s *segment) scan(fileSize, interval int64) (int64, string, error) {
 	s.idx, s.tidx = idx, tidx
 	s.loadMu.Unlock()
 	return bad, reason, nil
-}
-
-// hasValidBatchAfter searches the bytes after a bad batch for any batch whose
-// header and CRC check out. Finding one means the damage is in the middle of
-// the data, not a torn tail. Only a corrupt log pays for this search.
-func hasValidBatchAfter(s *segment, bad, fileSize int64) (bool, error) {
-	const window = 8 << 20
-	buf := make([]byte, window+model.BatchHeaderSize)
-	for start := bad + 1; start+model.BatchHeaderSize <= fileSize; start += window {
-		n, err := s.file.ReadAt(buf[:min(int64(len(buf)), fileSize-start)], start)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-		for q := 0; q+model.BatchHeaderSize <= n && q < window; q++ {
-			if buf[q+model.BatchMagicPos] != model.BatchMagic {
-				continue
-			}
-			size, err := batchSize(buf[q:], 0)
-			if err != nil || start+int64(q)+int64(size) > fileSize {
-				continue
-			}
-			b := make([]byte, size)
-			if _, err := s.file.ReadAt(b, start+int64(q)); err != nil {
-				return false, err
-			}
-			if checkCRC(b) == nil {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
 }
