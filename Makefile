@@ -1,8 +1,8 @@
 # The test target is what CI runs (.ci/run) and what the README names.
 GO ?= go
-RACE_PKGS := ./internal/log/...
+RACE_PKGS := ./internal/...
 
-.PHONY: test fmt-check vet unit race fuzz bench build
+.PHONY: test fmt-check vet unit race fuzz bench build compat bench-kafka
 
 test: fmt-check vet unit race
 
@@ -16,12 +16,20 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# Includes test/compat: real clients (kcat, kafka-python, the Java client,
+# franz-go) against the real binary. .ci/run installs those clients; outside
+# CI a test whose client is missing skips, under CI=true it fails.
 unit:
 	$(GO) test -count=1 ./...
 
+# The compatibility suite alone, verbosely (RUN=regexp to pick tests).
+RUN ?= .
+compat:
+	$(GO) test -count=1 -v -run='$(RUN)' ./test/compat/
+
 # The concurrent packages again under the race detector.
 race:
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -short -race $(RACE_PKGS)
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 FUZZTIME ?= 30s
@@ -33,3 +41,12 @@ fuzz:
 BENCH ?= .
 bench:
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem ./internal/log/
+
+# Strand against Apache Kafka 4.x (and kfake) on this machine: fetches Kafka
+# from Maven Central once (cached in ~/.cache/strand-bench), ~25 minutes in
+# full mode. BENCH_MODE=quick for a few minutes; BENCH_ARGS for more flags
+# of `strand bench suite` (see bench/README.md).
+BENCH_MODE ?= full
+BENCH_ARGS ?=
+bench-kafka:
+	bash bench/run.sh $(BENCH_MODE) $(BENCH_ARGS)

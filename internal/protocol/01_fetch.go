@@ -154,6 +154,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			// An empty record set, never null: librdkafka rejects a whole
+			// response with a -1 size (kmsg's encoding of nil before v12).
+			sp.RecordBatches = []byte{}
 			if readCommitted {
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
