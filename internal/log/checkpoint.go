@@ -38,7 +38,7 @@ func (c checkpoint) marshal() []byte {
 // readCheckpoint returns the zero checkpoint (unclean, everything to scan)
 // when the file does not exist.
 func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
-	b, err := readFile(fsys, filepath.Join(dir, checkpointFile))
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, checkpointFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return checkpoint{}, nil
 	}
@@ -74,5 +74,5 @@ func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
 }
 
 func writeCheckpoint(fsys vfs.FS, dir string, c checkpoint) error {
-	return writeFileSync(fsys, filepath.Join(dir, checkpointFile), c.marshal())
+	return vfs.WriteFileAtomic(fsys, filepath.Join(dir, checkpointFile), c.marshal())
 }

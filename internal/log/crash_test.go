@@ -791,7 +791,7 @@ func crashSetUnclean(t *testing.T, fsys vfs.FS, dir string, recoveryPoint int64)
 func crashDamageFile(t *testing.T, fsys vfs.FS, dir, name string, fn func(b []byte) []byte) {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	b, err := readFile(fsys, p)
+	b, err := vfs.ReadFile(fsys, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -816,7 +816,7 @@ func crashCopyDir(t *testing.T, fsys vfs.FS, from, to string) {
 		t.Fatal(err)
 	}
 	for name, b := range crashDirFiles(t, fsys, from) {
-		if err := writeFileSync(fsys, filepath.Join(to, name), b); err != nil {
+		if err := vfs.WriteFileAtomic(fsys, filepath.Join(to, name), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -831,7 +831,7 @@ func crashDirFiles(t *testing.T, fsys vfs.FS, dir string) map[string][]byte {
 	}
 	files := map[string][]byte{}
 	for _, e := range entries {
-		b, err := readFile(fsys, filepath.Join(dir, e.Name()))
+		b, err := vfs.ReadFile(fsys, filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1214,7 +1214,7 @@ func crashRecoverDamaged(t *testing.T, tmpl *crashRecoverTemplate, edits []byte,
 	fsys := tmpl.fs.CrashClone(vfs.CrashOptions{})
 	files := map[string][]byte{}
 	for _, name := range tmpl.files {
-		b, err := readFile(fsys, filepath.Join(crashRecoverDir, name))
+		b, err := vfs.ReadFile(fsys, filepath.Join(crashRecoverDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,7 @@ type epochCache struct {
 
 func loadEpochs(fsys vfs.FS, dir string) (*epochCache, error) {
 	c := &epochCache{fs: fsys, path: filepath.Join(dir, epochFile)}
-	b, err := readFile(fsys, c.path)
+	b, err := vfs.ReadFile(fsys, c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
@@ -73,7 +73,7 @@ func (c *epochCache) store() error {
 	for _, e := range c.entries {
 		b = fmt.Appendf(b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileSync(c.fs, c.path, b)
+	return vfs.WriteFileAtomic(c.fs, c.path, b)
 }
 
 func (c *epochCache) latest() int32 {

@@ -564,9 +564,9 @@ func TestIndexRebuiltWhenMissingOrWrong(t *testing.T) {
 					case "remove":
 						fsys.Remove(p)
 					case "garbage":
-						writeFileSync(fsys, p, []byte("not an index at all, twelve..."))
+						vfs.WriteFileAtomic(fsys, p, []byte("not an index at all, twelve..."))
 					case "stale":
-						writeFileSync(fsys, p, make([]byte, 48)) // zeros: entries that do not increase
+						vfs.WriteFileAtomic(fsys, p, make([]byte, 48)) // zeros: entries that do not increase
 					}
 				}
 			}

@@ -144,7 +144,7 @@ func (s *segment) indexes(interval int64) (*offsetIndex, *timeIndex, error) {
 }
 
 func (s *segment) readIndexFiles() (*offsetIndex, *timeIndex, error) {
-	ib, err := readFile(s.fs, s.path(indexSuffix))
+	ib, err := vfs.ReadFile(s.fs, s.path(indexSuffix))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,7 +152,7 @@ func (s *segment) readIndexFiles() (*offsetIndex, *timeIndex, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tb, err := readFile(s.fs, s.path(timeIndexSuffix))
+	tb, err := vfs.ReadFile(s.fs, s.path(timeIndexSuffix))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -194,10 +194,10 @@ func (s *segment) writeIndexes(interval int64) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(s.fs, s.path(indexSuffix), idx.marshal()); err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, s.path(indexSuffix), idx.marshal()); err != nil {
 		return err
 	}
-	return writeFileSync(s.fs, s.path(timeIndexSuffix), tidx.marshal())
+	return vfs.WriteFileAtomic(s.fs, s.path(timeIndexSuffix), tidx.marshal())
 }
 
 // find returns the byte position of the first batch whose last offset is at
@@ -301,46 +301,4 @@ func (s *segment) removeFiles() error {
 		}
 	}
 	return first
-}
-
-func readFile(fsys vfs.FS, name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFileSync replaces name atomically and durably: a temporary file,
-// fsync, rename, fsync of the directory.
-func writeFileSync(fsys vfs.FS, name string, data []byte) error {
-	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(name))
 }

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -474,26 +472,7 @@ func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 // writeSnapshot stores data as the snapshot at end, atomically and
 // durably, and removes all but the newest snapshotsKept.
 func writeSnapshot(fsys vfs.FS, dir string, end int64, data []byte) error {
-	name := filepath.Join(dir, snapshotName(end))
-	tmp := name + ".tmp" // the log removes leftovers on open
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err = f.WriteAt(data, 0); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(tmp, name)
-	}
-	if err == nil {
-		err = fsys.SyncDir(dir)
-	}
-	if err != nil {
-		_ = fsys.Remove(tmp)
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, snapshotName(end)), data); err != nil {
 		return err
 	}
 	offs, err := listSnapshots(fsys, dir)
@@ -506,26 +485,6 @@ func writeSnapshot(fsys vfs.FS, dir string, end int64, data []byte) error {
 		}
 	}
 	return nil
-}
-
-func readAll(fsys vfs.FS, name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, st.Size())
-	n, err := f.ReadAt(b, 0)
-	if n == len(b) {
-		err = nil
-	} else if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return b, err
 }
 
 // loadResult says how the state was rebuilt, for the log line and tests.
@@ -556,7 +515,7 @@ func loadProducerState(l *log.Log, now int64, expiration time.Duration) (*produc
 		name := filepath.Join(dir, snapshotName(off))
 		var producers map[int64]*producerEntry
 		var at int64
-		data, err := readAll(fsys, name)
+		data, err := vfs.ReadFile(fsys, name)
 		if err == nil {
 			producers, at, err = decodeSnapshot(data)
 		}
