@@ -91,11 +91,11 @@ func (c *conn) readLoop(ctx context.Context) {
 		if resp == nil {
 			resp, err = c.handle(ctx, req)
 		}
-		select {
-		case c.queue <- pending{req: req, resp: resp, err: err}:
-		case <-ctx.Done():
-			return
-		}
+		// Always queued, even while shutting down: the request has taken
+		// effect (a write may be stored), so its answer must go out. The
+		// writer drains the queue until it is closed, so this cannot block
+		// for ever.
+		c.queue <- pending{req: req, resp: resp, err: err}
 		if err != nil {
 			return
 		}
