@@ -530,8 +530,11 @@ func TestTransactionalProducerFailsClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// It may fail as early as BeginTransaction (once the client can find a
+	// coordinator, it asks for a producer id first) or at the produce.
 	if err := cl.BeginTransaction(); err != nil {
-		t.Fatal(err)
+		t.Logf("transactional producer failed with: %v", err)
+		return
 	}
 	err = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
 	if err == nil || ctx.Err() != nil {
