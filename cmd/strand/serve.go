@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ func serveCommand() *cobra.Command {
 		fsync         string
 		fsyncInterval int64
 		logLevel      string
+		cpuProfile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -53,6 +55,18 @@ wins over the file.`,
 				return err
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if cpuProfile != "" {
+				// Profiles until shutdown; strand bench suite --cpuprofile uses it.
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return serve(cfg, logger)
 		},
 	}
@@ -73,7 +87,17 @@ wins over the file.`,
 	f.StringVar(&fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
 	f.Int64Var(&fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
 	f.DurationVar(&cfg.RetentionCheck, "retention-check-interval", cfg.RetentionCheck, "how often retention runs")
+	f.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long a new group's first rebalance waits for more members (group.initial.rebalance.delay.ms)")
+	f.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a group member may ask for (group.min.session.timeout.ms)")
+	f.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a group member may ask for (group.max.session.timeout.ms)")
+	f.Int32Var(&cfg.GroupMaxSize, "group-max-size", cfg.GroupMaxSize, "most members a group may have (group.max.size)")
+	f.Int32Var(&cfg.OffsetsTopicPartitions, "offsets-topic-partitions", cfg.OffsetsTopicPartitions, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
+	f.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long an empty group's committed offsets are kept (offsets.retention.minutes)")
+	f.DurationVar(&cfg.OffsetsRetentionCheck, "offsets-retention-check-interval", cfg.OffsetsRetentionCheck, "how often stale offsets are looked for (offsets.retention.check.interval.ms)")
+	f.Int32Var(&cfg.OffsetMetadataMaxBytes, "offset-metadata-max-bytes", cfg.OffsetMetadataMaxBytes, "longest metadata an offset commit may carry (offset.metadata.max.bytes)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
+	f.MarkHidden("cpuprofile")
 	return cmd
 }
 

@@ -42,6 +42,9 @@ func TestImportRules(t *testing.T) {
 		{"internal/cluster", func(d string) bool {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "cluster imports only model"},
+		{"internal/group", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model"
+		}, "group reaches its partitions through the interfaces it declares: it imports only model"},
 	}
 	for _, r := range rules {
 		deps, ok := imports[r.pkg]

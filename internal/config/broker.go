@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -22,6 +23,16 @@ type Broker struct {
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
 	RetentionCheck time.Duration
+
+	// The group coordinator, under Kafka's names.
+	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	GroupMaxSize               int32         // group.max.size
+	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention           time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck      time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes     int32         // offset.metadata.max.bytes
 }
 
 // Defaults is the embedded single-node default: ./strand-data, 127.0.0.1:9092,
@@ -36,6 +47,15 @@ func Defaults() Broker {
 		MaxRequestBytes:   100 << 20,
 		Log:               log.Defaults(),
 		RetentionCheck:    5 * time.Minute,
+
+		GroupInitialRebalanceDelay: 3 * time.Second,
+		GroupMinSessionTimeout:     6 * time.Second,
+		GroupMaxSessionTimeout:     30 * time.Minute,
+		GroupMaxSize:               math.MaxInt32,
+		OffsetsTopicPartitions:     50,
+		OffsetsRetention:           7 * 24 * time.Hour,
+		OffsetsRetentionCheck:      10 * time.Minute,
+		OffsetMetadataMaxBytes:     4096,
 	}
 }
 
@@ -70,6 +90,18 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("default partitions %d: must be positive", b.DefaultPartitions)
 	case b.MaxRequestBytes < 1024:
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
+	case b.GroupInitialRebalanceDelay < 0:
+		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
+	case b.GroupMinSessionTimeout <= 0 || b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
+		return fmt.Errorf("group session timeouts %v-%v: need 0 < min <= max", b.GroupMinSessionTimeout, b.GroupMaxSessionTimeout)
+	case b.GroupMaxSize <= 0:
+		return fmt.Errorf("group max size %d: must be positive", b.GroupMaxSize)
+	case b.OffsetsTopicPartitions <= 0:
+		return fmt.Errorf("offsets topic partitions %d: must be positive", b.OffsetsTopicPartitions)
+	case b.OffsetsRetention <= 0 || b.OffsetsRetentionCheck <= 0:
+		return fmt.Errorf("offsets retention %v, check interval %v: must be positive", b.OffsetsRetention, b.OffsetsRetentionCheck)
+	case b.OffsetMetadataMaxBytes < 0:
+		return fmt.Errorf("offset metadata max bytes %d: must not be negative", b.OffsetMetadataMaxBytes)
 	}
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %w", b.Listen, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Source is where a config's value comes from, numbered as Kafka's
@@ -51,6 +52,7 @@ var BrokerDefs = brokerDefs()
 
 func brokerDefs() []BrokerDef {
 	itoa := func(n int32) string { return strconv.FormatInt(int64(n), 10) }
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	defs := []BrokerDef{
 		{Name: "advertised.listeners", Type: TypeString,
 			Doc: "The address clients are told to connect to.",
@@ -61,6 +63,18 @@ func brokerDefs() []BrokerDef {
 		{Name: "broker.id", Type: TypeInt,
 			Doc: "This broker's id (the same as node.id).",
 			Get: func(b Broker) string { return itoa(b.NodeID) }},
+		{Name: "group.initial.rebalance.delay.ms", Type: TypeInt,
+			Doc: "How long the first rebalance of an empty group waits for more members to join.",
+			Get: func(b Broker) string { return ms(b.GroupInitialRebalanceDelay) }},
+		{Name: "group.max.session.timeout.ms", Type: TypeInt,
+			Doc: "The longest session timeout a group member may ask for.",
+			Get: func(b Broker) string { return ms(b.GroupMaxSessionTimeout) }},
+		{Name: "group.max.size", Type: TypeInt,
+			Doc: "The most members a consumer group may have.",
+			Get: func(b Broker) string { return itoa(b.GroupMaxSize) }},
+		{Name: "group.min.session.timeout.ms", Type: TypeInt,
+			Doc: "The shortest session timeout a group member may ask for.",
+			Get: func(b Broker) string { return ms(b.GroupMinSessionTimeout) }},
 		{Name: "listeners", Type: TypeString,
 			Doc: "The address the broker accepts Kafka clients on.",
 			Get: func(b Broker) string { return "PLAINTEXT://" + b.Listen }},
@@ -76,6 +90,18 @@ func brokerDefs() []BrokerDef {
 		{Name: "num.partitions", Type: TypeInt,
 			Doc: "Partitions of a topic created without a count (auto-created, or CreateTopics with -1).",
 			Get: func(b Broker) string { return itoa(b.DefaultPartitions) }},
+		{Name: "offset.metadata.max.bytes", Type: TypeInt,
+			Doc: "The longest metadata string an offset commit may carry.",
+			Get: func(b Broker) string { return itoa(b.OffsetMetadataMaxBytes) }},
+		{Name: "offsets.retention.check.interval.ms", Type: TypeLong,
+			Doc: "How often stale committed offsets are looked for.",
+			Get: func(b Broker) string { return ms(b.OffsetsRetentionCheck) }},
+		{Name: "offsets.retention.minutes", Type: TypeInt,
+			Doc: "How long a group's committed offsets are kept once it has no members.",
+			Get: func(b Broker) string { return strconv.FormatInt(int64(b.OffsetsRetention/time.Minute), 10) }},
+		{Name: "offsets.topic.num.partitions", Type: TypeInt,
+			Doc: "The partitions of __consumer_offsets when it is created.",
+			Get: func(b Broker) string { return itoa(b.OffsetsTopicPartitions) }},
 		{Name: "socket.request.max.bytes", Type: TypeInt,
 			Doc: "The largest request accepted; a larger one closes the connection.",
 			Get: func(b Broker) string { return itoa(b.MaxRequestBytes) }},

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -37,6 +38,8 @@ import (
 //     connection, as Kafka does; acks other than 0, 1, -1 is
 //     INVALID_REQUIRED_ACKS.
 //   - v8+: the error message names the reason.
+//   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
+//     only the coordinator writes them.
 //
 // Not supported yet: transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //
@@ -114,6 +117,11 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 }
 
 func (b *Broker) produceOne(topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
+	if internalTopic(topic) {
+		// Only the coordinators write their topics (Kafka: "Cannot
+		// append to internal topic").
+		return producePart{}, fmt.Errorf("%w: cannot append to internal topic %s", cluster.ErrInvalidTopic, topic)
+	}
 	p, ok := b.Replicas.Get(model.TopicPartition{Topic: topic, Partition: rp.Partition})
 	if !ok {
 		return producePart{}, replica.ErrUnknownPartition

@@ -37,7 +37,8 @@ import (
 // which tells clients to send full fetch requests. As in Kafka, a request
 // with session epoch 0 or -1 is full whatever its session id; any other
 // epoch is an incremental request for a session we never gave:
-// FETCH_SESSION_ID_NOT_FOUND. Follower
+// FETCH_SESSION_ID_NOT_FOUND. Consumers' fetch offsets are reported to the
+// group coordinator (observeFetch) for its rebalance history. Follower
 // fetches (replication) and rack-aware preferred read replicas come later.
 
 func init() { register(1, 4, 17, handleFetch) }
@@ -60,6 +61,7 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return reply(resp)
 	}
+	b.observeFetch(r, req)
 	first := b.fetchOnce(req)
 	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty {
 		return first.response(), nil
@@ -218,6 +220,28 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	res.bytes += sec.Size
 	*budget -= sec.Size
 	return nil
+}
+
+// observeFetch tells the group coordinator where a consumer reads, for
+// the rebalance history (group.FetchObserver): once per request, with the
+// offsets asked for.
+func (b *Broker) observeFetch(r *Request, req *kmsg.FetchRequest) {
+	if b.FetchObserver == nil || req.ReplicaID >= 0 || req.ReplicaState.ID >= 0 {
+		return
+	}
+	for _, rt := range req.Topics {
+		name := rt.Topic
+		if req.Version >= 13 {
+			t, ok := b.Cluster.TopicByID(rt.TopicID)
+			if !ok {
+				continue
+			}
+			name = t.Name
+		}
+		for _, rp := range rt.Partitions {
+			b.FetchObserver.Fetched(r.Client, r.ClientID, name, rp.Partition, rp.FetchOffset)
+		}
+	}
 }
 
 var (

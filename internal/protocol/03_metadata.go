@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/group"
 )
 
 // Metadata: v0-12
@@ -19,7 +20,8 @@ import (
 //   - Topics unknown by name are created with the default partition count
 //     when the broker allows it (auto.create.topics.enable) and the request
 //     does too (v4+; always before v4). They are created before answering, so
-//     the answer already lists them.
+//     the answer already lists them. __consumer_offsets is created as the
+//     group coordinator makes it.
 //   - v10+: topics may be named by id; an unknown id is UNKNOWN_TOPIC_ID.
 //
 // Not supported: authorized operations are not computed (no ACLs yet).
@@ -62,6 +64,13 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 			}
 		default:
 			t, found = b.Cluster.Topic(*rt.Topic)
+		}
+		if !found && autoCreate && rt.Topic != nil && *rt.Topic == group.OffsetsTopic {
+			// Made as the group coordinator needs it (internal, compacted),
+			// as Kafka's AutoTopicCreationManager does.
+			if b.Groups.EnsureTopic() == nil {
+				t, found = b.Cluster.Topic(group.OffsetsTopic)
+			}
 		}
 		var err error
 		if !found && autoCreate {

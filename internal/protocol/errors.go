@@ -7,6 +7,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -43,6 +44,23 @@ var codes = []struct {
 	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment.Code},
 	{errPolicyViolation, kerr.PolicyViolation.Code},
 	{errUnknownTopicID, kerr.UnknownTopicID.Code},
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID.Code},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout.Code},
+	{group.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol.Code},
+	{group.ErrUnknownMemberID, kerr.UnknownMemberID.Code},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired.Code},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID.Code},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress.Code},
+	{group.ErrGroupMaxSizeReached, kerr.GroupMaxSizeReached.Code},
+	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable.Code},
+	{group.ErrNotCoordinator, kerr.NotCoordinator.Code},
+	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound.Code},
+	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup.Code},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic.Code},
+	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge.Code},
+	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize.Code},
+	{group.ErrUnknownServerError, kerr.UnknownServerError.Code},
 }
 
 // errorCode returns the Kafka code for err: 0 for nil, UNKNOWN_SERVER_ERROR

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -99,6 +100,12 @@ type Broker struct {
 	Replicas *replica.Manager
 	Topics   TopicAdmin
 	Logger   *slog.Logger
+	// Groups is the group coordinator (every group's state and committed
+	// offsets).
+	Groups *group.Coordinator
+	// FetchObserver, when set, is told where consumers fetch (the group
+	// coordinator's rebalance history).
+	FetchObserver group.FetchObserver
 }
 
 // Handle serves one request whose key and version are Supported.

@@ -1,5 +1,5 @@
 // Package server is the composition root: it opens the data directory,
-// wires the log, replica, cluster and protocol packages together, listens
+// wires the log, replica, cluster, group and protocol packages together, listens
 // for Kafka clients and serves their connections.
 //
 // A connection has two goroutines. The reader reads a frame, decodes it

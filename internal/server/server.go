@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/protocol"
@@ -26,6 +27,8 @@ type Server struct {
 	cluster  *cluster.Store
 	logs     *log.Manager
 	replicas *replica.Manager
+	topics   *topicAdmin
+	groups   *group.Coordinator
 	broker   *protocol.Broker
 
 	ln         net.Listener
@@ -63,8 +66,16 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		s.logs.Close()
 		return nil, err
 	}
-	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Logger: logger.With("component", "protocol")}
-	s.broker.Topics = &topicAdmin{s: s}
+	s.topics = &topicAdmin{s: s}
+	// The coordinator replays __consumer_offsets before the broker serves.
+	s.groups = group.New(groupConfig(cfg, logger), offsetsTopic{s: s})
+	if err := s.groups.Load(); err != nil {
+		s.groups.Close()
+		s.logs.Close()
+		return nil, err
+	}
+	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
+		Groups: s.groups, FetchObserver: s.groups, Logger: logger.With("component", "protocol")}
 	return s, nil
 }
 
@@ -130,6 +141,10 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// Groups is the group coordinator (for tests and, later, the admin API:
+// rebalance history).
+func (s *Server) Groups() *group.Coordinator { return s.groups }
+
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
@@ -160,8 +175,9 @@ func (s *Server) acceptLoop() {
 }
 
 // Shutdown stops accepting, stops reading new requests, answers parked
-// fetches at once, lets the requests in flight finish (up to ctx's deadline,
-// then connections are closed), and syncs and closes every log.
+// fetches and group requests at once, lets the requests in flight finish
+// (up to ctx's deadline, then connections are closed), stops the group
+// coordinator once its writes are durable, and syncs and closes every log.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln != nil {
 		s.ln.Close()
@@ -185,6 +201,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-done
 		}
 	}
+	s.groups.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.
 	return errors.Join(s.replicas.Close(), s.logs.Close())

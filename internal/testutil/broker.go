@@ -82,6 +82,9 @@ func (b *Broker) Restart(t testing.TB) {
 	b.start(t)
 }
 
+// Server is the running broker (nil while stopped).
+func (b *Broker) Server() *server.Server { return b.srv }
+
 type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {

@@ -1,0 +1,122 @@
+package group
+
+import (
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Config holds the coordinator's settings, under Kafka's broker config
+// names. The zero value of a field is taken literally where Kafka allows
+// zero (InitialRebalanceDelay); Defaults gives Kafka's defaults.
+type Config struct {
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
+	// the first rebalance of an empty group waits for more members, each
+	// new member extending the wait by as much again, up to the rebalance
+	// timeout.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound a member's session
+	// timeout (group.min.session.timeout.ms, group.max.session.timeout.ms).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// MaxSize is group.max.size: the most members a group takes.
+	MaxSize int
+	// OffsetsPartitions is offsets.topic.num.partitions: the partitions of
+	// __consumer_offsets when the coordinator creates it. An existing
+	// topic keeps its count.
+	OffsetsPartitions int32
+	// OffsetsRetention is offsets.retention.minutes: how long the
+	// committed offsets of a group are kept once it is empty (or, for
+	// groups without members ever, after the commit).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheck is offsets.retention.check.interval.ms.
+	OffsetsRetentionCheck time.Duration
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
+	// metadata string a commit may carry.
+	OffsetMetadataMaxBytes int
+	// NewMemberJoinTimeout bounds how long a new member's parked JoinGroup
+	// keeps it in the group (Kafka's fixed 5 minutes).
+	NewMemberJoinTimeout time.Duration
+	// HistoryEvents and HistoryHandoffs bound each group's rebalance
+	// history (History).
+	HistoryEvents   int
+	HistoryHandoffs int
+
+	Clock  Clock
+	Logger *slog.Logger
+}
+
+// Defaults returns Kafka 4's defaults.
+func Defaults() Config {
+	return Config{
+		InitialRebalanceDelay:  3 * time.Second,
+		MinSessionTimeout:      6 * time.Second,
+		MaxSessionTimeout:      30 * time.Minute,
+		MaxSize:                math.MaxInt32,
+		OffsetsPartitions:      50,
+		OffsetsRetention:       7 * 24 * time.Hour,
+		OffsetsRetentionCheck:  10 * time.Minute,
+		OffsetMetadataMaxBytes: 4096,
+		NewMemberJoinTimeout:   5 * time.Minute,
+		HistoryEvents:          100,
+		HistoryHandoffs:        1000,
+	}
+}
+
+// withDefaults fills the fields whose zero value means nothing sensible.
+func (c Config) withDefaults() Config {
+	d := Defaults()
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = d.MaxSessionTimeout
+	}
+	if c.MaxSize <= 0 {
+		c.MaxSize = d.MaxSize
+	}
+	if c.OffsetsPartitions <= 0 {
+		c.OffsetsPartitions = d.OffsetsPartitions
+	}
+	if c.OffsetsRetention <= 0 {
+		c.OffsetsRetention = d.OffsetsRetention
+	}
+	if c.OffsetsRetentionCheck <= 0 {
+		c.OffsetsRetentionCheck = d.OffsetsRetentionCheck
+	}
+	if c.OffsetMetadataMaxBytes <= 0 {
+		c.OffsetMetadataMaxBytes = d.OffsetMetadataMaxBytes
+	}
+	if c.NewMemberJoinTimeout <= 0 {
+		c.NewMemberJoinTimeout = d.NewMemberJoinTimeout
+	}
+	if c.HistoryEvents <= 0 {
+		c.HistoryEvents = d.HistoryEvents
+	}
+	if c.HistoryHandoffs <= 0 {
+		c.HistoryHandoffs = d.HistoryHandoffs
+	}
+	if c.InitialRebalanceDelay < 0 {
+		c.InitialRebalanceDelay = 0
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = c.Logger.With("component", "group")
+	return c
+}
+
+// Clock is the time source of the coordinator; tests use a fake one.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed.
+	AfterFunc(d time.Duration, f func()) Stopper
+}
+
+// Stopper cancels an AfterFunc.
+type Stopper interface{ Stop() bool }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                              { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }

@@ -1,0 +1,175 @@
+package group
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// OffsetsTopic is the topic the coordinator keeps its state in.
+const OffsetsTopic = "__consumer_offsets"
+
+// Topic is __consumer_offsets as the coordinator reaches it; the server
+// implements it over the cluster metadata and the replica manager.
+type Topic interface {
+	// Partitions returns the topic's partitions in order, or none when it
+	// does not exist.
+	Partitions() ([]Partition, error)
+	// Create creates the topic (internal, compacted) with n partitions
+	// unless it exists, and returns its partitions.
+	Create(n int32) ([]Partition, error)
+}
+
+// Partition is one partition of __consumer_offsets.
+type Partition interface {
+	// Append writes one record batch and returns its base offset and a
+	// function that returns once the batch is durable.
+	Append(batch []byte) (base int64, wait func() error, err error)
+	// Read returns whole batches from offset up to the high watermark:
+	// about maxBytes, and at least one batch if there is one.
+	Read(offset int64, maxBytes int) ([]byte, error)
+	StartOffset() int64
+	HighWatermark() int64
+}
+
+// Coordinator is the group coordinator of this broker: every group's
+// state machine and committed offsets. See doc.go.
+type Coordinator struct {
+	cfg      Config
+	topic    Topic
+	clock    Clock
+	log      *slog.Logger
+	fetchers fetchIndex
+
+	mu      sync.Mutex
+	groups  map[string]*group
+	writers []*writer // one per __consumer_offsets partition; nil until it exists
+	closed  bool
+	expiry  Stopper
+}
+
+// New returns a coordinator that keeps its state in topic. Call Load
+// before serving requests.
+func New(cfg Config, topic Topic) *Coordinator {
+	cfg = cfg.withDefaults()
+	return &Coordinator{cfg: cfg, topic: topic, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{}}
+}
+
+// Close answers parked requests with NOT_COORDINATOR (as Kafka does when a
+// coordinator unloads its groups), stops the timers, and returns once every
+// write is durable and reported. Call it after the connections are done
+// and before the logs close.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	groups := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		groups = append(groups, g)
+	}
+	writers := c.writers
+	c.mu.Unlock()
+	for _, g := range groups {
+		g.mu.Lock()
+		g.unload()
+		g.mu.Unlock()
+	}
+	for _, w := range writers {
+		w.close()
+	}
+}
+
+// EnsureTopic creates __consumer_offsets if it does not exist yet
+// (FindCoordinator does, as in Kafka).
+func (c *Coordinator) EnsureTopic() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ensureTopicLocked()
+}
+
+func (c *Coordinator) ensureTopicLocked() error {
+	if c.writers != nil {
+		return nil
+	}
+	if c.closed {
+		return ErrNotCoordinator
+	}
+	parts, err := c.topic.Create(c.cfg.OffsetsPartitions)
+	if err != nil {
+		return fmt.Errorf("%w: creating __consumer_offsets: %v", ErrCoordinatorNotAvailable, err)
+	}
+	c.startWriters(parts)
+	return nil
+}
+
+func (c *Coordinator) startWriters(parts []Partition) {
+	c.writers = make([]*writer, len(parts))
+	for i, p := range parts {
+		c.writers[i] = newWriter(p)
+	}
+}
+
+// PartitionFor is the __consumer_offsets partition that holds a group.
+func (c *Coordinator) PartitionFor(groupID string) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return partitionFor(groupID, c.partitionsLocked())
+}
+
+func (c *Coordinator) partitionsLocked() int32 {
+	if c.writers != nil {
+		return int32(len(c.writers))
+	}
+	return c.cfg.OffsetsPartitions
+}
+
+// writerFor returns the writer of a group's partition, creating the topic
+// on first use.
+func (c *Coordinator) writerFor(groupID string) (*writer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ensureTopicLocked(); err != nil {
+		return nil, err
+	}
+	return c.writers[partitionFor(groupID, int32(len(c.writers)))], nil
+}
+
+// lookup returns a group, creating an empty one if create is set. A group
+// found here may turn Dead before its lock is taken; callers check.
+func (c *Coordinator) lookup(id string, create bool) (*group, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[id]
+	if !ok && create && !c.closed {
+		g = c.newGroup(id)
+		c.groups[id] = g
+		ok = true
+	}
+	return g, ok
+}
+
+// drop removes a group that turned Dead. Caller holds g.mu.
+func (c *Coordinator) drop(g *group) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+}
+
+// snapshot lists the groups.
+func (c *Coordinator) snapshot() []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	return gs
+}

@@ -1,0 +1,76 @@
+// Package group is the group coordinator: the classic consumer-group
+// protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed offsets,
+// and the rebalance history. It follows Apache Kafka 4's GroupMetadataManager
+// and ClassicGroup: the same states, timers, errors and records.
+//
+// # What it owns
+//
+//   - Every group's state machine: Empty → PreparingRebalance →
+//     CompletingRebalance → Stable, and Dead once deleted. Members join
+//     (JoinGroup v4+ first hands out a member id with MEMBER_ID_REQUIRED,
+//     KIP-394), the join phase ends when every member has rejoined or the
+//     rebalance timeout passes (the first rebalance of an empty group waits
+//     group.initial.rebalance.delay.ms, longer while members keep coming),
+//     the leader gets the members' metadata, and its SyncGroup assignment
+//     is stored and handed to every member. Sessions expire without
+//     heartbeats; members that do not rejoin or sync in time are removed.
+//     Static members (group.instance.id, KIP-345) keep their place across
+//     restarts: a known instance rejoining under a new member id takes over
+//     without a rebalance when nothing else changed, and the old id is
+//     fenced (FENCED_INSTANCE_ID). Assignment is the client's business, so
+//     eager and cooperative rebalancing both work.
+//   - Committed offsets, checked against the member and generation
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID; a commit with generation -1
+//     is taken by an Empty group), kept in memory, expired after
+//     offsets.retention.minutes.
+//   - The __consumer_offsets topic's content (records.go for the format:
+//     Kafka's own key and value schemas, so its tools read it). A group's
+//     records go to partition abs(javaHashCode(group)) % partitions. The
+//     topic is created on first use (FindCoordinator, or a first write),
+//     internal and compacted, through the Topic interface the server
+//     implements; Load replays it on start.
+//   - The rebalance history (history.go): per group a bounded timeline of
+//     membership changes and generations, and the partition hand-offs with
+//     the committed offset at hand-off, the highest offset the previous
+//     owner fetched and the first the new one fetched.
+//
+// # Invariants
+//
+//   - A request is answered after its state change is durable when it
+//     wrote anything: commits, the leader's SyncGroup (every member's sync
+//     waits for it), DeleteGroups, OffsetDelete, a static member's
+//     replacement. Offsets become visible to OffsetFetch only once durable
+//     (as Kafka's reads of committed state); RequireStable waits for the
+//     group's commits in flight.
+//   - Records of a group are appended in the order its state changed (the
+//     append happens under the group's lock), and their durability is
+//     reported in log order (writer.go), so replay rebuilds the same state.
+//   - A group's timers act only while their work is current: each is
+//     stopped under the group's lock, and a stopped timer never runs.
+//   - Answers are sent on channels buffered for one, so the coordinator
+//     never blocks on a client; the protocol layer waits on them off the
+//     connection's read path (Response.Defer).
+//
+// # The fetch hook and its heuristic
+//
+// A Fetch request names no group or member, so the coordinator matches
+// fetches to members by the client's host (the connection's remote address
+// without its port: clients fetch and join over different connections) and
+// its client id, both recorded when the member joins and syncs. Two members
+// of a group on one host with one client id cannot be told apart; their
+// fetches count for both. The fetch offset is the position the consumer
+// asks for: the highest one seen says everything below it was delivered.
+//
+// # Locking
+//
+// Coordinator.mu guards the group map, the writers and closing. Each
+// group's mu guards all of that group's state, offsets included; timer
+// callbacks and write completions take it. The order is group.mu, then
+// Coordinator.mu, then a writer's mu or the fetch index's lock, then a
+// history's mu; nothing takes a group's lock while holding one of the
+// others. The fetch hook takes only the fetch index's read lock and
+// histories' locks, never a group's.
+//
+// Goroutines: one per __consumer_offsets partition (writer.go), stopped by
+// Close, plus the clock's timer callbacks, which do nothing after Close.
+package group

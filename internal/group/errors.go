@@ -1,0 +1,32 @@
+package group
+
+import "errors"
+
+// Errors of the group coordinator. protocol/errors.go maps each to its
+// Kafka code; the names say which.
+var (
+	ErrInvalidGroupID            = errors.New("group: invalid group id")
+	ErrInvalidSessionTimeout     = errors.New("group: session timeout outside the broker's limits")
+	ErrInconsistentGroupProtocol = errors.New("group: protocol type or protocols inconsistent with the group's")
+	ErrUnknownMemberID           = errors.New("group: unknown member id")
+	ErrMemberIDRequired          = errors.New("group: member id required")
+	ErrFencedInstanceID          = errors.New("group: fenced instance id")
+	ErrIllegalGeneration         = errors.New("group: illegal generation")
+	ErrRebalanceInProgress       = errors.New("group: rebalance in progress")
+	ErrGroupMaxSizeReached       = errors.New("group: group max size reached")
+	ErrCoordinatorNotAvailable   = errors.New("group: coordinator not available")
+	// ErrNotCoordinator: the coordinator is shutting down, or its
+	// __consumer_offsets partition failed to take a write (Kafka answers
+	// NOT_COORDINATOR for both, and clients find the coordinator again).
+	ErrNotCoordinator          = errors.New("group: not coordinator")
+	ErrGroupIDNotFound         = errors.New("group: group id not found")
+	ErrNonEmptyGroup           = errors.New("group: group is not empty")
+	ErrGroupSubscribedToTopic  = errors.New("group: group is subscribed to the topic")
+	ErrOffsetMetadataTooLarge  = errors.New("group: offset metadata too large")
+	ErrUnknownServerError      = errors.New("group: internal error")
+	ErrInvalidCommitOffsetSize = errors.New("group: offset commit too large to store")
+)
+
+// ErrRecordTooLarge is what a Partition returns when a record batch exceeds
+// the topic's size limit (a group with a huge assignment).
+var ErrRecordTooLarge = errors.New("group: record too large for __consumer_offsets")

@@ -1,0 +1,371 @@
+package group
+
+import (
+	"cmp"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// state is a classic group's state, as Kafka's ClassicGroupState.
+type state int8
+
+const (
+	stateEmpty state = iota
+	statePreparingRebalance
+	stateCompletingRebalance
+	stateStable
+	stateDead
+)
+
+var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+
+func (s state) String() string { return stateNames[s] }
+
+// Protocol is one assignment protocol a member supports, with its metadata
+// (for the consumer protocol, the subscription).
+type Protocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// Client is the connection a request came on.
+type Client struct {
+	ID   string // the request header's client id
+	Addr string // the remote host:port
+}
+
+// clientKey identifies a consumer's connections for the fetch hook: the
+// fetch request names no member, so a fetch is matched to members by the
+// client's host and client id (see doc.go).
+type clientKey struct {
+	host, clientID string
+}
+
+func keyOf(c Client) clientKey {
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		host = c.Addr
+	}
+	return clientKey{host: host, clientID: c.ID}
+}
+
+// member is one member of a group.
+type member struct {
+	id               string
+	instanceID       *string
+	clientID         string
+	clientHost       string // "/" + the host, as Kafka's InetAddress.toString shows it
+	key              clientKey
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	protocolType     string
+	protocols        []Protocol
+	assignment       []byte
+	joinCh           chan JoinResult // set while a JoinGroup is parked
+	syncCh           chan SyncResult // set while a SyncGroup is parked
+	isNew            bool            // joined in this rebalance: its parked join may time out
+	heartbeat        *timer
+	seq              uint64 // join order: the oldest member leads when the leader goes
+}
+
+func (m *member) awaitingJoin() bool { return m.joinCh != nil }
+func (m *member) awaitingSync() bool { return m.syncCh != nil }
+
+// satisfiedHeartbeat: members parked in a rebalance need not heartbeat,
+// except new ones, whose joins time out.
+func (m *member) satisfiedHeartbeat() bool {
+	return !m.isNew && (m.awaitingJoin() || m.awaitingSync())
+}
+
+func (m *member) metadata(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// matches reports whether protocols are the member's, in the same order
+// and with the same metadata.
+func (m *member) matches(protocols []Protocol) bool {
+	return slices.EqualFunc(m.protocols, protocols, func(a, b Protocol) bool {
+		return a.Name == b.Name && string(a.Metadata) == string(b.Metadata)
+	})
+}
+
+// vote is the member's preferred protocol among candidates.
+func (m *member) vote(candidates map[string]bool) string {
+	for _, p := range m.protocols {
+		if candidates[p.Name] {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+func (m *member) instance() string {
+	if m.instanceID == nil {
+		return ""
+	}
+	return *m.instanceID
+}
+
+// offset is one committed offset.
+type offset struct {
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  int64 // ms
+	ExpireTime  int64 // ms; -1: expires by the retention rule
+	logOffset   int64 // where in __consumer_offsets it was written
+}
+
+// group is one classic group with its committed offsets. Every field
+// after mu is guarded by it.
+type group struct {
+	c  *Coordinator
+	id string
+
+	mu             sync.Mutex
+	state          state
+	prevState      state
+	stateTime      time.Time // when state was entered; zero if unknown (loaded from old records)
+	generation     int32
+	protocolType   string // "" for a group that only commits offsets
+	protocolName   string // "" between generations
+	leader         string
+	members        map[string]*member
+	static         map[string]string // instance id -> member id
+	pending        map[string]*timer // member ids handed out with MEMBER_ID_REQUIRED, until they join
+	pendingSync    map[string]bool   // members yet to SyncGroup in this generation
+	newMemberAdded bool              // a member joined during the initial delay
+	joinTimer      *timer
+	syncTimer      *timer
+	seq            uint64
+	subscribed     map[string]bool // topics the consumer members subscribe to; nil if unknown
+	offsets        map[model.TopicPartition]offset
+	pendingCommits int             // commits appended but not yet durable
+	stableWaiters  []chan struct{} // OffsetFetch with RequireStable, until pendingCommits is 0
+	unloaded       bool            // the coordinator closed; timers do nothing
+	owners         map[model.TopicPartition]Owner
+	hist           *history
+}
+
+func (c *Coordinator) newGroup(id string) *group {
+	return &group{
+		c: c, id: id, state: stateEmpty, prevState: stateDead, stateTime: c.clock.Now(),
+		members: map[string]*member{}, static: map[string]string{}, pending: map[string]*timer{},
+		pendingSync: map[string]bool{}, offsets: map[model.TopicPartition]offset{},
+		owners: map[model.TopicPartition]Owner{}, hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
+	}
+}
+
+func (g *group) transition(s state) {
+	g.prevState, g.state = g.state, s
+	g.stateTime = g.c.clock.Now()
+}
+
+// sortedMembers lists the members in join order.
+func (g *group) sortedMembers() []*member {
+	ms := make([]*member, 0, len(g.members))
+	for _, m := range g.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.seq, b.seq) })
+	return ms
+}
+
+func (g *group) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.rebalanceTimeout)
+	}
+	return d
+}
+
+func (g *group) allJoined() bool {
+	if len(g.pending) > 0 {
+		return false
+	}
+	for _, m := range g.members {
+		if !m.awaitingJoin() {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *group) awaitingJoinCount() int {
+	n := 0
+	for _, m := range g.members {
+		if m.awaitingJoin() {
+			n++
+		}
+	}
+	return n
+}
+
+// canRebalance: PreparingRebalance may follow Empty, Stable and
+// CompletingRebalance.
+func (g *group) canRebalance() bool {
+	return g.state == stateEmpty || g.state == stateStable || g.state == stateCompletingRebalance
+}
+
+// supports reports whether a member with this protocol type and protocols
+// could join: any non-empty set joins an empty group; otherwise the type
+// must be the group's and one protocol supported by every member.
+func (g *group) supports(protocolType string, protocols []Protocol) bool {
+	if g.state == stateEmpty {
+		return protocolType != "" && len(protocols) > 0
+	}
+	if protocolType != g.protocolType {
+		return false
+	}
+	for _, p := range protocols {
+		if g.supportedByAll(p.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *group) supportedByAll(name string) bool {
+	for _, m := range g.members {
+		if !slices.ContainsFunc(m.protocols, func(p Protocol) bool { return p.Name == name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// selectProtocol picks the protocol every member supports that most
+// members prefer, as Kafka does; a tie goes to the leader's preference
+// (Kafka leaves ties to hash order).
+func (g *group) selectProtocol() string {
+	candidates := map[string]bool{}
+	ms := g.sortedMembers()
+	for _, p := range ms[0].protocols {
+		if g.supportedByAll(p.Name) {
+			candidates[p.Name] = true
+		}
+	}
+	votes := map[string]int{}
+	for _, m := range ms {
+		votes[m.vote(candidates)]++
+	}
+	prefs := ms[0].protocols
+	if l, ok := g.members[g.leader]; ok {
+		prefs = l.protocols
+	}
+	best, most := "", 0
+	for _, p := range prefs {
+		if n := votes[p.Name]; candidates[p.Name] && n > most {
+			best, most = p.Name, n
+		}
+	}
+	return best
+}
+
+// add puts m in the group; a first member sets the protocol type and the
+// leader.
+func (g *group) add(m *member) {
+	if m.instanceID != nil {
+		g.static[*m.instanceID] = m.id
+	}
+	if len(g.members) == 0 {
+		g.protocolType = m.protocolType
+	}
+	if g.leader == "" {
+		g.leader = m.id
+	}
+	g.seq++
+	m.seq = g.seq
+	g.members[m.id] = m
+	if t, ok := g.pending[m.id]; ok {
+		t.stop() // its session timer is the member's from now on
+		delete(g.pending, m.id)
+	}
+	g.c.fetchers.add(m.key, g)
+}
+
+// remove takes a member out; a departing leader is succeeded by the oldest
+// member.
+func (g *group) remove(id string) {
+	if m, ok := g.members[id]; ok {
+		delete(g.members, id)
+		m.heartbeat.stop()
+		if m.instanceID != nil && g.static[*m.instanceID] == id {
+			delete(g.static, *m.instanceID)
+		}
+		g.c.fetchers.remove(m.key, g)
+	}
+	if t, ok := g.pending[id]; ok {
+		t.stop()
+		delete(g.pending, id)
+	}
+	delete(g.pendingSync, id)
+	if g.leader == id {
+		g.leader = ""
+		if ms := g.sortedMembers(); len(ms) > 0 {
+			g.leader = ms[0].id
+		}
+	}
+}
+
+// validateMember checks a request's member and instance ids: an instance
+// id must map to the member id given (FENCED_INSTANCE_ID if it maps to
+// another), and the member must exist.
+func (g *group) validateMember(memberID string, instanceID *string) error {
+	if instanceID != nil {
+		existing, ok := g.static[*instanceID]
+		if !ok {
+			return ErrUnknownMemberID
+		}
+		if existing != memberID {
+			return ErrFencedInstanceID
+		}
+	}
+	if _, ok := g.members[memberID]; !ok {
+		return ErrUnknownMemberID
+	}
+	return nil
+}
+
+// computeSubscribed collects the topics consumer members subscribe to (the
+// first fields of ConsumerProtocol's subscription, common to every
+// version); nil when the group does not use the consumer protocol or a
+// subscription does not parse.
+func (g *group) computeSubscribed() map[string]bool {
+	if g.protocolType != consumerProtocolType {
+		return nil
+	}
+	topics := map[string]bool{}
+	if len(g.members) == 0 || g.protocolName == "" {
+		return topics
+	}
+	for _, m := range g.members {
+		ts, ok := subscribedTopics(m.metadata(g.protocolName))
+		if !ok {
+			return nil
+		}
+		for _, t := range ts {
+			topics[t] = true
+		}
+	}
+	return topics
+}
+
+// subscribedToTopic: whether offsets of topic belong to a live
+// subscription (they neither expire nor may be deleted). Unknown
+// subscriptions count as subscribed for consumer groups.
+func (g *group) subscribedToTopic(topic string) bool {
+	if g.subscribed == nil {
+		return g.protocolType == consumerProtocolType
+	}
+	return g.subscribed[topic]
+}

@@ -1,0 +1,427 @@
+package group_test
+
+import (
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
+)
+
+// fakeClock is a manual clock: timers run, in the caller's goroutine, when
+// Advance passes them.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) group.Stopper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// Advance moves the clock by d, running every timer that falls due in
+// time order (including timers those set).
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	end := c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		var next *fakeTimer
+		for _, t := range c.timers {
+			if !t.stopped && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
+				next = t
+			}
+		}
+		if next == nil {
+			c.now = end
+			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.stopped })
+			c.mu.Unlock()
+			return
+		}
+		next.stopped = true
+		if next.at.After(c.now) {
+			c.now = next.at
+		}
+		c.mu.Unlock()
+		next.f()
+	}
+}
+
+// memTopic is __consumer_offsets in memory.
+type memTopic struct {
+	mu    sync.Mutex
+	parts []*memPartition
+}
+
+func (m *memTopic) Partitions() ([]group.Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []group.Partition
+	for _, p := range m.parts {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (m *memTopic) Create(n int32) ([]group.Partition, error) {
+	m.mu.Lock()
+	if m.parts == nil {
+		for range n {
+			m.parts = append(m.parts, &memPartition{})
+		}
+	}
+	m.mu.Unlock()
+	return m.Partitions()
+}
+
+// records decodes everything written, in order per partition.
+func (m *memTopic) records(t *testing.T) []memRecord {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []memRecord
+	for i, p := range m.parts {
+		out = append(out, p.records(t, int32(i))...)
+	}
+	return out
+}
+
+// memPartition keeps batches; when gate is set, writes become durable only
+// once it is closed.
+type memPartition struct {
+	mu      sync.Mutex
+	batches [][]byte
+	next    int64
+	gate    chan struct{}
+	fail    error
+}
+
+func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return -1, nil, p.fail
+	}
+	b := model.Batch(batch)
+	base := p.next
+	b.SetBaseOffset(base)
+	p.next = b.LastOffset() + 1
+	p.batches = append(p.batches, batch)
+	gate := p.gate
+	return base, func() error {
+		if gate != nil {
+			<-gate
+		}
+		return nil
+	}, nil
+}
+
+func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []byte
+	for _, b := range p.batches {
+		if model.Batch(b).LastOffset() >= offset {
+			out = append(out, b...)
+			if len(out) >= maxBytes {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (p *memPartition) StartOffset() int64 { return 0 }
+func (p *memPartition) HighWatermark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
+}
+
+// memRecord is one decoded record of __consumer_offsets.
+type memRecord struct {
+	partition    int32
+	offsetKey    *kmsg.OffsetCommitKey
+	offsetValue  *kmsg.OffsetCommitValue
+	groupKey     *kmsg.GroupMetadataKey
+	groupValue   *kmsg.GroupMetadataValue
+	tombstone    bool
+	batchVersion int8
+}
+
+func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
+	var out []memRecord
+	for _, raw := range p.batches {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(raw); err != nil {
+			t.Fatalf("batch: %v", err)
+		}
+		recs := rb.Records
+		for range rb.NumRecords {
+			n, w := binary.Varint(recs)
+			var r kmsg.Record
+			if err := r.ReadFrom(recs[:w+int(n)]); err != nil {
+				t.Fatalf("record: %v", err)
+			}
+			recs = recs[w+int(n):]
+			mr := memRecord{partition: partition, tombstone: r.Value == nil, batchVersion: rb.Magic}
+			switch binary.BigEndian.Uint16(r.Key) {
+			case 0, 1:
+				mr.offsetKey = new(kmsg.OffsetCommitKey)
+				if err := mr.offsetKey.ReadFrom(r.Key); err != nil {
+					t.Fatal(err)
+				}
+				if r.Value != nil {
+					mr.offsetValue = new(kmsg.OffsetCommitValue)
+					if err := mr.offsetValue.ReadFrom(r.Value); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case 2:
+				mr.groupKey = new(kmsg.GroupMetadataKey)
+				if err := mr.groupKey.ReadFrom(r.Key); err != nil {
+					t.Fatal(err)
+				}
+				if r.Value != nil {
+					mr.groupValue = new(kmsg.GroupMetadataValue)
+					if err := mr.groupValue.ReadFrom(r.Value); err != nil {
+						t.Fatal(err)
+					}
+				}
+			default:
+				t.Fatalf("unexpected key version in %x", r.Key)
+			}
+			out = append(out, mr)
+		}
+	}
+	return out
+}
+
+// env is a coordinator on a fake clock and an in-memory topic.
+type env struct {
+	t     *testing.T
+	clock *fakeClock
+	topic *memTopic
+	cfg   group.Config
+	c     *group.Coordinator
+}
+
+const (
+	session   = 10 * time.Second
+	rebalance = 30 * time.Second
+	delay     = 3 * time.Second
+)
+
+func newEnv(t *testing.T, edit func(*group.Config)) *env {
+	t.Helper()
+	e := &env{t: t, clock: newFakeClock(), topic: &memTopic{}}
+	e.cfg = group.Defaults()
+	e.cfg.InitialRebalanceDelay = delay
+	e.cfg.OffsetsPartitions = 5
+	e.cfg.Clock = e.clock
+	e.cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if edit != nil {
+		edit(&e.cfg)
+	}
+	e.start()
+	return e
+}
+
+// start opens a coordinator over the topic (again, after restart).
+func (e *env) start() {
+	e.t.Helper()
+	e.c = group.New(e.cfg, e.topic)
+	if err := e.c.Load(); err != nil {
+		e.t.Fatal(err)
+	}
+	c := e.c
+	e.t.Cleanup(c.Close)
+}
+
+// restart closes the coordinator and opens another on the same topic, as a
+// broker restart does.
+func (e *env) restart() {
+	e.t.Helper()
+	e.c.Close()
+	e.start()
+}
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	panic("unreachable")
+}
+
+func parked[T any](t *testing.T, ch <-chan T) {
+	t.Helper()
+	time.Sleep(10 * time.Millisecond) // let durable writes be reported
+	select {
+	case v := <-ch:
+		t.Fatalf("answered early: %+v", v)
+	default:
+	}
+}
+
+func subscription(topics ...string) []byte {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Version = 0
+	m.Topics = topics
+	return m.AppendTo(nil)
+}
+
+func consumerProtocols(names ...string) []group.Protocol {
+	var ps []group.Protocol
+	for _, n := range names {
+		ps = append(ps, group.Protocol{Name: n, Metadata: subscription("t")})
+	}
+	return ps
+}
+
+func assignment(topic string, partitions ...int32) []byte {
+	a := kmsg.NewConsumerMemberAssignment()
+	at := kmsg.NewConsumerMemberAssignmentTopic()
+	at.Topic, at.Partitions = topic, partitions
+	a.Topics = append(a.Topics, at)
+	return a.AppendTo(nil)
+}
+
+// joinReq is a consumer's JoinGroup v9 for group g.
+func joinReq(g, client string) group.JoinRequest {
+	return group.JoinRequest{
+		Client: group.Client{ID: client, Addr: "10.0.0.1:5000"}, Group: g,
+		SessionTimeout: session, RebalanceTimeout: rebalance,
+		ProtocolType: "consumer", Protocols: consumerProtocols("range"),
+		RequireKnownMemberID: true, SupportsSkipAssignment: true,
+	}
+}
+
+// firstJoin does the MEMBER_ID_REQUIRED round trip and returns the
+// parked second join.
+func (e *env) firstJoin(req group.JoinRequest) (string, <-chan group.JoinResult) {
+	e.t.Helper()
+	r := recv(e.t, e.c.Join(req))
+	if r.Err != group.ErrMemberIDRequired || r.MemberID == "" {
+		e.t.Fatalf("first join: %+v", r)
+	}
+	req.MemberID = r.MemberID
+	return r.MemberID, e.c.Join(req)
+}
+
+// stableGroup forms group g of n consumers (clients c0, c1, ...), the
+// first leading, each assigned partitions of "t" round robin over parts;
+// it returns the member ids in join order and the generation.
+func (e *env) stableGroup(g string, n int, parts int32) ([]string, int32) {
+	e.t.Helper()
+	var ids []string
+	var chs []<-chan group.JoinResult
+	for i := range n {
+		id, ch := e.firstJoin(joinReq(g, clientName(i)))
+		ids = append(ids, id)
+		chs = append(chs, ch)
+	}
+	e.clock.Advance(delay)
+	if n > 1 {
+		e.clock.Advance(delay) // members joined during the delay: it is extended once
+	}
+	var gen int32
+	var leader string
+	for i, ch := range chs {
+		r := recv(e.t, ch)
+		if r.Err != nil {
+			e.t.Fatalf("join %d: %v", i, r.Err)
+		}
+		gen, leader = r.Generation, r.Leader
+	}
+	if leader != ids[0] {
+		e.t.Fatalf("leader %s, want the first member %s", leader, ids[0])
+	}
+	var as []group.Assignment
+	for i, id := range ids {
+		var ps []int32
+		for p := int32(i); p < parts; p += int32(n) {
+			ps = append(ps, p)
+		}
+		as = append(as, group.Assignment{MemberID: id, Data: assignment("t", ps...)})
+	}
+	e.sync(g, gen, ids, as)
+	return ids, gen
+}
+
+// sync has every member sync (the first with the assignment) and checks
+// they all get theirs.
+func (e *env) sync(g string, gen int32, ids []string, as []group.Assignment) {
+	e.t.Helper()
+	var chs []<-chan group.SyncResult
+	for i, id := range ids {
+		req := group.SyncRequest{Client: group.Client{ID: clientName(i), Addr: "10.0.0.1:5001"}, Group: g, Generation: gen, MemberID: id}
+		if i == 0 {
+			req.Assignments = as
+		}
+		chs = append(chs, e.c.Sync(req))
+	}
+	for i, ch := range chs {
+		r := recv(e.t, ch)
+		if r.Err != nil {
+			e.t.Fatalf("sync %d: %v", i, r.Err)
+		}
+		want := []byte{}
+		for _, a := range as {
+			if a.MemberID == ids[i] {
+				want = a.Data
+			}
+		}
+		if string(r.Assignment) != string(want) {
+			e.t.Fatalf("sync %d: assignment %x, want %x", i, r.Assignment, want)
+		}
+	}
+}
+
+func clientName(i int) string { return "c" + string(rune('0'+i)) }
+
+func (e *env) heartbeat(g string, gen int32, id string) error {
+	return e.c.Heartbeat(group.HeartbeatRequest{Group: g, Generation: gen, MemberID: id})
+}
+
+func (e *env) state(g string) string {
+	return e.c.Describe([]string{g})[0].State
+}

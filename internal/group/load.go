@@ -1,0 +1,213 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// loadReadBytes is how much of a partition Load reads at a time.
+const loadReadBytes = 1 << 20
+
+// Load rebuilds the groups from __consumer_offsets, if it exists: every
+// partition is replayed from its start to its high watermark, the last
+// record of each key winning and tombstones deleting. A group stored with
+// members comes back Stable with them, each given a full session to
+// heartbeat again (so consumers that kept running across a restart carry on
+// without a rebalance); one without comes back Empty. Call Load once, before
+// serving.
+func (c *Coordinator) Load() error {
+	parts, err := c.topic.Partitions()
+	if err != nil {
+		return fmt.Errorf("group: opening __consumer_offsets: %w", err)
+	}
+	defer func() {
+		c.mu.Lock()
+		c.expiry = c.clock.AfterFunc(c.cfg.OffsetsRetentionCheck, c.expire)
+		c.mu.Unlock()
+	}()
+	if len(parts) == 0 {
+		return nil
+	}
+	start := time.Now()
+	loaded := map[string]*loadedGroup{}
+	var records int
+	for i, p := range parts {
+		n, err := replay(p, loaded)
+		records += n
+		if err != nil {
+			if errors.Is(err, errCompressed) {
+				c.log.Error("skipped unreadable records in __consumer_offsets", "partition", i, "err", err)
+				continue
+			}
+			return fmt.Errorf("group: replaying __consumer_offsets-%d: %w", i, err)
+		}
+	}
+	c.mu.Lock()
+	c.startWriters(parts)
+	c.mu.Unlock()
+	if int32(len(parts)) != c.cfg.OffsetsPartitions {
+		c.log.Warn("__consumer_offsets keeps the partition count it was created with",
+			"partitions", len(parts), "offsets.topic.num.partitions", c.cfg.OffsetsPartitions)
+	}
+	for id, lg := range loaded {
+		if lg.meta == nil && len(lg.offsets) == 0 {
+			continue
+		}
+		g := c.newGroup(id)
+		g.mu.Lock()
+		g.restore(lg)
+		g.mu.Unlock()
+		c.mu.Lock()
+		c.groups[id] = g
+		c.mu.Unlock()
+	}
+	c.log.Info("loaded groups", "groups", len(c.groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// loadedGroup is what replay found of a group.
+type loadedGroup struct {
+	meta    *kmsg.GroupMetadataValue // nil: none, or deleted
+	offsets map[model.TopicPartition]offset
+}
+
+// replay applies one partition's records to loaded.
+func replay(p Partition, loaded map[string]*loadedGroup) (int, error) {
+	get := func(id string) *loadedGroup {
+		lg := loaded[id]
+		if lg == nil {
+			lg = &loadedGroup{offsets: map[model.TopicPartition]offset{}}
+			loaded[id] = lg
+		}
+		return lg
+	}
+	var n int
+	var errs error
+	apply := func(at int64, key, value []byte) {
+		n++
+		if err := replayRecord(at, key, value, get); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("offset %d: %w", at, err))
+		}
+	}
+	hw := p.HighWatermark()
+	for off := p.StartOffset(); off < hw; {
+		data, err := p.Read(off, loadReadBytes)
+		if err != nil {
+			return n, err
+		}
+		next, err := forEachRecord(data, apply)
+		if err != nil {
+			errs = errors.Join(errs, err)
+		}
+		if next <= off {
+			break // nothing more below the high watermark
+		}
+		off = next
+	}
+	return n, errs
+}
+
+func replayRecord(at int64, key, value []byte, get func(string) *loadedGroup) error {
+	if len(key) < 2 {
+		return fmt.Errorf("key of %d bytes", len(key))
+	}
+	switch version := int16(key[0])<<8 | int16(key[1]); version {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("offset commit key: %w", err)
+		}
+		lg := get(k.Group)
+		tp := model.TopicPartition{Topic: k.Topic, Partition: k.Partition}
+		if value == nil {
+			delete(lg.offsets, tp)
+			return nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("offset commit value: %w", err)
+		}
+		o := offset{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTime: v.CommitTimestamp, ExpireTime: -1, logOffset: at}
+		if v.Version >= 3 {
+			o.LeaderEpoch = v.LeaderEpoch
+		}
+		if v.Version == 1 {
+			o.ExpireTime = v.ExpireTimestamp
+		}
+		lg.offsets[tp] = o
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("group metadata key: %w", err)
+		}
+		lg := get(k.Group)
+		if value == nil {
+			lg.meta = nil
+			return nil
+		}
+		v := new(kmsg.GroupMetadataValue)
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("group metadata value: %w", err)
+		}
+		lg.meta = v
+	}
+	// Other key versions are Kafka's KIP-848 records: not ours.
+	return nil
+}
+
+// restore sets a new group from what replay found. Caller holds g.mu.
+func (g *group) restore(lg *loadedGroup) {
+	g.offsets = lg.offsets
+	v := lg.meta
+	if v == nil {
+		return // a group that only has offsets: Empty
+	}
+	g.protocolType, g.generation = v.ProtocolType, v.Generation
+	if v.Protocol != nil {
+		g.protocolName = *v.Protocol
+	}
+	if v.CurrentStateTimestamp >= 0 {
+		g.stateTime = time.UnixMilli(v.CurrentStateTimestamp)
+	} else {
+		g.stateTime = time.Time{}
+	}
+	for _, vm := range v.Members {
+		rebalance := vm.RebalanceTimeoutMillis
+		if rebalance < 0 {
+			rebalance = vm.SessionTimeoutMillis
+		}
+		k := ownerKey(Owner{ClientID: vm.ClientID, ClientHost: vm.ClientHost})
+		m := &member{
+			id: vm.MemberID, instanceID: vm.InstanceID, clientID: vm.ClientID, clientHost: vm.ClientHost, key: k,
+			sessionTimeout:   time.Duration(vm.SessionTimeoutMillis) * time.Millisecond,
+			rebalanceTimeout: time.Duration(rebalance) * time.Millisecond,
+			protocolType:     v.ProtocolType,
+			protocols:        []Protocol{{Name: g.protocolName, Metadata: vm.Subscription}},
+			assignment:       vm.Assignment,
+		}
+		g.add(m)
+	}
+	if v.Leader != nil {
+		if _, ok := g.members[*v.Leader]; ok {
+			g.leader = *v.Leader
+		}
+	}
+	if len(g.members) > 0 {
+		g.state = stateStable
+		for _, m := range g.members {
+			g.scheduleHeartbeat(m, m.sessionTimeout)
+		}
+	}
+	g.subscribed = g.computeSubscribed()
+	g.loadOwners()
+	g.hist.event(Event{Time: g.c.clock.Now(), Kind: EventLoaded, Generation: g.generation,
+		Protocol: g.protocolName, Leader: g.leader})
+	if len(g.members) > g.c.cfg.MaxSize {
+		g.prepareRebalance(fmt.Sprintf("loaded with %d members, over group.max.size %d", len(g.members), g.c.cfg.MaxSize))
+	}
+}

@@ -1,0 +1,437 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// CommitRequest is an OffsetCommit request.
+type CommitRequest struct {
+	Group      string
+	Generation int32 // -1: a commit from outside group management
+	MemberID   string
+	InstanceID *string
+	// RetentionTime (v2-4) sets an expiry for these offsets; <0 none.
+	RetentionTime time.Duration
+	Offsets       []CommitOffset
+	// GroupMustExist is v9+: a commit with a generation to a group that
+	// does not exist is GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION.
+	GroupMustExist bool
+}
+
+// CommitOffset is one partition's commit.
+type CommitOffset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32 // -1 if not given
+	Metadata    *string
+}
+
+// Commit serves an OffsetCommit: it checks the committer against the
+// group, writes the offsets and answers once they are durable, with one
+// error per offset, in order.
+func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
+	ch := make(chan []error, 1)
+	errs := make([]error, len(req.Offsets))
+	failAll := func(err error) <-chan []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		ch <- errs
+		return ch
+	}
+	if req.Group == "" {
+		return failAll(ErrInvalidGroupID)
+	}
+	g, ok := c.lookup(req.Group, false)
+	if !ok {
+		switch {
+		case req.Generation < 0:
+			// From the admin client or a consumer that assigns itself
+			// partitions: a "simple" group is made for its offsets.
+			g, ok = c.lookup(req.Group, true)
+			if !ok {
+				return failAll(ErrNotCoordinator)
+			}
+		case req.GroupMustExist:
+			return failAll(ErrGroupIDNotFound)
+		default:
+			return failAll(ErrIllegalGeneration)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.validateCommit(req); err != nil {
+		return failAll(err)
+	}
+	now := c.clock.Now().UnixMilli()
+	var recs []record
+	var keep []int // request index of each record
+	vals := map[model.TopicPartition]offset{}
+	for i, o := range req.Offsets {
+		meta := ""
+		if o.Metadata != nil {
+			meta = *o.Metadata
+		}
+		if len(meta) > c.cfg.OffsetMetadataMaxBytes {
+			errs[i] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		v := offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: meta, CommitTime: now, ExpireTime: -1}
+		if req.RetentionTime >= 0 {
+			v.ExpireTime = now + req.RetentionTime.Milliseconds()
+		}
+		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		vals[tp] = v
+		recs = append(recs, record{key: offsetKey(g.id, tp), value: offsetValue(v)})
+		keep = append(keep, i)
+	}
+	if len(recs) == 0 {
+		ch <- errs
+		return ch
+	}
+	err := g.write(recs, func(base int64, err error) {
+		g.pendingCommits--
+		defer g.wakeStable()
+		if err != nil {
+			err = commitError(err)
+			for _, i := range keep {
+				errs[i] = err
+			}
+			ch <- errs
+			return
+		}
+		if g.state != stateDead {
+			for j, i := range keep {
+				o := req.Offsets[i]
+				tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+				v := vals[tp]
+				v.logOffset = base + int64(j)
+				g.setOffset(tp, v)
+			}
+		}
+		ch <- errs
+	})
+	if err != nil {
+		err = commitError(err)
+		for _, i := range keep {
+			errs[i] = err
+		}
+		ch <- errs
+		return ch
+	}
+	g.pendingCommits++
+	return ch
+}
+
+// validateCommit is Kafka's ClassicGroup.validateOffsetCommit.
+func (g *group) validateCommit(req CommitRequest) error {
+	switch {
+	case g.unloaded:
+		return ErrNotCoordinator
+	case g.state == stateDead:
+		return ErrCoordinatorNotAvailable
+	case req.Generation < 0 && g.state == stateEmpty:
+		// Outside group management: allowed while no member owns
+		// anything.
+		return nil
+	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:
+		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+			return err
+		}
+		if req.Generation != g.generation {
+			return ErrIllegalGeneration
+		}
+	default:
+		// No member id and no generation: only an empty group takes it.
+		return ErrUnknownMemberID
+	}
+	if g.state == stateCompletingRebalance {
+		// A member that has its join answer but not its assignment: it
+		// should commit after the rebalance.
+		return ErrRebalanceInProgress
+	}
+	return nil
+}
+
+// setOffset applies a durable commit unless a later write of the
+// partition's offset is already applied.
+func (g *group) setOffset(tp model.TopicPartition, v offset) {
+	if cur, ok := g.offsets[tp]; ok && cur.logOffset > v.logOffset {
+		return
+	}
+	g.offsets[tp] = v
+}
+
+func (g *group) wakeStable() {
+	if g.pendingCommits > 0 {
+		return
+	}
+	for _, w := range g.stableWaiters {
+		close(w)
+	}
+	g.stableWaiters = nil
+}
+
+// commitError is Kafka's mapping of a failed offset write.
+func commitError(err error) error {
+	switch {
+	case errors.Is(err, ErrRecordTooLarge):
+		return fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
+	case errors.Is(err, ErrNotCoordinator), errors.Is(err, ErrCoordinatorNotAvailable):
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrNotCoordinator, err)
+}
+
+// FetchTopic names partitions whose offsets are asked for.
+type FetchTopic struct {
+	Topic      string
+	Partitions []int32
+}
+
+// FetchedOffset is one partition's committed offset; Offset -1 if none.
+type FetchedOffset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// FetchOffsets serves an OffsetFetch of one group: the offsets of the
+// partitions named, or with topics nil every committed offset. Only durable
+// commits are seen. An unknown group has no offsets (no error).
+func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic) ([]FetchedOffset, error) {
+	if groupID == "" {
+		return nil, ErrInvalidGroupID
+	}
+	g, ok := c.lookup(groupID, false)
+	var offsets map[model.TopicPartition]offset
+	if ok {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.unloaded {
+			return nil, ErrNotCoordinator
+		}
+		if g.state != stateDead {
+			offsets = g.offsets
+		}
+	}
+	var out []FetchedOffset
+	get := func(tp model.TopicPartition) FetchedOffset {
+		f := FetchedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
+		if o, ok := offsets[tp]; ok {
+			f.Offset, f.LeaderEpoch, f.Metadata = o.Offset, o.LeaderEpoch, o.Metadata
+		}
+		return f
+	}
+	if topics == nil {
+		for _, tp := range sortedPartitions(offsets) {
+			out = append(out, get(tp))
+		}
+		return out, nil
+	}
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			out = append(out, get(model.TopicPartition{Topic: t.Topic, Partition: p}))
+		}
+	}
+	return out, nil
+}
+
+// AwaitStable returns a channel closed once the group's commits written so
+// far are durable and applied (OffsetFetch with RequireStable).
+func (c *Coordinator) AwaitStable(groupID string) <-chan struct{} {
+	ch := make(chan struct{})
+	g, ok := c.lookup(groupID, false)
+	if !ok {
+		close(ch)
+		return ch
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pendingCommits == 0 {
+		close(ch)
+		return ch
+	}
+	g.stableWaiters = append(g.stableWaiters, ch)
+	return ch
+}
+
+// DeleteOffsetsResult is the answer to an OffsetDelete: Err for the
+// request, else an error (or nil) per partition, in order.
+type DeleteOffsetsResult struct {
+	Err  error
+	Errs []error
+}
+
+// DeleteOffsets serves an OffsetDelete: the offsets of topics the group
+// does not subscribe to are deleted (tombstones), answered once durable.
+func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan DeleteOffsetsResult {
+	ch := make(chan DeleteOffsetsResult, 1)
+	if groupID == "" {
+		ch <- DeleteOffsetsResult{Err: ErrInvalidGroupID}
+		return ch
+	}
+	g, ok := c.lookup(groupID, false)
+	if !ok {
+		ch <- DeleteOffsetsResult{Err: ErrGroupIDNotFound}
+		return ch
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.unloaded:
+		ch <- DeleteOffsetsResult{Err: ErrNotCoordinator}
+		return ch
+	case g.state == stateDead:
+		ch <- DeleteOffsetsResult{Err: ErrGroupIDNotFound}
+		return ch
+	case g.state != stateEmpty && g.protocolType != consumerProtocolType:
+		ch <- DeleteOffsetsResult{Err: ErrNonEmptyGroup}
+		return ch
+	}
+	var res DeleteOffsetsResult
+	var recs []record
+	var gone []model.TopicPartition
+	for _, t := range topics {
+		subscribed := g.subscribedToTopic(t.Topic)
+		for _, p := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Topic, Partition: p}
+			if subscribed {
+				res.Errs = append(res.Errs, ErrGroupSubscribedToTopic)
+				continue
+			}
+			res.Errs = append(res.Errs, nil)
+			if _, ok := g.offsets[tp]; ok {
+				recs = append(recs, record{key: offsetKey(g.id, tp)})
+				gone = append(gone, tp)
+			}
+		}
+	}
+	if len(recs) == 0 {
+		ch <- res
+		return ch
+	}
+	// Gone at once, as in Kafka: a fetch after this answer must not see
+	// them, and a commit after it must not be undone.
+	for _, tp := range gone {
+		delete(g.offsets, tp)
+	}
+	g.hist.event(Event{Time: c.clock.Now(), Kind: EventOffsetsDeleted, Generation: g.generation, Reason: fmt.Sprint(gone)})
+	err := g.write(recs, func(_ int64, err error) {
+		if err != nil {
+			ch <- DeleteOffsetsResult{Err: commitError(err)}
+			return
+		}
+		ch <- res
+	})
+	if err != nil {
+		ch <- DeleteOffsetsResult{Err: commitError(err)}
+	}
+	return ch
+}
+
+// expire deletes what offsets.retention.minutes has made stale: offsets
+// of topics no live subscription covers, and then groups that are empty
+// and have no offsets left. Runs every OffsetsRetentionCheck.
+func (c *Coordinator) expire() {
+	now := c.clock.Now()
+	for _, g := range c.snapshot() {
+		g.mu.Lock()
+		g.expire(now)
+		g.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.expiry = c.clock.AfterFunc(c.cfg.OffsetsRetentionCheck, c.expire)
+	}
+}
+
+// expire is Kafka's cleanupExpiredOffsets and cleanupGroupMetadata for one
+// group. Caller holds g.mu.
+func (g *group) expire(now time.Time) {
+	if g.unloaded || g.state == stateDead {
+		return
+	}
+	base, ok := g.expiryBase()
+	var recs []record
+	var gone []model.TopicPartition
+	if ok {
+		ms := now.UnixMilli()
+		retention := g.c.cfg.OffsetsRetention.Milliseconds()
+		for tp, o := range g.offsets {
+			if g.subscribedToTopic(tp.Topic) {
+				continue
+			}
+			expired := o.ExpireTime >= 0 && ms >= o.ExpireTime ||
+				o.ExpireTime < 0 && ms-base(o) >= retention
+			if expired {
+				recs = append(recs, record{key: offsetKey(g.id, tp)})
+				gone = append(gone, tp)
+			}
+		}
+	}
+	for _, tp := range gone {
+		delete(g.offsets, tp)
+	}
+	if len(gone) > 0 {
+		g.hist.event(Event{Time: now, Kind: EventOffsetsExpired, Generation: g.generation, Reason: fmt.Sprint(gone)})
+	}
+	deleteGroup := g.state == stateEmpty && len(g.offsets) == 0 && len(g.pending) == 0 && g.pendingCommits == 0
+	if deleteGroup {
+		recs = append(recs, record{key: groupKey(g.id)})
+		g.die()
+		g.c.log.Info("deleted an empty group without offsets", "group", g.id)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := g.write(recs, func(_ int64, err error) {
+		if err != nil {
+			g.c.log.Warn("writing expired offsets failed", "group", g.id, "err", err)
+		}
+	}); err != nil {
+		g.c.log.Warn("writing expired offsets failed", "group", g.id, "err", err)
+	}
+}
+
+// expiryBase says from when an offset's retention counts, or false when
+// the group's offsets do not expire now: from when the group became empty
+// (or the commit, if unknown) for a group with a protocol; from the commit
+// for a stable consumer group's unsubscribed topics and for a group that
+// only commits.
+func (g *group) expiryBase() (func(offset) int64, bool) {
+	commit := func(o offset) int64 { return o.CommitTime }
+	switch {
+	case g.protocolType == "":
+		return commit, true
+	case g.state == stateEmpty:
+		if g.stateTime.IsZero() {
+			return commit, true
+		}
+		since := g.stateTime.UnixMilli()
+		return func(offset) int64 { return since }, true
+	case g.protocolType == consumerProtocolType && g.subscribed != nil && g.state == stateStable:
+		return commit, true
+	}
+	return nil, false
+}
+
+// die turns the group Dead and forgets it. Caller holds g.mu.
+func (g *group) die() {
+	g.transition(stateDead)
+	g.joinTimer.stop()
+	g.syncTimer.stop()
+	for id := range g.pending {
+		g.remove(id)
+	}
+	g.hist.event(Event{Time: g.stateTime, Kind: EventGroupDeleted, Generation: g.generation})
+	g.c.drop(g)
+}

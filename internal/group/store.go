@@ -1,0 +1,124 @@
+package group
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// write appends recs to the group's __consumer_offsets partition; fn runs
+// under g.mu once they are durable (or failed to be). Caller holds g.mu.
+func (g *group) write(recs []record, fn func(base int64, err error)) error {
+	w, err := g.c.writerFor(g.id)
+	if err != nil {
+		return err
+	}
+	return w.write(recs, g.c.clock.Now().UnixMilli(), func(base int64, err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		fn(base, err)
+	})
+}
+
+// writeMetadata stores the group's state with the members' assignments
+// (GroupMetadataValue); fn runs under g.mu once it is durable.
+func (g *group) writeMetadata(assignment map[string][]byte, fn func(error)) error {
+	rec := record{key: groupKey(g.id), value: g.metadataValue(assignment)}
+	return g.write([]record{rec}, func(_ int64, err error) { fn(err) })
+}
+
+func (g *group) metadataValue(assignment map[string][]byte) []byte {
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupValueVersion
+	v.ProtocolType = g.protocolType
+	v.Generation = g.generation
+	v.Protocol = ptr(g.protocolName)
+	v.Leader = ptr(g.leader)
+	v.CurrentStateTimestamp = g.stateTime.UnixMilli()
+	for _, m := range g.sortedMembers() {
+		vm := kmsg.NewGroupMetadataValueMember()
+		vm.MemberID, vm.InstanceID, vm.ClientID, vm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+		vm.RebalanceTimeoutMillis = int32(m.rebalanceTimeout.Milliseconds())
+		vm.SessionTimeoutMillis = int32(m.sessionTimeout.Milliseconds())
+		vm.Subscription = m.metadata(g.protocolName)
+		if vm.Subscription == nil {
+			vm.Subscription = []byte{}
+		}
+		vm.Assignment = assignment[m.id]
+		if vm.Assignment == nil {
+			vm.Assignment = []byte{}
+		}
+		v.Members = append(v.Members, vm)
+	}
+	return v.AppendTo(nil)
+}
+
+// assignments are the members' current assignments.
+func (g *group) assignments() map[string][]byte {
+	a := make(map[string][]byte, len(g.members))
+	for id, m := range g.members {
+		a[id] = m.assignment
+	}
+	return a
+}
+
+// stable records the new generation's assignment in the history: an event,
+// and for a consumer group a hand-off for every partition whose owner
+// changed (or that had none).
+func (g *group) stable() {
+	ms := g.sortedMembers()
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.id
+	}
+	now := g.c.clock.Now()
+	g.hist.event(Event{Time: now, Kind: EventStable, Generation: g.generation, Protocol: g.protocolName, Leader: g.leader, Members: ids})
+	if g.protocolType != consumerProtocolType {
+		return
+	}
+	for _, m := range ms {
+		tps, ok := assignedPartitions(m.assignment)
+		if !ok {
+			g.c.log.Warn("cannot read a member's assignment; no hand-offs recorded for it", "group", g.id, "member", m.id)
+			continue
+		}
+		to := ownerOf(m)
+		for _, tp := range tps {
+			prev, had := g.owners[tp]
+			g.owners[tp] = to
+			if had && sameOwner(prev, to) {
+				continue
+			}
+			committed := int64(-1)
+			if o, ok := g.offsets[tp]; ok {
+				committed = o.Offset
+			}
+			g.hist.handoff(Handoff{Time: now, Generation: g.generation, Topic: tp.Topic, Partition: tp.Partition,
+				From: prev, To: to, Committed: committed}, ownerKey(prev), m.key, had)
+		}
+	}
+}
+
+// sameOwner: the same member, or the same static instance under a new
+// member id.
+func sameOwner(a, b Owner) bool {
+	return a.MemberID == b.MemberID || a.InstanceID != "" && a.InstanceID == b.InstanceID
+}
+
+func ownerKey(o Owner) clientKey {
+	return clientKey{host: strings.TrimPrefix(o.ClientHost, "/"), clientID: o.ClientID}
+}
+
+// loadOwners sets the owners from a loaded group's assignments, without
+// hand-offs: they happened before the restart.
+func (g *group) loadOwners() {
+	if g.protocolType != consumerProtocolType {
+		return
+	}
+	for _, m := range g.members {
+		tps, _ := assignedPartitions(m.assignment)
+		for _, tp := range tps {
+			g.owners[tp] = ownerOf(m)
+		}
+	}
+}

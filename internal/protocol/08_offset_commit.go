@@ -1,0 +1,93 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/group"
+)
+
+// OffsetCommit: v2-9 (Kafka 4 dropped v0-1)
+//
+// Behaviour:
+//   - The commit is checked against the group (internal/group,
+//     validateCommit): a member commits in its generation
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID; during
+//     CompletingRebalance REBALANCE_IN_PROGRESS); generation -1 with no
+//     member id commits to an Empty group, creating it if needed (the admin
+//     client, consumers that assign themselves partitions).
+//   - Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION, as
+//     KafkaApis answers; metadata over offset.metadata.max.bytes is
+//     OFFSET_METADATA_TOO_LARGE.
+//   - The answer waits until the offsets are durable in __consumer_offsets.
+//   - v2-4: a retention time other than -1 sets the offsets' expiry.
+//   - v6+: the leader epoch is stored and returned by OffsetFetch.
+//   - v7+: group.instance.id is checked.
+//   - v9 (the KIP-848 form, same request): a commit with a generation to a
+//     group that does not exist is GROUP_ID_NOT_FOUND instead of
+//     ILLEGAL_GENERATION; the rest is as for classic groups.
+//
+// Not supported: v10 (topic ids, Kafka 4.1).
+
+func init() { register(8, 2, 9, handleOffsetCommit) }
+
+func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.OffsetCommitRequest)
+	cr := group.CommitRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+		RetentionTime: -1, GroupMustExist: req.Version >= 9,
+	}
+	if req.Version <= 4 && req.RetentionTimeMillis >= 0 {
+		cr.RetentionTime = millis64(req.RetentionTimeMillis)
+	}
+	// Partitions Kafka refuses before the coordinator sees them.
+	var early []int16
+	var index []int // per request partition: its place in cr.Offsets, or -1
+	for _, t := range req.Topics {
+		topic, known := b.Cluster.Topic(t.Topic)
+		for _, p := range t.Partitions {
+			if !known || p.Partition < 0 || p.Partition >= topic.Partitions {
+				early = append(early, errorCode(cluster.ErrUnknownTopic))
+				index = append(index, -1)
+				continue
+			}
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = p.LeaderEpoch
+			}
+			early = append(early, 0)
+			index = append(index, len(cr.Offsets))
+			cr.Offsets = append(cr.Offsets, group.CommitOffset{Topic: t.Topic, Partition: p.Partition,
+				Offset: p.Offset, LeaderEpoch: epoch, Metadata: p.Metadata})
+		}
+	}
+	answer := func(errs []error) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		i := 0
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, early[i]
+				if j := index[i]; j >= 0 && errs != nil {
+					rp.ErrorCode = errorCode(errs[j])
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+				i++
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	gone := make([]error, len(cr.Offsets))
+	for i := range gone {
+		gone[i] = group.ErrNotCoordinator
+	}
+	return await(b.Groups.Commit(cr), answer, gone)
+}
+
+func millis64(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

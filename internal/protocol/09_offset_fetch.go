@@ -1,0 +1,138 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+)
+
+// OffsetFetch: v1-9 (Kafka 4 dropped v0)
+//
+// Behaviour:
+//   - Returns a group's committed offsets for the partitions named, or
+//     (v2+, null topics) all of them. A partition without one, or of a
+//     group that does not exist, is offset -1 with no error. Only durable
+//     commits are seen.
+//   - v2-7: errors of the whole group are the top-level error; v1 has none,
+//     so they go on every partition.
+//   - v5+: the committed leader epoch (-1 if none).
+//   - v7+: RequireStable waits for the group's commits in flight to be
+//     durable before reading (there are no transactional offsets yet, so
+//     UNSTABLE_OFFSET_COMMIT never happens).
+//   - v8+: several groups per request, each answered with its own error.
+//   - v9: the member id and epoch (KIP-848) are not checked for classic
+//     groups, as in Kafka.
+//
+// Not supported: v10 (topic ids, Kafka 4.1).
+
+func init() { register(9, 1, 9, handleOffsetFetch) }
+
+// offsetFetchGroup is one group of the request, in either form.
+type offsetFetchGroup struct {
+	id     string
+	topics []group.FetchTopic // nil: all
+}
+
+func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.OffsetFetchRequest)
+	var groups []offsetFetchGroup
+	if req.Version < 8 {
+		g := offsetFetchGroup{id: req.Group}
+		if req.Topics != nil || req.Version < 2 {
+			g.topics = []group.FetchTopic{}
+			for _, t := range req.Topics {
+				g.topics = append(g.topics, group.FetchTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		groups = append(groups, g)
+	}
+	for _, rg := range req.Groups {
+		g := offsetFetchGroup{id: rg.Group}
+		if rg.Topics != nil {
+			g.topics = []group.FetchTopic{}
+			for _, t := range rg.Topics {
+				g.topics = append(g.topics, group.FetchTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		groups = append(groups, g)
+	}
+	if !req.RequireStable {
+		return reply(b.offsetFetchResponse(req, groups))
+	}
+	// Stable as of the request: the commits written before it.
+	var waits []<-chan struct{}
+	for _, g := range groups {
+		waits = append(waits, b.Groups.AwaitStable(g.id))
+	}
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-ctx.Done():
+			}
+		}
+		return reply(b.offsetFetchResponse(req, groups))
+	}}, nil
+}
+
+func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	for _, g := range groups {
+		offsets, err := b.Groups.FetchOffsets(g.id, g.topics)
+		if req.Version < 8 {
+			resp.ErrorCode = errorCode(err)
+			resp.Topics = offsetFetchTopics(req.Version, g.topics, offsets, err)
+			continue
+		}
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group, rg.ErrorCode = g.id, errorCode(err)
+		for _, t := range offsetFetchTopics(req.Version, g.topics, offsets, err) {
+			gt := kmsg.NewOffsetFetchResponseGroupTopic()
+			gt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				gt.Partitions = append(gt.Partitions, gp)
+			}
+			rg.Topics = append(rg.Topics, gt)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// offsetFetchTopics groups the offsets by topic, in the order given. A
+// group error leaves only v1's per-partition errors.
+func offsetFetchTopics(version int16, asked []group.FetchTopic, offsets []group.FetchedOffset, err error) []kmsg.OffsetFetchResponseTopic {
+	var out []kmsg.OffsetFetchResponseTopic
+	if err != nil {
+		if version >= 2 {
+			return nil
+		}
+		for _, t := range asked {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.Metadata, rp.ErrorCode = p, -1, kmsg.StringPtr(""), errorCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out = append(out, rt)
+		}
+		return out
+	}
+	for _, o := range offsets {
+		if len(out) == 0 || out[len(out)-1].Topic != o.Topic {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = o.Topic
+			out = append(out, rt)
+		}
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Partition, o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+		t := &out[len(out)-1]
+		t.Partitions = append(t.Partitions, rp)
+	}
+	return out
+}

@@ -1,0 +1,27 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+)
+
+// Heartbeat: v0-4
+//
+// Behaviour: restarts the member's session. REBALANCE_IN_PROGRESS tells
+// the member to rejoin; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and (v3+,
+// static members) FENCED_INSTANCE_ID that it is no longer in this
+// generation or group.
+
+func init() { register(12, 0, 4, handleHeartbeat) }
+
+func handleHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = errorCode(b.Groups.Heartbeat(group.HeartbeatRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+	}))
+	return reply(resp)
+}

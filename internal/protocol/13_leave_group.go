@@ -1,0 +1,53 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+)
+
+// LeaveGroup: v0-5
+//
+// Behaviour:
+//   - v0-2: one member leaves; its error is the answer's.
+//   - v3+: a batch of members, each answered; a member may be named by its
+//     group.instance.id alone (administrative removal of a static member).
+//     Errors of the whole group (an unknown group is UNKNOWN_MEMBER_ID, as
+//     in Kafka) are the top-level error.
+//   - The members left are gone at once; the group rebalances.
+//   - v5: the reason is kept in the group's rebalance history.
+
+func init() { register(13, 0, 5, handleLeaveGroup) }
+
+func handleLeaveGroup(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	lr := group.LeaveRequest{Group: req.Group}
+	if req.Version < 3 {
+		lr.Members = []group.LeavingMember{{MemberID: req.MemberID}}
+	}
+	for _, m := range req.Members {
+		lm := group.LeavingMember{MemberID: m.MemberID, InstanceID: m.InstanceID}
+		if m.Reason != nil {
+			lm.Reason = *m.Reason
+		}
+		lr.Members = append(lr.Members, lm)
+	}
+	res := b.Groups.Leave(lr)
+	if res.Err != nil {
+		resp.ErrorCode = errorCode(res.Err)
+		return reply(resp)
+	}
+	if req.Version < 3 {
+		resp.ErrorCode = errorCode(res.Members[0])
+		return reply(resp)
+	}
+	for i, m := range req.Members {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, errorCode(res.Members[i])
+		resp.Members = append(resp.Members, rm)
+	}
+	return reply(resp)
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// offsetsTopicConfigs are __consumer_offsets' topic configs, as Kafka
+// creates it: compacted (the latest record of each key is the state), with
+// offsets.topic.segment.bytes' 100 MiB segments so compaction can reach
+// old records.
+var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+func groupConfig(cfg config.Broker, logger *slog.Logger) group.Config {
+	g := group.Defaults()
+	g.InitialRebalanceDelay = cfg.GroupInitialRebalanceDelay
+	g.MinSessionTimeout, g.MaxSessionTimeout = cfg.GroupMinSessionTimeout, cfg.GroupMaxSessionTimeout
+	g.MaxSize = int(cfg.GroupMaxSize)
+	g.OffsetsPartitions = cfg.OffsetsTopicPartitions
+	g.OffsetsRetention, g.OffsetsRetentionCheck = cfg.OffsetsRetention, cfg.OffsetsRetentionCheck
+	g.OffsetMetadataMaxBytes = int(cfg.OffsetMetadataMaxBytes)
+	g.Logger = logger
+	return g
+}
+
+// offsetsTopic is __consumer_offsets for the group coordinator
+// (group.Topic).
+type offsetsTopic struct{ s *Server }
+
+func (o offsetsTopic) Partitions() ([]group.Partition, error) {
+	t, ok := o.s.cluster.Topic(group.OffsetsTopic)
+	if !ok {
+		return nil, nil
+	}
+	return o.partitions(t)
+}
+
+func (o offsetsTopic) Create(n int32) ([]group.Partition, error) {
+	t, err := o.s.topics.createInternal(group.OffsetsTopic, n, offsetsTopicConfigs)
+	if err != nil {
+		return nil, err
+	}
+	return o.partitions(t)
+}
+
+func (o offsetsTopic) partitions(t cluster.Topic) ([]group.Partition, error) {
+	parts := make([]group.Partition, t.Partitions)
+	for i := range t.Partitions {
+		p, ok := o.s.replicas.Get(model.TopicPartition{Topic: t.Name, Partition: i})
+		if !ok {
+			return nil, fmt.Errorf("%s-%d is not served", t.Name, i)
+		}
+		parts[i] = offsetsPartition{p}
+	}
+	return parts, nil
+}
+
+// offsetsPartition is one partition of __consumer_offsets (group.Partition).
+type offsetsPartition struct{ p *replica.Partition }
+
+func (o offsetsPartition) Append(batch []byte) (int64, func() error, error) {
+	res, wait, err := o.p.Append(batch)
+	if errors.Is(err, replica.ErrMessageTooLarge) {
+		err = fmt.Errorf("%w: %v", group.ErrRecordTooLarge, err)
+	}
+	return res.BaseOffset, wait, err
+}
+
+func (o offsetsPartition) Read(offset int64, maxBytes int) ([]byte, error) {
+	sec, err := o.p.Read(offset, maxBytes, false)
+	if err != nil {
+		return nil, err
+	}
+	return sec.ReadAll()
+}
+
+func (o offsetsPartition) StartOffset() int64   { return o.p.Log().StartOffset() }
+func (o offsetsPartition) HighWatermark() int64 { return o.p.HighWatermark() }
+
+// createInternal creates an internal topic (a coordinator's), or returns
+// it if it exists.
+func (a *topicAdmin) createInternal(name string, partitions int32, configs map[string]string) (cluster.Topic, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.s.cluster.Topic(name); ok {
+		return t, nil
+	}
+	cfg, err := config.TopicLogConfig(a.defaults(), configs)
+	if err != nil {
+		return cluster.Topic{}, err
+	}
+	t, err := a.s.cluster.CreateTopic(name, partitions, configs, true)
+	if err != nil {
+		return t, err
+	}
+	for p := range partitions {
+		if _, err := a.s.replicas.Open(model.TopicPartition{Topic: name, Partition: p}, t.ID, cfg); err != nil {
+			return t, err
+		}
+	}
+	a.s.logger.Info("created internal topic", "topic", name, "partitions", partitions)
+	return t, nil
+}
