@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -193,11 +192,8 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		return replica.ErrUnknownPartition
 	}
 	res.partitions = append(res.partitions, p)
-	if e := rp.CurrentLeaderEpoch; e >= 0 && e != p.LeaderEpoch() {
-		if e < p.LeaderEpoch() {
-			return errFencedLeaderEpoch
-		}
-		return errUnknownLeaderEpoch
+	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+		return err
 	}
 	sp.HighWatermark = p.HighWatermark()
 	sp.LastStableOffset = p.LastStableOffset()
@@ -243,8 +239,3 @@ func (b *Broker) observeFetch(r *Request, req *kmsg.FetchRequest) {
 		}
 	}
 }
-
-var (
-	errFencedLeaderEpoch  = errors.New("fenced leader epoch")
-	errUnknownLeaderEpoch = errors.New("unknown leader epoch")
-)

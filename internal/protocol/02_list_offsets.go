@@ -59,11 +59,8 @@ func (b *Broker) listOffset(tp model.TopicPartition, rp kmsg.ListOffsetsRequestT
 	if !ok {
 		return replica.ErrUnknownPartition
 	}
-	if e := rp.CurrentLeaderEpoch; e >= 0 && e != p.LeaderEpoch() {
-		if e < p.LeaderEpoch() {
-			return errFencedLeaderEpoch
-		}
-		return errUnknownLeaderEpoch
+	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+		return err
 	}
 	sp.LeaderEpoch = p.LeaderEpoch()
 	bound := p.HighWatermark()

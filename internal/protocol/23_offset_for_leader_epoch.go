@@ -52,13 +52,10 @@ func (b *Broker) epochEndOffset(tp model.TopicPartition, rp *kmsg.OffsetForLeade
 	if !ok {
 		return replica.ErrUnknownPartition
 	}
-	cur := p.LeaderEpoch()
-	if e := rp.CurrentLeaderEpoch; e >= 0 && e != cur {
-		if e < cur {
-			return errFencedLeaderEpoch
-		}
-		return errUnknownLeaderEpoch
+	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+		return err
 	}
+	cur := p.LeaderEpoch()
 	l := p.Log()
 	switch want := rp.LeaderEpoch; {
 	case want < 0 || want > cur:

@@ -36,3 +36,13 @@ var (
 	// the batch does not start a sequence (Kafka UNKNOWN_PRODUCER_ID).
 	ErrUnknownProducerID = errors.New("replica: unknown producer id")
 )
+
+// Leader-epoch fencing of client requests that name the epoch they saw.
+var (
+	// ErrFencedLeaderEpoch: the request saw an older epoch (Kafka
+	// FENCED_LEADER_EPOCH); the client refreshes its metadata.
+	ErrFencedLeaderEpoch = errors.New("replica: fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the request saw a newer epoch than this broker
+	// knows (Kafka UNKNOWN_LEADER_EPOCH); the client retries.
+	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
+)

@@ -61,6 +61,19 @@ func (p *Partition) Log() *log.Log { return p.log }
 // LeaderEpoch is the current leader epoch (0 on a single node).
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 
+// CheckLeaderEpoch fences a request by the leader epoch it names; a
+// negative epoch names none.
+func (p *Partition) CheckLeaderEpoch(seen int32) error {
+	switch cur := p.leaderEpoch; {
+	case seen < 0 || seen == cur:
+		return nil
+	case seen < cur:
+		return ErrFencedLeaderEpoch
+	default:
+		return ErrUnknownLeaderEpoch
+	}
+}
+
 // AppendResult says where an append's batches are.
 type AppendResult struct {
 	log.AppendResult
