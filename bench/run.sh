@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Strand against Apache Kafka on this machine, in one run.
+#
+#   bench/run.sh [full|quick|smoke] [more `strand bench suite` flags]
+#
+# Fetches Apache Kafka's broker (org.apache.kafka:kafka_2.13 and everything
+# it needs at run time, plus the log4j2 binding the binary distribution
+# ships) from Maven Central with `mvn dependency:copy-dependencies`, once:
+# the jars are cached in $STRAND_BENCH_CACHE (default ~/.cache/strand-bench),
+# Maven's own downloads in ~/.m2. Builds strand from this work tree into the
+# cache (never into the repository), then runs `strand bench suite`, which
+# formats a single-node KRaft Kafka (combined controller+broker) in a
+# temporary directory, starts it and Strand in turn on free loopback ports,
+# runs workloads (a)-(e) against each, alternating over several rounds, and
+# writes results.md and results.json (default: bench/results/<time>-<mode>/).
+#
+# Environment: KAFKA_VERSION (default 4.4.0), STRAND_BENCH_CACHE, JAVA
+# (default: java on PATH; Kafka 4.x needs Java 17 or later).
+set -euo pipefail
+
+mode=${1:-full}
+[ $# -gt 0 ] && shift
+case "$mode" in
+full | quick | smoke) ;;
+*)
+	echo "usage: $0 [full|quick|smoke] [strand bench suite flags]" >&2
+	exit 2
+	;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+kafka_version=${KAFKA_VERSION:-4.4.0}
+cache=${STRAND_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strand-bench}
+java=${JAVA:-java}
+lib="$cache/kafka-$kafka_version/lib"
+
+if [ "$mode" != smoke ]; then
+	for tool in "$java" mvn; do
+		command -v "$tool" >/dev/null || {
+			echo "$0: $tool not found (Kafka needs a JDK 17+ and Maven: apt-get install openjdk-17-jdk-headless maven)" >&2
+			exit 1
+		}
+	done
+	if [ ! -f "$lib/.complete" ]; then
+		echo "bench: fetching Apache Kafka $kafka_version's broker jars from Maven Central into $lib" >&2
+		rm -rf "$lib.partial"
+		mvn -q -B -Dstyle.color=never -f "$root/bench/kafka/pom.xml" -Dkafka.version="$kafka_version" \
+			dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib.partial"
+		rm -rf "$lib"
+		mv "$lib.partial" "$lib"
+		ls "$lib" >"$lib/.complete"
+	fi
+	kafka_flags=(--kafka-lib "$lib" --kafka-version "$kafka_version" --java "$java")
+else
+	kafka_flags=()
+fi
+
+mkdir -p "$cache/bin"
+(cd "$root" && go build -o "$cache/bin/strand" ./cmd/strand)
+
+cd "$root"
+exec "$cache/bin/strand" bench suite --mode "$mode" "${kafka_flags[@]}" "$@"

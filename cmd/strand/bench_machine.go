@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// machineLimits is what this machine allows, measured in the same run as
+// the brokers: the ceilings a broker's throughput is read against.
+type machineLimits struct {
+	// One TCP stream over loopback, 1 MiB writes, reader discarding.
+	LoopbackMBPerSec float64 `json:"loopback_tcp_mb_per_sec"`
+	// Sequential 1 MiB writes to a new file, fsync after each, in the
+	// directory the brokers keep their data in.
+	WriteFsyncMBPerSec float64 `json:"write_fsync_mb_per_sec"`
+	// 4 KiB appends, fsync after each: the rate of small durable writes.
+	SmallFsyncsPerSec float64 `json:"small_fsyncs_per_sec"`
+	// Sequential 1 MiB writes without fsync (the page cache).
+	BufferedWriteMBPerSec float64 `json:"buffered_write_mb_per_sec"`
+	FileSystem            string  `json:"file_system"`
+}
+
+func measureMachine(dir string, d time.Duration) (machineLimits, error) {
+	var m machineLimits
+	var err error
+	m.FileSystem = fsType(dir)
+	if m.LoopbackMBPerSec, err = loopbackThroughput(d); err != nil {
+		return m, fmt.Errorf("loopback: %w", err)
+	}
+	if m.WriteFsyncMBPerSec, err = writeThroughput(dir, d, 1<<20, true, 1<<30); err != nil {
+		return m, fmt.Errorf("write+fsync: %w", err)
+	}
+	var small float64
+	if small, err = writeThroughput(dir, d, 4096, true, 1<<30); err != nil {
+		return m, fmt.Errorf("small write+fsync: %w", err)
+	}
+	m.SmallFsyncsPerSec = small * 1e6 / 4096
+	if m.BufferedWriteMBPerSec, err = writeThroughput(dir, d, 1<<20, false, 2<<30); err != nil {
+		return m, fmt.Errorf("buffered write: %w", err)
+	}
+	return m, nil
+}
+
+func loopbackThroughput(d time.Duration) (float64, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		n, _ := io.CopyBuffer(io.Discard, c, make([]byte, 1<<20))
+		got <- n
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := c.Write(buf); err != nil {
+			c.Close()
+			return 0, err
+		}
+	}
+	c.Close()
+	n := <-got
+	return float64(n) / 1e6 / time.Since(start).Seconds(), nil
+}
+
+func writeThroughput(dir string, d time.Duration, block int, sync bool, maxBytes int64) (float64, error) {
+	f, err := os.CreateTemp(dir, "bench-disk-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, block)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	var n int64
+	start := time.Now()
+	for time.Since(start) < d && n < maxBytes {
+		if _, err := f.Write(buf); err != nil {
+			return 0, err
+		}
+		n += int64(block)
+		if sync {
+			if err := f.Sync(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	el := time.Since(start).Seconds()
+	return float64(n) / 1e6 / el, nil
+}
+
+// fsType names the file system under dir (a tmpfs makes fsync free and
+// the durable columns meaningless).
+func fsType(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Clean(dir), &st); err != nil {
+		return "unknown"
+	}
+	switch st.Type {
+	case 0x01021994:
+		return "tmpfs"
+	case 0xEF53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	case 0x794c7630:
+		return "overlayfs"
+	}
+	return fmt.Sprintf("0x%x", st.Type)
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// TestBenchSmoke runs `strand bench suite --mode smoke` with the real
+// binary, as bench/run.sh smoke would: Strand as a child process, every
+// workload at a tiny size, every record verified, and the report written.
+// It keeps the benchmark tool from rotting; the numbers are not checked.
+func TestBenchSmoke(t *testing.T) {
+	bin := testutil.Binary(t)
+	out := t.TempDir()
+	cmd := exec.Command(bin, "bench", "suite", "--mode", "smoke", "--out", out, "--work-dir", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("strand bench suite --mode smoke: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+
+	var rep suiteReport
+	js, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	if len(rep.Failures) > 0 {
+		t.Errorf("failures: %v", rep.Failures)
+	}
+	want := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true}
+	for _, r := range rep.Results {
+		if r.Broker != "strand" || !r.Verified || r.Error != "" {
+			t.Errorf("workload %s on %s: verified %v, error %q", r.Workload, r.Broker, r.Verified, r.Error)
+		}
+		if r.ProduceRecordsPerSec <= 0 || r.ProduceP99Ms <= 0 || r.WireBytes <= 0 {
+			t.Errorf("workload %s: empty measurements %+v", r.Workload, r)
+		}
+		if r.Workload == "d" && (r.E2EP50Ms <= 0 || r.E2EP99Ms < r.E2EP50Ms) {
+			t.Errorf("end-to-end latency p50 %v, p99 %v", r.E2EP50Ms, r.E2EP99Ms)
+		}
+		delete(want, r.Workload)
+	}
+	if len(want) > 0 {
+		t.Errorf("workloads without a result: %v", want)
+	}
+	if len(rep.BrokerRuns) != 1 || rep.BrokerRuns[0].StartupMs <= 0 || rep.BrokerRuns[0].PeakRSSBytes <= 0 {
+		t.Errorf("broker runs: %+v", rep.BrokerRuns)
+	}
+	if len(rep.Machine) != 2 || rep.Machine[0].LoopbackMBPerSec <= 0 || rep.Machine[0].WriteFsyncMBPerSec <= 0 {
+		t.Errorf("machine limits: %+v", rep.Machine)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"(a) throughput", "(e) many partitions", "start-up to first acknowledged produce", "loopback TCP"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("results.md lacks %q", s)
+		}
+	}
+}
+
+// TestBenchOneWorkload runs `strand bench` (one workload, end-to-end mode
+// included) in this process against an in-process broker.
+func TestBenchOneWorkload(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	for _, args := range [][]string{
+		{"--records", "3000", "--partitions", "3", "--compression", "zstd", "--topic-config", "retention.ms=3600000"},
+		{"--records", "50", "--partitions", "1", "--acks", "1", "--linger", "0", "--max-inflight", "1", "--max-buffered-records", "1"},
+		{"--rate", "1000", "--duration", "500ms", "--warmup", "100ms", "--linger", "0"},
+	} {
+		cmd := benchCommand()
+		cmd.SetArgs(append([]string{"--brokers", b.Addr, "--json"}, args...))
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		if err := cmd.Execute(); err != nil {
+			t.Errorf("strand bench %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	cmd := benchCommand()
+	cmd.SetArgs([]string{"--brokers", b.Addr, "--acks", "1", "--idempotent", "true"})
+	if err := cmd.Execute(); err == nil {
+		t.Error("an idempotent producer with acks=1 was accepted")
+	}
+}
+
+// TestCheckPayload: the consumer's check finds duplicates, gaps and
+// corrupted bytes.
+func TestCheckPayload(t *testing.T) {
+	const size = 100
+	rec := func(p int32, seq int64) []byte {
+		v := make([]byte, size)
+		fillPayload(v, p, seq, monoNow())
+		return v
+	}
+	if msg := checkPayload(rec(2, 7), 2, 7, size); msg != "" {
+		t.Errorf("good record: %s", msg)
+	}
+	if msg := checkPayload(rec(2, 6), 2, 7, size); !strings.Contains(msg, "again") {
+		t.Errorf("duplicate: %q", msg)
+	}
+	if msg := checkPayload(rec(2, 8), 2, 7, size); !strings.Contains(msg, "missing") {
+		t.Errorf("gap: %q", msg)
+	}
+	if msg := checkPayload(rec(3, 7), 2, 7, size); !strings.Contains(msg, "differ") {
+		t.Errorf("another partition's payload: %q", msg)
+	}
+	bad := rec(2, 7)
+	bad[size-1] ^= 1
+	if msg := checkPayload(bad, 2, 7, size); !strings.Contains(msg, "differ") {
+		t.Errorf("flipped bit: %q", msg)
+	}
+	if msg := checkPayload(bad[:size-1], 2, 7, size); !strings.Contains(msg, "bytes") {
+		t.Errorf("short value: %q", msg)
+	}
+}
+
+func TestStatOf(t *testing.T) {
+	s := statOf([]float64{5, 1, 3, 4})
+	if s.Med != 3.5 || s.Min != 1 || s.Max != 5 || s.N != 4 {
+		t.Errorf("statOf = %+v", s)
+	}
+	if s := statOf([]float64{2, 9, 4}); s.Med != 4 {
+		t.Errorf("median of 3 = %v", s.Med)
+	}
+}

@@ -1,0 +1,792 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// benchWorkload is one produce-then-consume run (or, with Rate set, one
+// end-to-end latency run) against one broker.
+type benchWorkload struct {
+	Name        string `json:"name"`
+	Title       string `json:"title"`
+	Records     int64  `json:"records"`     // throughput mode: how many
+	RecordSize  int    `json:"record_size"` // value bytes (no key), at least 16
+	Partitions  int32  `json:"partitions"`
+	Acks        string `json:"acks"` // all, 1 or 0
+	Linger      time.Duration
+	BatchBytes  int32  `json:"batch_bytes"`
+	Compression string `json:"compression"` // none, gzip, snappy, lz4, zstd
+	// MaxInflight is produce requests in flight per broker; 0 leaves it to the
+	// client (5 with idempotence, which franz-go does not let one change).
+	MaxInflight int  `json:"max_inflight"`
+	Idempotent  bool `json:"idempotent"`
+	// MaxBufferedRecords and MaxBufferedBytes bound what the producer holds
+	// unacknowledged; Produce blocks beyond them (1 record: one at a time).
+	MaxBufferedRecords int `json:"max_buffered_records"`
+	MaxBufferedBytes   int `json:"max_buffered_bytes"`
+	// Rate > 0 selects end-to-end mode: produce at Rate records/s for
+	// Duration while a consumer reads along; records produced during Warmup
+	// are delivered and verified but not counted in the latency figures.
+	Rate     int `json:"rate"`
+	Duration time.Duration
+	Warmup   time.Duration
+	// Topic configs for the topic the workload creates.
+	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
+}
+
+func (w benchWorkload) total() int64 {
+	if w.Rate > 0 {
+		return int64(float64(w.Rate) * w.Duration.Seconds())
+	}
+	return w.Records
+}
+
+func (w benchWorkload) describe() string {
+	var b strings.Builder
+	if w.Rate > 0 {
+		fmt.Fprintf(&b, "%d rec/s for %s × %d B", w.Rate, w.Duration, w.RecordSize)
+	} else {
+		fmt.Fprintf(&b, "%s × %s", countStr(w.Records), bytesStr(w.RecordSize))
+	}
+	parts := "partitions"
+	if w.Partitions == 1 {
+		parts = "partition"
+	}
+	linger := w.Linger.String()
+	if w.Linger == 0 {
+		linger = "0"
+	}
+	fmt.Fprintf(&b, ", %d %s, acks=%s, %s, linger %s", w.Partitions, parts, w.Acks, w.Compression, linger)
+	if w.Idempotent {
+		b.WriteString(", idempotent")
+	}
+	if w.MaxInflight > 0 {
+		fmt.Fprintf(&b, ", %d in flight", w.MaxInflight)
+	}
+	if w.MaxBufferedRecords == 1 {
+		b.WriteString(", one record at a time")
+	}
+	return b.String()
+}
+
+func countStr(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+func bytesStr(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n/1024)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (w benchWorkload) validate() error {
+	if w.RecordSize < payloadHeader {
+		return fmt.Errorf("record size %d: at least %d bytes (sequence number and timestamp)", w.RecordSize, payloadHeader)
+	}
+	if w.Partitions < 1 {
+		return fmt.Errorf("partitions %d: at least 1", w.Partitions)
+	}
+	if w.total() < 1 {
+		return errors.New("no records to produce")
+	}
+	if _, err := parseAcks(w.Acks); err != nil {
+		return err
+	}
+	if _, err := parseCodec(w.Compression); err != nil {
+		return err
+	}
+	if w.Idempotent && w.Acks != "all" {
+		return errors.New("an idempotent producer needs acks=all")
+	}
+	if w.Idempotent && w.MaxInflight > 0 {
+		return errors.New("franz-go fixes in-flight requests at 5 with idempotence: disable it to set --max-inflight")
+	}
+	return nil
+}
+
+func parseAcks(s string) (kgo.Acks, error) {
+	switch s {
+	case "all", "-1":
+		return kgo.AllISRAcks(), nil
+	case "1":
+		return kgo.LeaderAck(), nil
+	case "0":
+		return kgo.NoAck(), nil
+	}
+	return kgo.Acks{}, fmt.Errorf("acks %q: want all, 1 or 0", s)
+}
+
+func parseCodec(s string) (kgo.CompressionCodec, error) {
+	switch s {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", s)
+}
+
+// benchResult is what one workload run measured.
+type benchResult struct {
+	Workload string `json:"workload"`
+	Broker   string `json:"broker"`
+	Round    int    `json:"round"`
+	Topic    string `json:"topic"`
+
+	Records      int64 `json:"records"`
+	PayloadBytes int64 `json:"payload_bytes"` // records × record size
+	// WireBytes is the record batches as fetched back: what crossed the
+	// network and sits in the log (compressed where the workload compresses).
+	WireBytes int64 `json:"wire_bytes"`
+
+	ProduceSeconds       float64 `json:"produce_seconds"`
+	ProduceRecordsPerSec float64 `json:"produce_records_per_sec"`
+	ProduceMBPerSec      float64 `json:"produce_mb_per_sec"`      // payload, 10^6 bytes
+	ProduceWireMBPerSec  float64 `json:"produce_wire_mb_per_sec"` // batches, 10^6 bytes
+	// Produce latency: from just before Produce is called (so time blocked on
+	// a full buffer counts) to the acknowledgement's callback.
+	ProduceP50Ms  float64 `json:"produce_p50_ms"`
+	ProduceP99Ms  float64 `json:"produce_p99_ms"`
+	ProduceP999Ms float64 `json:"produce_p999_ms"`
+
+	ConsumeSeconds       float64 `json:"consume_seconds,omitempty"`
+	ConsumeRecordsPerSec float64 `json:"consume_records_per_sec,omitempty"`
+	ConsumeMBPerSec      float64 `json:"consume_mb_per_sec,omitempty"`
+
+	// End-to-end mode: from just before Produce to the consumer's poll.
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	E2EP50Ms     float64 `json:"e2e_p50_ms,omitempty"`
+	E2EP99Ms     float64 `json:"e2e_p99_ms,omitempty"`
+	E2EP999Ms    float64 `json:"e2e_p999_ms,omitempty"`
+
+	// CPU time over the produce phase: the broker process's (0 when not
+	// known, as for kfake, which runs in the client's process) and this
+	// process's (the producer, the consumer in end-to-end mode, and kfake).
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
+
+	Verified bool   `json:"verified"`
+	Error    string `json:"error,omitempty"`
+}
+
+// The payload of every record: the record's sequence number within its
+// partition, the producer's clock when Produce was called (nanoseconds on a
+// monotonic clock shared by producer and consumer, which run in this
+// process), then bytes from a fixed text-like pool chosen by partition and
+// sequence, so the consumer can check every byte without remembering them.
+const payloadHeader = 16
+
+var (
+	monoBase   = time.Now()
+	pool       []byte
+	poolOnce   sync.Once
+	poolLength = 4 << 20
+)
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// payloadPool is 4 MiB of space-separated words from a 512-word vocabulary
+// drawn with a fixed seed: compressible about like log lines or JSON (lz4
+// roughly halves it), identical for every broker and every run.
+func payloadPool() []byte {
+	poolOnce.Do(func() {
+		r := rand.New(rand.NewPCG(1, 2))
+		words := make([][]byte, 512)
+		for i := range words {
+			w := make([]byte, 3+r.IntN(8))
+			for j := range w {
+				w[j] = byte('a' + r.IntN(26))
+			}
+			words[i] = w
+		}
+		pool = make([]byte, 0, poolLength+16)
+		for len(pool) < poolLength {
+			pool = append(pool, words[r.IntN(len(words))]...)
+			pool = append(pool, ' ')
+		}
+		pool = pool[:poolLength]
+	})
+	return pool
+}
+
+func payloadOffset(partition int32, seq int64, size int) int {
+	span := uint64(poolLength - size)
+	return int((uint64(seq)*2654435761 + uint64(partition)*40503) % span)
+}
+
+func fillPayload(buf []byte, partition int32, seq int64, ts int64) {
+	binary.BigEndian.PutUint64(buf[0:8], uint64(seq))
+	binary.BigEndian.PutUint64(buf[8:16], uint64(ts))
+	off := payloadOffset(partition, seq, len(buf))
+	copy(buf[payloadHeader:], payloadPool()[off:off+len(buf)-payloadHeader])
+}
+
+// checkPayload reports what is wrong with a consumed value, or "".
+func checkPayload(v []byte, partition int32, wantSeq int64, size int) string {
+	if len(v) != size {
+		return fmt.Sprintf("value of %d bytes, want %d", len(v), size)
+	}
+	seq := int64(binary.BigEndian.Uint64(v[0:8]))
+	if seq != wantSeq {
+		if seq < wantSeq {
+			return fmt.Sprintf("record %d again (duplicate or reordered) where %d was due", seq, wantSeq)
+		}
+		return fmt.Sprintf("record %d where %d was due (records missing or reordered)", seq, wantSeq)
+	}
+	off := payloadOffset(partition, seq, size)
+	if string(v[payloadHeader:]) != string(payloadPool()[off:off+size-payloadHeader]) {
+		return fmt.Sprintf("record %d: payload bytes differ from what was produced", seq)
+	}
+	return ""
+}
+
+func producerOpts(addr string, w benchWorkload) []kgo.Opt {
+	acks, _ := parseAcks(w.Acks)
+	codec, _ := parseCodec(w.Compression)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(addr),
+		kgo.RequiredAcks(acks),
+		kgo.ProducerLinger(w.Linger),
+		kgo.ProducerBatchCompression(codec),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(30 * time.Second),
+	}
+	if w.BatchBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(w.BatchBytes))
+	}
+	opts = append(opts, clientLogger()...)
+	if !w.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+		if w.MaxInflight > 0 {
+			opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(w.MaxInflight))
+		}
+	}
+	if w.MaxBufferedRecords > 0 {
+		opts = append(opts, kgo.MaxBufferedRecords(w.MaxBufferedRecords))
+	}
+	if w.MaxBufferedBytes > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(w.MaxBufferedBytes))
+	}
+	return opts
+}
+
+// clientLogger logs the producer's client at STRAND_BENCH_CLIENT_LOG
+// (debug, info, warn or error) to stderr, for finding out why a run is slow.
+func clientLogger() []kgo.Opt {
+	var level kgo.LogLevel
+	switch os.Getenv("STRAND_BENCH_CLIENT_LOG") {
+	case "debug":
+		level = kgo.LogLevelDebug
+	case "info":
+		level = kgo.LogLevelInfo
+	case "warn":
+		level = kgo.LogLevelWarn
+	case "error":
+		level = kgo.LogLevelError
+	default:
+		return nil
+	}
+	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil))}
+}
+
+// createTopic creates the workload's topic and waits until every partition
+// is online at its leader, so the run does not time topic creation.
+func createTopic(ctx context.Context, addr, topic string, partitions int32, configs map[string]string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	for {
+		td, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			t := td[topic]
+			ready := t.Err == nil && int32(len(t.Partitions)) == partitions
+			for _, p := range t.Partitions {
+				ready = ready && p.Err == nil && p.Leader >= 0
+			}
+			if ready {
+				// Metadata can name a leader before the partition is online
+				// there (Kafka answers NOT_LEADER_OR_FOLLOWER for a while
+				// after CreateTopics, and a producer would back off for
+				// seconds): wait until the leader answers ListOffsets for
+				// every partition.
+				ends, err := adm.ListEndOffsets(ctx, topic)
+				online := err == nil
+				n := 0
+				ends.Each(func(o kadm.ListedOffset) {
+					n++
+					online = online && o.Err == nil
+				})
+				if online && int32(n) == partitions {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: partitions without a leader: %w", topic, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// runWorkload creates topic, runs w against the broker at addr, reads
+// everything back and verifies it. A verification failure is returned as an
+// error (and recorded in the result).
+//
+// brokerCPU, when not nil, reads the broker process's CPU time, so the
+// produce phase's broker and client CPU can be reported.
+func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, brokerCPU func() time.Duration) (benchResult, error) {
+	res := benchResult{Workload: w.Name, Topic: topic}
+	fail := func(err error) (benchResult, error) {
+		res.Error = err.Error()
+		return res, err
+	}
+	if err := w.validate(); err != nil {
+		return fail(err)
+	}
+	payloadPool()
+	if err := createTopic(ctx, addr, topic, w.Partitions, w.TopicConfigs); err != nil {
+		return fail(err)
+	}
+	total := w.total()
+	counts := make([]int64, w.Partitions)
+	for i := range w.Partitions {
+		counts[i] = total / int64(w.Partitions)
+		if int64(i) < total%int64(w.Partitions) {
+			counts[i]++
+		}
+	}
+	res.Records = total
+	res.PayloadBytes = total * int64(w.RecordSize)
+
+	var (
+		cons    *consumer
+		consErr = make(chan error, 1)
+	)
+	if w.Rate > 0 {
+		// The consumer reads along from before the first record.
+		var err error
+		cons, err = newConsumer(addr, topic, w, counts)
+		if err != nil {
+			return fail(err)
+		}
+		defer cons.close()
+		if err := cons.waitReady(ctx); err != nil {
+			return fail(err)
+		}
+		go func() { consErr <- cons.run(ctx) }()
+	}
+
+	b0, c0 := readCPU(brokerCPU), selfCPU()
+	prodStart, prodEnd, lat, err := produce(ctx, addr, topic, w, total)
+	if err != nil {
+		return fail(err)
+	}
+	b1, c1 := readCPU(brokerCPU), selfCPU()
+	res.ClientCPUSeconds = (c1 - c0).Seconds()
+	if b0 >= 0 && b1 >= 0 {
+		res.BrokerCPUSeconds = (b1 - b0).Seconds()
+	}
+	res.ProduceSeconds = prodEnd.Sub(prodStart).Seconds()
+	res.ProduceRecordsPerSec = float64(total) / res.ProduceSeconds
+	res.ProduceMBPerSec = float64(res.PayloadBytes) / 1e6 / res.ProduceSeconds
+	res.ProduceP50Ms, res.ProduceP99Ms, res.ProduceP999Ms = percentilesMs(lat)
+
+	if w.Rate > 0 {
+		if err := <-consErr; err != nil {
+			return fail(err)
+		}
+		res.AchievedRate = res.ProduceRecordsPerSec
+		res.E2EP50Ms, res.E2EP99Ms, res.E2EP999Ms = percentilesMs(cons.e2e)
+	} else {
+		var err error
+		cons, err = newConsumer(addr, topic, w, counts)
+		if err != nil {
+			return fail(err)
+		}
+		defer cons.close()
+		start := time.Now()
+		if err := cons.run(ctx); err != nil {
+			return fail(err)
+		}
+		res.ConsumeSeconds = time.Since(start).Seconds()
+		res.ConsumeRecordsPerSec = float64(total) / res.ConsumeSeconds
+		res.ConsumeMBPerSec = float64(res.PayloadBytes) / 1e6 / res.ConsumeSeconds
+	}
+	res.WireBytes = cons.wireBytes.Load()
+	res.ProduceWireMBPerSec = float64(res.WireBytes) / 1e6 / res.ProduceSeconds
+	if err := checkEndOffsets(ctx, addr, topic, counts); err != nil {
+		return fail(err)
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// produce sends total records (at w.Rate when set) and returns when all are
+// acknowledged, with each record's latency in microseconds.
+func produce(ctx context.Context, addr, topic string, w benchWorkload, total int64) (start, end time.Time, lat []uint32, err error) {
+	cl, err := kgo.NewClient(producerOpts(addr, w)...)
+	if err != nil {
+		return start, end, nil, err
+	}
+	defer cl.Close()
+	// Connect and load the topic's metadata before the clock starts.
+	if err := cl.Ping(ctx); err != nil {
+		return start, end, nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+
+	lat = make([]uint32, total)
+	var (
+		failed   atomic.Int64
+		firstErr atomic.Value
+		bufs     = sync.Pool{New: func() any { return make([]byte, w.RecordSize) }}
+		seqs     = make([]int64, w.Partitions)
+		warmupN  = int64(0)
+	)
+	if w.Rate > 0 {
+		warmupN = int64(float64(w.Rate) * w.Warmup.Seconds())
+	}
+	promise := func(r *kgo.Record, err error) {
+		now := monoNow()
+		if err != nil {
+			if failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+			return
+		}
+		// Records go round-robin, so the sequence number in the
+		// partition gives the record's place in the run.
+		i := int64(binary.BigEndian.Uint64(r.Value[0:8]))*int64(w.Partitions) + int64(r.Partition)
+		lat[i] = uint32(min((now-int64(binary.BigEndian.Uint64(r.Value[8:16])))/1000, 1<<32-1))
+		bufs.Put(r.Value)
+	}
+
+	start = time.Now()
+	var i int64
+	for i < total && ctx.Err() == nil {
+		due := total
+		if w.Rate > 0 {
+			due = min(total, int64(time.Since(start).Seconds()*float64(w.Rate))+1)
+			if i >= due {
+				time.Sleep(200 * time.Microsecond)
+				continue
+			}
+		}
+		for ; i < due; i++ {
+			p := int32(i % int64(w.Partitions))
+			v := bufs.Get().([]byte)
+			fillPayload(v, p, seqs[p], monoNow())
+			seqs[p]++
+			r := &kgo.Record{Topic: topic, Partition: p, Value: v}
+			cl.Produce(ctx, r, promise)
+			if failed.Load() > 0 {
+				break
+			}
+		}
+		if failed.Load() > 0 {
+			break
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return start, end, nil, err
+	}
+	end = time.Now()
+	if n := failed.Load(); n > 0 {
+		return start, end, nil, fmt.Errorf("%d records failed; first: %v", n, firstErr.Load())
+	}
+	if ctx.Err() != nil {
+		return start, end, nil, ctx.Err()
+	}
+	return start, end, lat[warmupN:], nil
+}
+
+// consumer reads the workload's partitions from the start, assigned
+// directly (no group), and checks that each partition's records arrive once,
+// in order, with the payload that was produced.
+type consumer struct {
+	cl        *kgo.Client
+	w         benchWorkload
+	topic     string
+	counts    []int64
+	next      []int64
+	wireBytes atomic.Int64
+	e2e       []uint32 // end-to-end mode: microseconds per record after warm-up
+	warmupTS  int64
+}
+
+type fetchBytesHook struct{ n *atomic.Int64 }
+
+func (h fetchBytesHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.n.Add(int64(m.CompressedBytes))
+}
+
+func newConsumer(addr, topic string, w benchWorkload, counts []int64) (*consumer, error) {
+	c := &consumer{w: w, topic: topic, counts: counts, next: make([]int64, len(counts))}
+	offsets := map[int32]kgo.Offset{}
+	for p := range int32(len(counts)) {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(64<<20),
+		kgo.FetchMaxPartitionBytes(8<<20),
+		kgo.WithHooks(fetchBytesHook{&c.wireBytes}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.cl = cl
+	if w.Rate > 0 {
+		c.e2e = make([]uint32, 0, w.total())
+	}
+	return c, nil
+}
+
+func (c *consumer) close() { c.cl.Close() }
+
+// waitReady connects and loads metadata so the first records produced are
+// not timed against the consumer's own start-up.
+func (c *consumer) waitReady(ctx context.Context) error {
+	if err := c.cl.Ping(ctx); err != nil {
+		return err
+	}
+	c.warmupTS = monoNow() + int64(c.w.Warmup)
+	return nil
+}
+
+func (c *consumer) run(ctx context.Context) error {
+	var total, done int64
+	for _, n := range c.counts {
+		total += n
+	}
+	const stall = 60 * time.Second
+	last := time.Now()
+	for done < total {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := c.cl.PollFetches(pctx)
+		cancel()
+		now := monoNow()
+		var problem error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			if problem == nil {
+				problem = fmt.Errorf("fetching %s/%d: %w", t, p, err)
+			}
+		})
+		if problem != nil {
+			return problem
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n := int64(0)
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			for _, r := range ftp.Records {
+				if problem != nil {
+					return
+				}
+				p := r.Partition
+				if p < 0 || int(p) >= len(c.next) {
+					problem = fmt.Errorf("record from partition %d", p)
+					return
+				}
+				if c.next[p] >= c.counts[p] {
+					problem = fmt.Errorf("partition %d: more than the %d records produced (offset %d)", p, c.counts[p], r.Offset)
+					return
+				}
+				if msg := checkPayload(r.Value, p, c.next[p], c.w.RecordSize); msg != "" {
+					problem = fmt.Errorf("partition %d offset %d: %s", p, r.Offset, msg)
+					return
+				}
+				if c.e2e != nil {
+					ts := int64(binary.BigEndian.Uint64(r.Value[8:16]))
+					if ts >= c.warmupTS {
+						c.e2e = append(c.e2e, uint32(min((now-ts)/1000, 1<<32-1)))
+					}
+				}
+				c.next[p]++
+				n++
+			}
+		})
+		if problem != nil {
+			return problem
+		}
+		if n > 0 {
+			done += n
+			last = time.Now()
+		} else if time.Since(last) > stall {
+			var missing []string
+			for p, got := range c.next {
+				if got < c.counts[p] {
+					missing = append(missing, fmt.Sprintf("%d (%d of %d)", p, got, c.counts[p]))
+				}
+			}
+			return fmt.Errorf("no records for %s; incomplete partitions: %s", stall, strings.Join(missing[:min(len(missing), 10)], ", "))
+		}
+	}
+	return nil
+}
+
+// checkEndOffsets asks the broker for each partition's log end offset:
+// exactly the records produced, so nothing was stored twice.
+func checkEndOffsets(ctx context.Context, addr, topic string, counts []int64) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing end offsets: %w", err)
+	}
+	var bad []string
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			bad = append(bad, fmt.Sprintf("%d: %v", o.Partition, o.Err))
+		} else if int(o.Partition) < len(counts) && o.Offset != counts[o.Partition] {
+			bad = append(bad, fmt.Sprintf("%d: end offset %d, %d records produced", o.Partition, o.Offset, counts[o.Partition]))
+		}
+	})
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("log end offsets: %s", strings.Join(bad[:min(len(bad), 10)], "; "))
+	}
+	return nil
+}
+
+// percentilesMs returns p50, p99 and p99.9 of microsecond samples, in ms.
+func percentilesMs(us []uint32) (p50, p99, p999 float64) {
+	if len(us) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(us)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(s)-1))
+		return float64(s[i]) / 1000
+	}
+	return at(0.50), at(0.99), at(0.999)
+}
+
+// firstProduce retries an acks=all produce of one record to an
+// auto-created topic until it succeeds, and returns when it did.
+func firstProduce(ctx context.Context, addr string) (time.Time, error) {
+	// Wait for the listener first, polling every millisecond: the client's
+	// own retries back off further than that.
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, fmt.Errorf("no listener on %s: %w (last error: %v)", addr, ctx.Err(), err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addr),
+		kgo.AllowAutoTopicCreation(),
+		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
+		kgo.MetadataMinAge(10*time.Millisecond),
+		kgo.UnknownTopicRetries(-1),
+		kgo.DialTimeout(time.Second),
+	)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer cl.Close()
+	for {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "bench-startup", Value: []byte("first")}).FirstErr()
+		if err == nil {
+			return time.Now(), nil
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, fmt.Errorf("no successful produce: %w (last error: %v)", ctx.Err(), err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func readCPU(f func() time.Duration) time.Duration {
+	if f == nil {
+		return -1
+	}
+	return f()
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processCPU reads a process's user+system CPU time from /proc/PID/stat,
+// or -1.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The command name (field 2) may hold spaces; fields after ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut) // utime, field 14
+	fmt.Sscan(f[12], &st) // stime, field 15
+	const userHZ = 100    // USER_HZ: clock ticks per second on Linux
+	return time.Duration(ut+st) * time.Second / userHZ
+}
