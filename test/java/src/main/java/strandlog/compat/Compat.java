@@ -1,16 +1,23 @@
 package strandlog.compat;
 
+import java.io.BufferedOutputStream;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
@@ -27,16 +34,25 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.StickyAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -50,6 +66,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                            prints "record p o key value" in (partition, offset) order
  *                                            and "consumed N sha256=HEX"
  * admin BOOTSTRAP TOPIC                      AdminClient calls, one "STEP name OK|FAIL detail" line each
+ * group-consume BOOTSTRAP TOPIC GROUP [PROP=VALUE...]
+ *                                            KafkaConsumer subscribed to TOPIC in GROUP, committing like a
+ *                                            service (see groupConsume); prints test/grouptest's log format
  * </pre>
  *
  * The checksum is SHA-256 over "partition:offset:key:value\n" for each record in that order.
@@ -69,12 +88,18 @@ public final class Compat {
             }
             case "consume" -> consume(bootstrap, topic, Integer.parseInt(args[3]));
             case "admin" -> admin(bootstrap, topic);
+            case "group-consume" -> {
+                if (args.length < 4) {
+                    usage();
+                }
+                groupConsume(bootstrap, topic, args[3], List.of(args).subList(4, args.length));
+            }
             default -> usage();
         }
     }
 
     private static void usage() {
-        System.err.println("usage: Compat produce|consume|admin BOOTSTRAP TOPIC [N] [PROP=VALUE...]");
+        System.err.println("usage: Compat produce|consume|admin|group-consume BOOTSTRAP TOPIC [N|GROUP] [PROP=VALUE...]");
         System.exit(2);
     }
 
@@ -154,6 +179,214 @@ public final class Compat {
         System.out.flush();
         if (got.size() < n) {
             System.exit(1);
+        }
+    }
+
+    /** Assignor names as Kafka's protocol names them, to the Java client's classes. */
+    static final Map<String, String> ASSIGNORS = Map.of(
+            "range", RangeAssignor.class.getName(),
+            "roundrobin", RoundRobinAssignor.class.getName(),
+            "sticky", StickyAssignor.class.getName(),
+            "cooperative-sticky", CooperativeStickyAssignor.class.getName());
+
+    /**
+     * A group member that behaves like a service: it processes what it polls (prints it), commits what it
+     * processed synchronously every compat.commit.every records (100) or compat.commit.ms (200), and when
+     * partitions are revoked; it never commits a partition it no longer owns. Output is test/grouptest's log
+     * format (see test/grouptest/log.go): assigned/revoked/lost/processed/committed/commitfailed/closed lines,
+     * the processed lines flushed before the commit that covers them.
+     *
+     * <p>Settings, as PROP=VALUE arguments: compat.assignor (range, roundrobin, sticky, cooperative-sticky, a
+     * comma list of those, or default for the client's default list), compat.deadline.ms (180000: then it closes
+     * cleanly), compat.commit.every, compat.commit.ms; every other PROP=VALUE is a consumer property
+     * (group.instance.id for static membership, session.timeout.ms, client.id, ...). It closes cleanly on
+     * SIGTERM (a shutdown hook wakes the consumer up and waits for it to commit and close); SIGKILL is the
+     * crash the tests want.
+     */
+    static void groupConsume(String bootstrap, String topic, String group, List<String> extra) throws Exception {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        Map<String, String> compat = new HashMap<>();
+        for (String kv : extra) {
+            int eq = kv.indexOf('=');
+            String k = kv.substring(0, eq), v = kv.substring(eq + 1);
+            if (k.startsWith("compat.")) {
+                compat.put(k, v);
+            } else {
+                p.put(k, v);
+            }
+        }
+        String assignor = compat.getOrDefault("compat.assignor", "default");
+        if (!assignor.equals("default")) {
+            List<String> classes = new ArrayList<>();
+            for (String name : assignor.split(",")) {
+                String c = ASSIGNORS.get(name);
+                if (c == null) {
+                    throw new IllegalArgumentException("unknown assignor " + name);
+                }
+                classes.add(c);
+            }
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", classes));
+        }
+        long deadline = System.nanoTime() + Duration.ofMillis(
+                Long.parseLong(compat.getOrDefault("compat.deadline.ms", "180000"))).toNanos();
+        int commitEvery = Integer.parseInt(compat.getOrDefault("compat.commit.every", "100"));
+        long commitNanos = Duration.ofMillis(Long.parseLong(compat.getOrDefault("compat.commit.ms", "200"))).toNanos();
+
+        PrintStream out = new PrintStream(new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16),
+                false, StandardCharsets.UTF_8);
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+        GroupMember m = new GroupMember(consumer, out);
+        Thread main = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            m.stopping = true;
+            try {
+                consumer.wakeup();
+                main.join(20_000);
+            } catch (Exception e) {
+                // closed already, or interrupted: nothing more to wait for
+            }
+        }));
+        consumer.subscribe(List.of(topic), m);
+        try {
+            while (!m.stopping && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    out.printf("processed %d %d %s %s%n", r.partition(), r.offset(), r.key(), r.value());
+                    m.next.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+                    m.since++;
+                }
+                out.flush();
+                if (m.since >= commitEvery || System.nanoTime() - m.lastCommit >= commitNanos) {
+                    m.commit(new ArrayList<>(m.next.keySet()));
+                }
+            }
+        } catch (WakeupException e) {
+            // the shutdown hook: close cleanly
+        }
+        m.stopping = true;
+        m.commit(new ArrayList<>(m.next.keySet()));
+        try {
+            consumer.close(CloseOptions.timeout(Duration.ofSeconds(10)));
+        } catch (Exception e) {
+            System.err.println("close: " + e);
+        }
+        out.printf("closed %d%n", GroupMember.micros());
+        out.flush();
+    }
+
+    /** The rebalance listener and commit bookkeeping of groupConsume. */
+    static final class GroupMember implements ConsumerRebalanceListener {
+        final KafkaConsumer<String, String> consumer;
+        final PrintStream out;
+        final Map<TopicPartition, Long> next = new HashMap<>(); // owned: the next offset to process
+        final Map<TopicPartition, Long> committed = new HashMap<>();
+        volatile boolean stopping;
+        int since;
+        long lastCommit = System.nanoTime();
+
+        GroupMember(KafkaConsumer<String, String> consumer, PrintStream out) {
+            this.consumer = consumer;
+            this.out = out;
+        }
+
+        static long micros() {
+            Instant now = Instant.now();
+            return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+        }
+
+        static String parts(Collection<TopicPartition> ps) {
+            if (ps.isEmpty()) {
+                return "-";
+            }
+            List<Integer> l = new ArrayList<>();
+            for (TopicPartition tp : ps) {
+                l.add(tp.partition());
+            }
+            l.sort(null);
+            StringBuilder b = new StringBuilder();
+            for (int p : l) {
+                b.append(b.length() == 0 ? "" : ",").append(p);
+            }
+            return b.toString();
+        }
+
+        void line(String s) {
+            out.println(s);
+            out.flush();
+        }
+
+        void commit(Collection<TopicPartition> only) {
+            Map<TopicPartition, OffsetAndMetadata> offs = new TreeMap<>(
+                    Comparator.comparingInt(TopicPartition::partition));
+            for (TopicPartition tp : only) {
+                Long n = next.get(tp);
+                if (n != null && n > committed.getOrDefault(tp, -1L)) {
+                    offs.put(tp, new OffsetAndMetadata(n));
+                }
+            }
+            since = 0;
+            lastCommit = System.nanoTime();
+            if (offs.isEmpty()) {
+                return;
+            }
+            out.flush(); // what was processed, before the commit that covers it
+            for (int attempt = 0; ; attempt++) {
+                try {
+                    consumer.commitSync(offs, Duration.ofSeconds(10));
+                    StringBuilder b = new StringBuilder();
+                    for (var e : offs.entrySet()) {
+                        committed.put(e.getKey(), e.getValue().offset());
+                        b.append(b.length() == 0 ? "" : ",").append(e.getKey().partition()).append(':')
+                                .append(e.getValue().offset());
+                    }
+                    line("committed " + micros() + " " + b);
+                    return;
+                } catch (WakeupException e) {
+                    // the shutdown hook's wakeup hit the commit: stop after it, but commit first
+                    stopping = true;
+                    if (attempt > 0) {
+                        line("commitfailed " + micros() + " " + e);
+                        return;
+                    }
+                } catch (KafkaException e) {
+                    line(("commitfailed " + micros() + " " + e.getClass().getSimpleName() + ": " + e.getMessage())
+                            .replace('\n', ' '));
+                    return;
+                }
+            }
+        }
+
+        void forget(Collection<TopicPartition> ps, String kind) {
+            for (TopicPartition tp : ps) {
+                next.remove(tp);
+                committed.remove(tp);
+            }
+            line(kind + " " + micros() + " " + parts(ps));
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> ps) {
+            commit(ps);
+            forget(ps, "revoked");
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> ps) {
+            forget(ps, "lost");
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> ps) {
+            for (TopicPartition tp : ps) {
+                next.remove(tp);
+                committed.put(tp, -1L);
+            }
+            line("assigned " + micros() + " " + parts(ps));
         }
     }
 

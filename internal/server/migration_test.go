@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// The migration playbook (test/grouptest.RunPlaybook) against an in-process
+// broker, franz-go as both v1 and v2, cross-checked with the coordinator's
+// rebalance history: the hand-offs it recorded are the changes of owner the
+// consumers logged, with the committed offsets they logged, and each new
+// owner's first fetch is the committed offset. test/compat runs the same
+// playbook against the real binary, with the Java client as v1 too.
+
+const migrationGroup = "orders-processor"
+
+func TestMigrationPlaybook(t *testing.T) {
+	b := testutil.StartBroker(t, func(c *config.Broker) {
+		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
+		c.GroupMinSessionTimeout = 500 * time.Millisecond
+	})
+	const partitions = 10
+	createTopic(t, b.Addr, "orders", partitions)
+	const session = 3 * time.Second
+	start := func(name string) (grouptest.Member, error) {
+		c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: b.Addr, Group: migrationGroup,
+			Topic: "orders", SessionTimeout: session, HeartbeatInterval: 200 * time.Millisecond})
+		if err == nil {
+			t.Cleanup(func() { c.Kill(); c.Wait() })
+		}
+		return c, err
+	}
+	res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
+		Partitions: partitions, V1: start, V2: start, SessionTimeout: session, Settle: 700 * time.Millisecond})
+	if t.Failed() {
+		return
+	}
+	h, ok := b.Server().Groups().History(migrationGroup)
+	if !ok {
+		t.Fatal("no rebalance history")
+	}
+	crossCheckHistory(t, res, h, "orders", "v2-canary")
+}
+
+// ownership is a member's consecutive sessions of a partition, merged.
+type ownership struct {
+	member    string
+	sessions  []*grouptest.Session
+	committed int64 // highest commit logged in them, -1 if none
+	last      int64 // highest offset processed, -1 if none
+}
+
+func ownerships(ss []*grouptest.Session) []*ownership {
+	var out []*ownership
+	for _, s := range ss {
+		if n := len(out); n > 0 && out[n-1].member == s.Member {
+			o := out[n-1]
+			o.sessions = append(o.sessions, s)
+			o.committed, o.last = max(o.committed, s.Committed), max(o.last, s.Last())
+			continue
+		}
+		out = append(out, &ownership{member: s.Member, sessions: []*grouptest.Session{s}, committed: s.Committed, last: s.Last()})
+	}
+	return out
+}
+
+// crossCheckHistory compares the broker's hand-offs with the consumers'
+// logs, partition by partition: the same sequence of owners; at each
+// hand-off the committed offset the logs show (a killed owner may have had
+// a commit land that it never logged: then between that and what it
+// processed); the new owner's first fetch at the committed offset and
+// equal to the first offset it processed; and every record processed
+// twice inside the previous owner's fetched-but-uncommitted window.
+func crossCheckHistory(t *testing.T, res *grouptest.PlaybookResult, h group.History, topic, killed string) {
+	t.Helper()
+	byPart := map[int32][]group.Handoff{}
+	for _, ho := range h.Handoffs {
+		if ho.Topic == topic {
+			byPart[ho.Partition] = append(byPart[ho.Partition], ho)
+		}
+	}
+	var histBound, dups int64
+	for p, ss := range res.Report.Sessions {
+		owners := ownerships(ss)
+		hos := byPart[p]
+		var logNames, histNames []string
+		for _, o := range owners {
+			logNames = append(logNames, o.member)
+		}
+		for _, ho := range hos {
+			histNames = append(histNames, ho.To.ClientID)
+		}
+		if !slices.Equal(logNames, histNames) {
+			t.Errorf("partition %d: owners %v by the consumers' logs, %v by the broker's hand-offs", p, logNames, histNames)
+			continue
+		}
+		committed := int64(-1) // highest commit logged before each ownership
+		for i, ho := range hos {
+			o := owners[i]
+			what := fmt.Sprintf("partition %d, hand-off %d (%s → %s, generation %d)", p, i, ho.From.ClientID, ho.To.ClientID, ho.Generation)
+			var prev *ownership
+			if i > 0 {
+				prev = owners[i-1]
+				if ho.From.ClientID != prev.member {
+					t.Errorf("%s: from %s by the logs", what, prev.member)
+				}
+			} else if ho.From.MemberID != "" {
+				t.Errorf("%s: the first assignment has a previous owner", what)
+			}
+			switch {
+			case prev != nil && prev.member == killed:
+				if ho.Committed < committed || ho.Committed > max(committed, prev.last+1) {
+					t.Errorf("%s: committed %d at the hand-off; the killed owner logged commits up to %d and processed up to %d",
+						what, ho.Committed, committed, prev.last)
+				}
+			case ho.Committed != committed:
+				t.Errorf("%s: committed %d at the hand-off, the consumers logged %d", what, ho.Committed, committed)
+			}
+			if first := o.sessions[0].First(); first >= 0 {
+				if ho.FirstFetched != first || ho.FirstFetched != max(ho.Committed, 0) {
+					t.Errorf("%s: first fetch at %d, first record processed %d, committed %d", what, ho.FirstFetched, first, ho.Committed)
+				}
+			}
+			if prev != nil {
+				if ho.LastFetched >= 0 && ho.Committed >= 0 {
+					histBound += max(0, ho.LastFetched-ho.Committed)
+				}
+				// Records processed by both: inside [Committed, what prev fetched or processed).
+				upTo := max(ho.LastFetched, prev.last+1)
+				seen := map[int64]bool{}
+				for _, s := range prev.sessions {
+					for _, off := range s.Offsets {
+						seen[off] = true
+					}
+				}
+				for _, s := range o.sessions {
+					for _, off := range s.Offsets {
+						if !seen[off] {
+							continue
+						}
+						dups++
+						if off < ho.Committed || off >= upTo {
+							t.Errorf("%s: %d processed by both, outside [%d, %d)", what, off, ho.Committed, upTo)
+						}
+					}
+				}
+			}
+			committed = max(committed, o.committed)
+		}
+	}
+	t.Logf("broker history: %d hand-offs of %s; records processed again after a hand-off %d; "+
+		"fetched (by the broker's fetch positions) but uncommitted at the hand-offs %d; by the consumers' logs %d",
+		len(h.Handoffs), topic, dups, histBound, res.Report.Bound)
+}

@@ -1,0 +1,474 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// Consumer groups with real clients: each client runs as a group member that
+// prints test/grouptest's log format (assigned/revoked/processed/committed
+// lines), so one set of checks serves them all.
+
+const (
+	groupPartitions = 10
+	// groupSession is the members' session timeout: short (Strand's
+	// group.min.session.timeout.ms default is 6 s) so that crashes are
+	// noticed quickly.
+	groupSession = 6 * time.Second
+)
+
+// groupBrokerArgs make groups form quickly: the first rebalance waits 200 ms
+// for more members instead of Kafka's 3 s.
+var groupBrokerArgs = []string{"--group-initial-rebalance-delay", "200ms"}
+
+func groupCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// procMember is a group member in its own process (Java, Python, kcat)
+// whose standard output is its log.
+type procMember struct {
+	name   string
+	cmd    *exec.Cmd
+	log    grouptest.Lines
+	stderr grouptest.Lines
+	done   chan struct{}
+	err    error
+	// closedLine: the client prints no "closed" line of its own (kcat), so
+	// Stop adds one after a clean exit.
+	closedLine bool
+	stopOnce   sync.Once
+	ended      atomic.Bool // by Stop or Kill
+}
+
+// startProcMember starts a member process. stdout is its log unless the
+// caller rewires it (setup runs before the start).
+func startProcMember(t *testing.T, name, dir string, setup func(*procMember), bin string, args ...string) *procMember {
+	t.Helper()
+	p := &procMember{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.stderr
+	if setup != nil {
+		setup(p)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s (%s) exited with %v; stderr:\n%s\nlog (events but processed):\n%s", name, strings.Join(p.cmd.Args, " "),
+				p.err, headLines(p.stderr.String(), 60), eventsOf(p.Log(), 40))
+		}
+	})
+	return p
+}
+
+func (p *procMember) Name() string        { return p.name }
+func (p *procMember) Log() *grouptest.Log { return grouptest.Parse(p.name, p.log.String()) }
+
+// Crashed implements grouptest.Crasher.
+func (p *procMember) Crashed() error {
+	select {
+	case <-p.done:
+		if !p.ended.Load() {
+			return fmt.Errorf("exited on its own: %v; stderr:\n%s", p.err, headLines(p.stderr.String(), 20))
+		}
+	default:
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits for the process to close cleanly.
+func (p *procMember) Stop() error {
+	var err error
+	p.stopOnce.Do(func() {
+		p.ended.Store(true)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			if p.closedLine {
+				p.log.Printf("closed %s", grouptest.Micros(time.Now()))
+			}
+		case <-time.After(30 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+			err = fmt.Errorf("%s did not exit within 30s of SIGTERM", p.name)
+		}
+	})
+	return err
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *procMember) Kill() {
+	p.stopOnce.Do(func() {
+		p.ended.Store(true)
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+}
+
+// eventsOf is a log's events but the processed ones, one a line.
+func eventsOf(l *grouptest.Log, n int) string {
+	var out []string
+	processed := 0
+	for _, e := range l.Events {
+		switch e.Kind {
+		case grouptest.Processed:
+			processed++
+			continue
+		case grouptest.Committed:
+			out = append(out, fmt.Sprintf("%s %s %s", e.Kind, e.Time.Format("15:04:05.000"), grouptest.FormatOffsets(e.Offsets)))
+		default:
+			out = append(out, fmt.Sprintf("%s %s %s %s", e.Kind, e.Time.Format("15:04:05.000"), grouptest.FormatParts(e.Partitions), e.Detail))
+		}
+	}
+	if len(out) > n {
+		out = append([]string{fmt.Sprintf("... %d earlier", len(out)-n)}, out[len(out)-n:]...)
+	}
+	return strings.Join(out, "\n") + fmt.Sprintf("\n(%d records processed)", processed)
+}
+
+// kgoMember is a franz-go member (grouptest.Consumer) in the test process,
+// killed by cutting its connections.
+//
+// STRAND_COMPAT_KGO_LOG=info (or debug, warn) keeps the client's own log,
+// shown when the test fails.
+func kgoMember(t *testing.T, addr, topic, group, name string, balancers ...kgo.GroupBalancer) grouptest.Member {
+	t.Helper()
+	var clientLog grouptest.Lines
+	var opts []kgo.Opt
+	if lvl := os.Getenv("STRAND_COMPAT_KGO_LOG"); lvl != "" {
+		l, ok := map[string]kgo.LogLevel{"error": kgo.LogLevelError, "warn": kgo.LogLevelWarn,
+			"info": kgo.LogLevelInfo, "debug": kgo.LogLevelDebug}[lvl]
+		if !ok {
+			t.Fatalf("STRAND_COMPAT_KGO_LOG=%s: want error, warn, info or debug", lvl)
+		}
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(&clientLog, l, func() string {
+			return time.Now().Format("15:04:05.000 ")
+		})))
+	}
+	c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: group, Topic: topic,
+		Balancers: balancers, SessionTimeout: groupSession, Opts: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Kill()
+		c.Wait()
+		if t.Failed() {
+			t.Logf("%s log (events but processed):\n%s", name, eventsOf(c.Log(), 40))
+			if s := clientLog.String(); s != "" {
+				t.Logf("%s client log:\n%s", name, tail(s, 16<<10))
+			}
+		}
+	})
+	return c
+}
+
+// javaMember runs the Java helper's group-consume mode (KafkaConsumer);
+// props are PROP=VALUE pairs, consumer properties or compat.* settings.
+func javaMember(t *testing.T, addr, topic, group, name string, props ...string) grouptest.Member {
+	t.Helper()
+	java, cp := javaHelper(t)
+	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+	// More JVM options, such as a log level for the client:
+	// -Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer=info
+	args = append(args, strings.Fields(os.Getenv("STRAND_COMPAT_JAVA_OPTS"))...)
+	args = append(args, "-cp", cp, "strandlog.compat.Compat",
+		"group-consume", addr, topic, group, "client.id="+name,
+		fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()), "heartbeat.interval.ms=500",
+		"max.poll.interval.ms=20000", "compat.deadline.ms=240000")
+	return startProcMember(t, name, "", nil, java, append(args, props...)...)
+}
+
+// pythonMember runs test/python/group_consume.py (kafka-python).
+func pythonMember(t *testing.T, addr, topic, group, name string, extra ...string) grouptest.Member {
+	t.Helper()
+	args := []string{"group_consume.py", "--bootstrap", addr, "--topic", topic, "--group", group, "--client-id", name,
+		"--session-ms", fmt.Sprint(groupSession.Milliseconds()), "--heartbeat-ms", "500", "--deadline-s", "240"}
+	return startProcMember(t, name, pythonDir, nil, systemPython, append(args, extra...)...)
+}
+
+// kcatMember runs kcat -G (librdkafka's balanced consumer group, range
+// assignor, offsets auto-committed): its output format makes the processed
+// lines, and its rebalance messages on stderr ("% Group g rebalanced
+// (memberid m): assigned: t [0], t [1]") become assigned and revoked lines.
+// Commits are librdkafka's own, so the log has none, and they come every
+// 5 s (librdkafka's default) and on revoke and close: kcat's -X sets
+// auto.commit.interval.ms on the legacy topic configuration, which the
+// group consumer ignores (-X dump shows it), so it cannot be shortened.
+func kcatMember(t *testing.T, kcat, addr, topic, group, name string) grouptest.Member {
+	t.Helper()
+	setup := func(p *procMember) {
+		p.closedLine = true
+		// One pipe for both streams (exec shares it when Stdout and
+		// Stderr are the same writer), so that a rebalance message and
+		// the records around it stay in the order kcat wrote them.
+		w := &lineWriter{line: func(l string) {
+			switch {
+			case strings.HasPrefix(l, "processed "):
+				p.log.Printf("%s", l)
+			default:
+				p.stderr.Printf("%s", l)
+				if e := kcatRebalance(l); e != "" {
+					p.log.Printf("%s", e)
+				}
+			}
+		}}
+		p.cmd.Stdout, p.cmd.Stderr = w, w
+	}
+	return startProcMember(t, name, "", setup, kcat, "-b", addr, "-G", group, "-u",
+		"-f", `processed %p %o %k %s\n`,
+		"-X", "client.id="+name, "-X", fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()),
+		"-X", "heartbeat.interval.ms=500", "-X", "auto.offset.reset=earliest",
+		topic)
+}
+
+var (
+	kcatRebalanceRE = regexp.MustCompile(`^% Group \S+ rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)$`)
+	kcatPartRE      = regexp.MustCompile(`\[(\d+)\]`)
+)
+
+// kcatRebalance turns a kcat rebalance message into a log line, or "".
+func kcatRebalance(line string) string {
+	m := kcatRebalanceRE.FindStringSubmatch(line)
+	if m == nil {
+		return ""
+	}
+	var ps []string
+	for _, pm := range kcatPartRE.FindAllStringSubmatch(m[2], -1) {
+		ps = append(ps, pm[1])
+	}
+	list := "-"
+	if len(ps) > 0 {
+		list = strings.Join(ps, ",")
+	}
+	return fmt.Sprintf("%s %s %s", m[1], grouptest.Micros(time.Now()), list)
+}
+
+// lineWriter hands whole lines to line; output from two streams can then
+// share a log without tearing lines.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	line func(string)
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.line(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// produceKeyed writes n keyed records synchronously with franz-go (key
+// key-(i%64), value PREFIX-i) and adds what was acknowledged to into.
+func produceKeyed(t *testing.T, ctx context.Context, addr, topic, prefix string, n int, into grouptest.Produced, opts ...kgo.Opt) {
+	t.Helper()
+	cl := client(t, addr, append([]kgo.Opt{kgo.DefaultProduceTopic(topic)}, opts...)...)
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i%grouptest.ProducerKeys), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("producing %s: %v", prefix, err)
+	}
+	for _, r := range rs {
+		if into[r.Partition] == nil {
+			into[r.Partition] = map[int64]grouptest.Record{}
+		}
+		into[r.Partition][r.Offset] = grouptest.Record{Key: string(r.Key), Value: string(r.Value)}
+	}
+}
+
+// checkAccounting runs grouptest.Check and reports problems; maxDup >= 0
+// also caps the duplicates.
+func checkAccounting(t *testing.T, what string, produced grouptest.Produced, maxDup int, ms ...grouptest.Member) *grouptest.Report {
+	t.Helper()
+	var logs []*grouptest.Log
+	for _, m := range ms {
+		logs = append(logs, m.Log())
+	}
+	r := grouptest.Check(produced, logs...)
+	t.Logf("%s: %s", what, r.Summary())
+	if !r.OK() {
+		t.Errorf("%s: accounting failed:\n%s", what, r.Details(30))
+	}
+	if maxDup >= 0 && r.Duplicates > maxDup {
+		t.Errorf("%s: %d records processed twice, want at most %d:\n%s", what, r.Duplicates, maxDup, r.Details(30))
+	}
+	return r
+}
+
+// groupScenario is the group-of-three test for one client.
+type groupScenario struct {
+	group, topic string
+	start        func(name string) grouptest.Member
+	session      time.Duration
+	// static: the members have group.instance.ids; the scenario also
+	// restarts one within the session timeout, which must not rebalance.
+	static bool
+	// produce are options for the producers (kafka-python cannot read
+	// franz-go's default snappy batches).
+	produce []kgo.Opt
+}
+
+// runGroupOfThree: three members on a 10-partition topic get every
+// partition exactly once (by their logs and by DescribeGroups) and
+// process every record once; a killed member's partitions (no LeaveGroup)
+// move to the others within the session timeout, and the records after
+// that are all processed, duplicates only from the dead member's
+// uncommitted tail; the survivors then leave cleanly.
+func runGroupOfThree(t *testing.T, b *testutil.Process, sc groupScenario) {
+	ctx := groupCtx(t, 3*time.Minute)
+	createTopic(t, b.Addr, sc.topic, groupPartitions, nil)
+	adm := grouptest.Admin(t, b.Addr)
+	settled := func(ms ...grouptest.Member) time.Duration {
+		t.Helper()
+		return grouptest.WaitSettled(t, ctx, adm, sc.group, sc.topic, groupPartitions, ms...)
+	}
+	var ms []grouptest.Member
+	for i := range 3 {
+		ms = append(ms, sc.start(fmt.Sprintf("%s-%d", sc.group, i)))
+	}
+	took := settled(ms...)
+	var owned [][]int32
+	for _, m := range ms {
+		owned = append(owned, m.Log().Owned())
+		if n := len(m.Log().Owned()); n < 3 || n > 4 {
+			t.Errorf("%s owns %v: not balanced", m.Name(), m.Log().Owned())
+		}
+	}
+	ds, _ := adm.DescribeGroups(ctx, sc.group)
+	t.Logf("3 members settled after %v, protocol %s: %v", took.Round(time.Millisecond), ds[sc.group].Protocol, owned)
+
+	produced := grouptest.Produced{}
+	produceKeyed(t, ctx, b.Addr, sc.topic, "a", 300, produced, sc.produce...)
+	grouptest.WaitProcessed(t, ctx, produced, ms...)
+	checkAccounting(t, "3 members", produced, 0, ms...)
+
+	if sc.static {
+		// A static member restarts within its session: it takes its place
+		// back with its partitions, and the others see no rebalance.
+		before := make([]int, len(ms))
+		for i, m := range ms {
+			before[i] = len(m.Log().Events)
+		}
+		old := ms[1]
+		prev := old.Log().Owned()
+		if err := old.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		ms[1] = sc.start(old.Name())
+		settled(ms...)
+		t.Logf("static member %s restarted and owned %v again after %v", old.Name(), ms[1].Log().Owned(),
+			time.Since(restarted).Round(time.Millisecond))
+		if got := ms[1].Log().Owned(); !slices.Equal(got, prev) {
+			t.Errorf("restarted static member owns %v, had %v", got, prev)
+		}
+		for _, i := range []int{0, 2} {
+			for _, e := range ms[i].Log().Events[before[i]:] {
+				if e.Kind == grouptest.Assigned || e.Kind == grouptest.Revoked || e.Kind == grouptest.Lost {
+					t.Errorf("%s saw a rebalance when the static member restarted: %s %v", ms[i].Name(), e.Kind, e.Partitions)
+				}
+			}
+		}
+		ds, _ := adm.DescribeGroups(ctx, sc.group)
+		for _, m := range ds[sc.group].Members {
+			if m.InstanceID == nil {
+				t.Errorf("member %s (%s) has no instance id", m.MemberID, m.ClientID)
+			}
+		}
+		produceKeyed(t, ctx, b.Addr, sc.topic, "s", 200, produced, sc.produce...)
+		grouptest.WaitProcessed(t, ctx, produced, append(ms, old)...)
+		// Everything was committed when it stopped: nothing is read twice.
+		checkAccounting(t, "after the static restart", produced, 0, append(ms, old)...)
+		ms = append(ms, old) // its log stays part of the accounting
+	}
+
+	// The kill comes while a producer writes, so the dead member has
+	// records processed and not yet committed.
+	prod, err := grouptest.StartProducer(b.Addr, sc.topic, 300, sc.produce...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	dead := ms[2]
+	lost := dead.Log().Owned()
+	dead.Kill()
+	took = settled(ms[:2]...)
+	t.Logf("killed %s: its partitions %v moved after %v (session timeout %v)", dead.Name(), lost,
+		took.Round(time.Millisecond), sc.session)
+	if limit := sc.session + 4*time.Second; took > limit {
+		t.Errorf("partitions of the killed member moved after %v, more than the session timeout %v and a rebalance", took, sc.session)
+	}
+	time.Sleep(time.Second)
+	if err := prod.Stop(ctx); err != nil {
+		t.Errorf("producer: %v", err)
+	}
+	produced.Add(prod.Acked())
+	if err := produced.Dense(); err != nil {
+		t.Errorf("producer: %v", err)
+	}
+	grouptest.WaitProcessed(t, ctx, produced, ms...)
+	for _, m := range ms[:2] {
+		if err := m.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+	checkAccounting(t, "after the kill", produced, -1, ms...)
+	for _, m := range ms[:2] {
+		if !m.Log().Has(grouptest.Closed) {
+			t.Errorf("%s did not close cleanly", m.Name())
+		}
+	}
+	// Closing cleanly committed everything.
+	checkCommitted(t, ctx, adm, sc.group, sc.topic, produced.Ends())
+}
+
+// checkCommitted checks a group's committed offsets are want.
+func checkCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, want map[int32]int64) {
+	t.Helper()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetching %s's offsets: %v", group, err)
+	}
+	for p, end := range want {
+		if o, ok := offs.Lookup(topic, p); !ok || o.At != end || o.Err != nil {
+			t.Errorf("group %s: partition %d committed %+v, want %d", group, p, o, end)
+		}
+	}
+}
