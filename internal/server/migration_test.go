@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/testutil"
@@ -13,7 +15,8 @@ import (
 )
 
 // The migration playbook (test/grouptest.RunPlaybook) against an in-process
-// broker, franz-go as both v1 and v2, cross-checked with the coordinator's
+// broker, franz-go as both v1 and v2 (cooperative-sticky, and eager range,
+// where every rebalance revokes everything), cross-checked with the coordinator's
 // rebalance history: the hand-offs it recorded are the changes of owner the
 // consumers logged, with the committed offsets they logged, and each new
 // owner's first fetch is the committed offset. test/compat runs the same
@@ -22,31 +25,36 @@ import (
 const migrationGroup = "orders-processor"
 
 func TestMigrationPlaybook(t *testing.T) {
-	b := testutil.StartBroker(t, func(c *config.Broker) {
-		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
-		c.GroupMinSessionTimeout = 500 * time.Millisecond
-	})
-	const partitions = 10
-	createTopic(t, b.Addr, "orders", partitions)
-	const session = 3 * time.Second
-	start := func(name string) (grouptest.Member, error) {
-		c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: b.Addr, Group: migrationGroup,
-			Topic: "orders", SessionTimeout: session, HeartbeatInterval: 200 * time.Millisecond})
-		if err == nil {
-			t.Cleanup(func() { c.Kill(); c.Wait() })
-		}
-		return c, err
+	for _, bal := range []kgo.GroupBalancer{kgo.CooperativeStickyBalancer(), kgo.RangeBalancer()} {
+		t.Run(bal.ProtocolName(), func(t *testing.T) {
+			b := testutil.StartBroker(t, func(c *config.Broker) {
+				c.GroupInitialRebalanceDelay = 100 * time.Millisecond
+				c.GroupMinSessionTimeout = 500 * time.Millisecond
+			})
+			const partitions = 10
+			createTopic(t, b.Addr, "orders", partitions)
+			const session = 3 * time.Second
+			start := func(name string) (grouptest.Member, error) {
+				c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: b.Addr, Group: migrationGroup,
+					Topic: "orders", Balancers: []kgo.GroupBalancer{bal}, SessionTimeout: session,
+					HeartbeatInterval: 200 * time.Millisecond})
+				if err == nil {
+					t.Cleanup(func() { c.Kill(); c.Wait() })
+				}
+				return c, err
+			}
+			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
+				Partitions: partitions, V1: start, V2: start, SessionTimeout: session, Settle: 700 * time.Millisecond})
+			if t.Failed() {
+				return
+			}
+			h, ok := b.Server().Groups().History(migrationGroup)
+			if !ok {
+				t.Fatal("no rebalance history")
+			}
+			crossCheckHistory(t, res, h, "orders", "v2-canary")
+		})
 	}
-	res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
-		Partitions: partitions, V1: start, V2: start, SessionTimeout: session, Settle: 700 * time.Millisecond})
-	if t.Failed() {
-		return
-	}
-	h, ok := b.Server().Groups().History(migrationGroup)
-	if !ok {
-		t.Fatal("no rebalance history")
-	}
-	crossCheckHistory(t, res, h, "orders", "v2-canary")
 }
 
 // ownership is a member's consecutive sessions of a partition, merged.

@@ -19,6 +19,31 @@
 // acknowledged record survives), and SIGTERM under load (exit 0 within
 // seconds, clean logs on restart).
 //
+// Consumer groups (classic protocol), every client a group member that
+// prints test/grouptest's log format (what it was assigned, processed and
+// committed), so that one accounting (grouptest.Check) serves them all:
+//
+//   - group_clients_test.go: three members on a 10-partition topic get
+//     every partition exactly once (by their logs and by DescribeGroups)
+//     and process every record once; a member killed without a LeaveGroup
+//     (process killed, or franz-go's connections cut) loses its partitions
+//     to the others within the session timeout (6 s), with duplicates only
+//     from its uncommitted tail; the rest leave cleanly, everything
+//     committed. franz-go (range, cooperative-sticky), the Java client
+//     (Compat group-consume: eager range, CooperativeStickyAssignor, and
+//     static membership with a restart inside the session that must not
+//     rebalance), kcat -G (librdkafka) and kafka-python
+//     (test/python/group_consume.py).
+//   - migration_test.go: the migration playbook (grouptest.RunPlaybook)
+//     with franz-go as v1 and v2, and with the Java client as v1 and
+//     franz-go as v2 in one group.
+//   - group_restart_test.go: the broker restarted (SIGTERM, then kill -9
+//     under load) in the middle of a group's life: same members, committed
+//     offsets kept, nothing committed read again.
+//
+// The broker runs with group.initial.rebalance.delay.ms at 200 ms so that
+// groups form quickly.
+//
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
 // missing tool fails the test.
