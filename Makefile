@@ -37,6 +37,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateBatch$$' -fuzztime=$(FUZZTIME) ./internal/log/
 	$(GO) test -run='^$$' -fuzz='^FuzzForEachRecord$$' -fuzztime=$(FUZZTIME) ./internal/log/
 	$(GO) test -run='^$$' -fuzz='^FuzzRecover$$' -fuzztime=$(FUZZTIME) ./internal/log/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRequest$$' -fuzztime=$(FUZZTIME) ./internal/server/
 
 BENCH ?= .
 bench:
