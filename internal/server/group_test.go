@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // End-to-end consumer groups: franz-go consumers against an in-process
@@ -66,44 +66,12 @@ func produceN(t *testing.T, ctx context.Context, b *testutil.Broker, topic, pref
 	}
 }
 
-// killSwitch is a dialer whose connections can all be cut at once, with
-// every later dial refused: the client is as good as dead, and never sends
-// a LeaveGroup.
-type killSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (k *killSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.dead {
-		return nil, errors.New("killed")
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, host)
-	if err == nil {
-		k.conns = append(k.conns, c)
-	}
-	return c, err
-}
-
-func (k *killSwitch) kill() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.dead = true
-	for _, c := range k.conns {
-		c.Close()
-	}
-}
-
 // consumer is a group member that records what it is assigned and what it
 // reads.
 type consumer struct {
 	name string
 	cl   *kgo.Client
-	ks   *killSwitch
+	ks   *grouptest.KillSwitch
 	done chan struct{}
 
 	mu       sync.Mutex
@@ -113,7 +81,7 @@ type consumer struct {
 
 func startConsumer(t *testing.T, b *testutil.Broker, groupID, topic, name string, opts ...kgo.Opt) *consumer {
 	t.Helper()
-	c := &consumer{name: name, ks: &killSwitch{}, assigned: map[int32]bool{}, done: make(chan struct{})}
+	c := &consumer{name: name, ks: &grouptest.KillSwitch{}, assigned: map[int32]bool{}, done: make(chan struct{})}
 	set := func(ps map[string][]int32, on bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -126,7 +94,7 @@ func startConsumer(t *testing.T, b *testutil.Broker, groupID, topic, name string
 		}
 	}
 	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(b.Addr), kgo.ClientID(name), kgo.Dialer(c.ks.dial),
+		kgo.SeedBrokers(b.Addr), kgo.ClientID(name), kgo.Dialer(c.ks.Dial),
 		kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond),
@@ -172,7 +140,7 @@ func (c *consumer) close() {
 
 // crash cuts the client off without a LeaveGroup.
 func (c *consumer) crash() {
-	c.ks.kill()
+	c.ks.Kill()
 	c.close()
 }
 
