@@ -45,6 +45,9 @@ func TestImportRules(t *testing.T) {
 		{"internal/group", func(d string) bool {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "group reaches its partitions through the interfaces it declares: it imports only model"},
+		{"internal/txn", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model"
+		}, "txn reaches its partitions and markers through the interfaces it declares: it imports only model"},
 	}
 	for _, r := range rules {
 		deps, ok := imports[r.pkg]

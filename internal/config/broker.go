@@ -33,6 +33,17 @@ type Broker struct {
 	OffsetsRetention           time.Duration // offsets.retention.minutes
 	OffsetsRetentionCheck      time.Duration // offsets.retention.check.interval.ms
 	OffsetMetadataMaxBytes     int32         // offset.metadata.max.bytes
+
+	// The transaction coordinator, under Kafka's names.
+	// TransactionVersion is the finalized transaction.version feature
+	// advertised to clients: 2 lets them use KIP-890's protocol (epoch bump
+	// on every EndTxn, partitions added by produce requests), 1 or 0 keeps
+	// them on the older flow.
+	TransactionVersion         int16
+	TransactionStatePartitions int32         // transaction.state.log.num.partitions: fixed once __transaction_state exists
+	TransactionMaxTimeout      time.Duration // transaction.max.timeout.ms
+	TransactionalIDExpiration  time.Duration // transactional.id.expiration.ms
+	TransactionAbortCheck      time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
 }
 
 // Defaults is the embedded single-node default: ./strand-data, 127.0.0.1:9092,
@@ -56,6 +67,12 @@ func Defaults() Broker {
 		OffsetsRetention:           7 * 24 * time.Hour,
 		OffsetsRetentionCheck:      10 * time.Minute,
 		OffsetMetadataMaxBytes:     4096,
+
+		TransactionVersion:         2,
+		TransactionStatePartitions: 50,
+		TransactionMaxTimeout:      15 * time.Minute,
+		TransactionalIDExpiration:  7 * 24 * time.Hour,
+		TransactionAbortCheck:      10 * time.Second,
 	}
 }
 
@@ -102,6 +119,13 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("offsets retention %v, check interval %v: must be positive", b.OffsetsRetention, b.OffsetsRetentionCheck)
 	case b.OffsetMetadataMaxBytes < 0:
 		return fmt.Errorf("offset metadata max bytes %d: must not be negative", b.OffsetMetadataMaxBytes)
+	case b.TransactionVersion < 0 || b.TransactionVersion > 2:
+		return fmt.Errorf("transaction version %d: must be 0, 1 or 2", b.TransactionVersion)
+	case b.TransactionStatePartitions <= 0:
+		return fmt.Errorf("transaction state partitions %d: must be positive", b.TransactionStatePartitions)
+	case b.TransactionMaxTimeout <= 0 || b.TransactionalIDExpiration <= 0 || b.TransactionAbortCheck <= 0:
+		return fmt.Errorf("transaction max timeout %v, id expiration %v, abort check %v: must be positive",
+			b.TransactionMaxTimeout, b.TransactionalIDExpiration, b.TransactionAbortCheck)
 	}
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %w", b.Listen, err)

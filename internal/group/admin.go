@@ -104,8 +104,8 @@ func matchesAny(filter []string, v string) bool {
 }
 
 // DeleteGroup serves one group of a DeleteGroups: an empty group is gone
-// at once, and the answer comes once its tombstones (each offset's and the
-// group's) are durable.
+// at once, with its offsets pending in open transactions, and the answer
+// comes once its tombstones (each offset's and the group's) are durable.
 func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	ch := make(chan error, 1)
 	if id == "" {
@@ -135,8 +135,24 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	for _, tp := range sortedPartitions(g.offsets) {
 		recs = append(recs, record{key: offsetKey(g.id, tp)})
 	}
+	// Offsets pending in open transactions go too, as in Kafka's
+	// deleteAllOffsets: a tombstone for each partition that has no
+	// committed offset (one tombstone per partition is enough), so that
+	// replay drops them and a commit marker brings nothing back.
+	pendingOnly := map[model.TopicPartition]offset{}
+	for _, pend := range g.txnOffsets {
+		for tp, o := range pend {
+			if _, ok := g.offsets[tp]; !ok {
+				pendingOnly[tp] = o
+			}
+		}
+	}
+	for _, tp := range sortedPartitions(pendingOnly) {
+		recs = append(recs, record{key: offsetKey(g.id, tp)})
+	}
 	recs = append(recs, record{key: groupKey(g.id)})
 	clear(g.offsets)
+	clear(g.txnOffsets)
 	g.die()
 	c.log.Info("deleted group", "group", id)
 	if err := g.write(recs, func(_ int64, err error) { ch <- storeError(err) }); err != nil {

@@ -23,6 +23,9 @@
 //     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID; a commit with generation -1
 //     is taken by an Empty group), kept in memory, expired after
 //     offsets.retention.minutes.
+//   - Transactional offsets (TxnOffsetCommit, txnoffsets.go): written as a
+//     transactional batch of the producer, pending per group and producer
+//     id until the transaction's marker; see below.
 //   - The __consumer_offsets topic's content (records.go for the format:
 //     Kafka's own key and value schemas, so its tools read it). A group's
 //     records go to partition abs(javaHashCode(group)) % partitions. The
@@ -41,7 +44,13 @@
 //     waits for it), DeleteGroups, OffsetDelete, a static member's
 //     replacement. Offsets become visible to OffsetFetch only once durable
 //     (as Kafka's reads of committed state); RequireStable waits for the
-//     group's commits in flight.
+//     group's commits in flight, and reports a partition with an offset
+//     pending in an open transaction as UNSTABLE_OFFSET_COMMIT.
+//   - A partition's committed offset is the one written last in
+//     __consumer_offsets among those that count: plain commits count once
+//     durable, transactional ones once their transaction commits. So a
+//     plain commit written after a transaction's offset wins over it even
+//     when the transaction commits later (offset.logOffset decides).
 //   - Records of a group are appended in the order its state changed (the
 //     append happens under the group's lock), and their durability is
 //     reported in log order (writer.go), so replay rebuilds the same state.
@@ -50,6 +59,48 @@
 //   - Answers are sent on channels buffered for one, so the coordinator
 //     never blocks on a client; the protocol layer waits on them off the
 //     connection's read path (Response.Defer).
+//
+// # Transactional offsets
+//
+// Kafka 4's OffsetMetadataManager rules, which a client can observe:
+//
+//   - CommitTxn validates as Kafka's handleTxnCommitOffsets: an unknown
+//     group is created Empty (refused with UNKNOWN_MEMBER_ID if the request
+//     names a member or generation, which such a group cannot have); a
+//     Dead group is COORDINATOR_NOT_AVAILABLE; a member id or instance id
+//     must be the group's (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID), and with
+//     any of member, instance or generation given the generation must be
+//     the group's (ILLEGAL_GENERATION). Unlike a plain commit, one without
+//     member and generation (TxnOffsetCommit v0-2) is taken by a group with
+//     members, and CompletingRebalance does not refuse it. Metadata over
+//     offset.metadata.max.bytes fails its offset only.
+//   - The batch is transactional (attributes 0x10) with the producer's id
+//     and epoch and base sequence 0; the partition fences stale epochs,
+//     and its error is kept in the chain of the ErrNotCoordinator answered.
+//   - From the append on, the offsets are pending: invisible to
+//     FetchOffsets, UNSTABLE_OFFSET_COMMIT to a RequireStable fetch of
+//     their partition, kept from expiry, and their group is not deleted
+//     by expiry. A write that fails to become durable drops them.
+//   - CompleteTxn (the server calls it once a marker it wrote to a
+//     __consumer_offsets partition is durable): commit applies the
+//     producer's pending offsets of every group of that partition (by the
+//     rule above), abort drops them. Each writer indexes which groups have
+//     offsets pending for which producer, updated in the critical section
+//     of the append, so a durable marker finds every group written before
+//     it. CompleteTxn does not know the marker's offset: offsets of the
+//     producer appended after its marker but before CompleteTxn would be
+//     completed with it; only a client committing outside its transaction
+//     can do that.
+//   - An offset tombstone (OffsetDelete, DeleteGroups) also ends the
+//     partition's pending offsets, as Kafka's replay of one does;
+//     DeleteGroups writes a tombstone for each partition that only has a
+//     pending offset.
+//   - Load: offsets of a transactional batch are pending for its producer
+//     until a control batch of that producer later in the partition (its
+//     first record's key: int16 version, int16 type, 0 abort, 1 commit);
+//     still pending at the end, they stay pending, and their marker comes
+//     through CompleteTxn. The server must therefore load the group
+//     coordinator before the transaction coordinator resumes markers.
 //
 // # The fetch hook and its heuristic
 //
@@ -64,11 +115,13 @@
 // # Locking
 //
 // Coordinator.mu guards the group map, the writers and closing. Each
-// group's mu guards all of that group's state, offsets included; timer
-// callbacks and write completions take it. The order is group.mu, then
-// Coordinator.mu, then a writer's mu or the fetch index's lock, then a
-// history's mu; nothing takes a group's lock while holding one of the
-// others. The fetch hook takes only the fetch index's read lock and
+// group's mu guards all of that group's state, offsets and pending
+// transactional offsets included; timer callbacks and write completions
+// take it. A writer's mu guards its queue and its index of open
+// transactions. The order is group.mu, then Coordinator.mu, then a
+// writer's mu or the fetch index's lock, then a history's mu; nothing
+// takes a group's lock while holding one of the others (CompleteTxn reads
+// the index, lets go, then takes each group's lock). The fetch hook takes only the fetch index's read lock and
 // histories' locks, never a group's.
 //
 // Goroutines: one per __consumer_offsets partition (writer.go), stopped by

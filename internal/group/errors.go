@@ -25,6 +25,10 @@ var (
 	ErrOffsetMetadataTooLarge  = errors.New("group: offset metadata too large")
 	ErrUnknownServerError      = errors.New("group: internal error")
 	ErrInvalidCommitOffsetSize = errors.New("group: offset commit too large to store")
+	// ErrUnstableOffsetCommit is a partition's error in an OffsetFetch
+	// with RequireStable while an open transaction has an offset of it
+	// pending.
+	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit: a transaction has an offset of the partition pending")
 )
 
 // ErrRecordTooLarge is what a Partition returns when a record batch exceeds

@@ -149,6 +149,10 @@ type group struct {
 	seq            uint64
 	subscribed     map[string]bool // topics the consumer members subscribe to; nil if unknown
 	offsets        map[model.TopicPartition]offset
+	// txnOffsets are offsets committed in open transactions, per producer
+	// id, from the moment their batch is appended until the transaction's
+	// marker (CompleteTxn); never visible to FetchOffsets.
+	txnOffsets     map[int64]map[model.TopicPartition]offset
 	pendingCommits int             // commits appended but not yet durable
 	stableWaiters  []chan struct{} // OffsetFetch with RequireStable, until pendingCommits is 0
 	unloaded       bool            // the coordinator closed; timers do nothing
@@ -161,7 +165,8 @@ func (c *Coordinator) newGroup(id string) *group {
 		c: c, id: id, state: stateEmpty, prevState: stateDead, stateTime: c.clock.Now(),
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]*timer{},
 		pendingSync: map[string]bool{}, offsets: map[model.TopicPartition]offset{},
-		owners: map[model.TopicPartition]Owner{}, hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
+		txnOffsets: map[int64]map[model.TopicPartition]offset{}, owners: map[model.TopicPartition]Owner{},
+		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
 	}
 }
 

@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"slices"
@@ -129,6 +130,7 @@ type memPartition struct {
 	next    int64
 	gate    chan struct{}
 	fail    error
+	waitErr error // what the wait of later appends returns
 }
 
 func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
@@ -142,12 +144,12 @@ func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
 	b.SetBaseOffset(base)
 	p.next = b.LastOffset() + 1
 	p.batches = append(p.batches, batch)
-	gate := p.gate
+	gate, waitErr := p.gate, p.waitErr
 	return base, func() error {
 		if gate != nil {
 			<-gate
 		}
-		return nil
+		return waitErr
 	}, nil
 }
 
@@ -182,6 +184,10 @@ type memRecord struct {
 	groupValue   *kmsg.GroupMetadataValue
 	tombstone    bool
 	batchVersion int8
+	attributes   int16 // the batch's
+	producerID   int64
+	epoch        int16
+	baseSequence int32
 }
 
 func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
@@ -191,6 +197,12 @@ func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
 		if err := rb.ReadFrom(raw); err != nil {
 			t.Fatalf("batch: %v", err)
 		}
+		if crc := crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)); crc != uint32(rb.CRC) {
+			t.Fatalf("batch CRC %08x, computed %08x", uint32(rb.CRC), crc)
+		}
+		if rb.Attributes&0x20 != 0 {
+			continue // a transaction marker: not the coordinator's record
+		}
 		recs := rb.Records
 		for range rb.NumRecords {
 			n, w := binary.Varint(recs)
@@ -199,7 +211,8 @@ func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
 				t.Fatalf("record: %v", err)
 			}
 			recs = recs[w+int(n):]
-			mr := memRecord{partition: partition, tombstone: r.Value == nil, batchVersion: rb.Magic}
+			mr := memRecord{partition: partition, tombstone: r.Value == nil, batchVersion: rb.Magic,
+				attributes: rb.Attributes, producerID: rb.ProducerID, epoch: rb.ProducerEpoch, baseSequence: rb.FirstSequence}
 			switch binary.BigEndian.Uint16(r.Key) {
 			case 0, 1:
 				mr.offsetKey = new(kmsg.OffsetCommitKey)

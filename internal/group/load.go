@@ -15,11 +15,14 @@ const loadReadBytes = 1 << 20
 
 // Load rebuilds the groups from __consumer_offsets, if it exists: every
 // partition is replayed from its start to its high watermark, the last
-// record of each key winning and tombstones deleting. A group stored with
-// members comes back Stable with them, each given a full session to
-// heartbeat again (so consumers that kept running across a restart carry on
-// without a rebalance); one without comes back Empty. Call Load once, before
-// serving.
+// record of each key winning and tombstones deleting; offsets of
+// transactional batches count once a commit marker of their producer
+// follows them, and stay pending when no marker does yet. A group stored
+// with members comes back Stable with them, each given a full session to
+// heartbeat again (so consumers that kept running across a restart carry
+// on without a rebalance); one without comes back Empty. Call Load once,
+// before serving (and before the transaction coordinator resumes markers:
+// CompleteTxn before Load is lost).
 func (c *Coordinator) Load() error {
 	parts, err := c.topic.Partitions()
 	if err != nil {
@@ -55,7 +58,7 @@ func (c *Coordinator) Load() error {
 			"partitions", len(parts), "offsets.topic.num.partitions", c.cfg.OffsetsPartitions)
 	}
 	for id, lg := range loaded {
-		if lg.meta == nil && len(lg.offsets) == 0 {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txns) == 0 {
 			continue
 		}
 		g := c.newGroup(id)
@@ -64,7 +67,13 @@ func (c *Coordinator) Load() error {
 		g.mu.Unlock()
 		c.mu.Lock()
 		c.groups[id] = g
+		w := c.writers[partitionFor(id, int32(len(c.writers)))]
 		c.mu.Unlock()
+		// Transactions still open: their markers come through
+		// CompleteTxn.
+		for pid := range lg.txns {
+			w.indexTxn(pid, g)
+		}
 	}
 	c.log.Info("loaded groups", "groups", len(c.groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -74,23 +83,41 @@ func (c *Coordinator) Load() error {
 type loadedGroup struct {
 	meta    *kmsg.GroupMetadataValue // nil: none, or deleted
 	offsets map[model.TopicPartition]offset
+	// txns: offsets of transactions without a marker (yet), per producer.
+	txns map[int64]map[model.TopicPartition]offset
+}
+
+// replayState is one partition's replay: the groups found (shared by every
+// partition) and, per producer, the groups with offsets pending in its
+// transaction on this partition.
+type replayState struct {
+	loaded map[string]*loadedGroup
+	open   map[int64]map[string]bool
+}
+
+func (st *replayState) get(id string) *loadedGroup {
+	lg := st.loaded[id]
+	if lg == nil {
+		lg = &loadedGroup{offsets: map[model.TopicPartition]offset{}, txns: map[int64]map[model.TopicPartition]offset{}}
+		st.loaded[id] = lg
+	}
+	return lg
 }
 
 // replay applies one partition's records to loaded.
 func replay(p Partition, loaded map[string]*loadedGroup) (int, error) {
-	get := func(id string) *loadedGroup {
-		lg := loaded[id]
-		if lg == nil {
-			lg = &loadedGroup{offsets: map[model.TopicPartition]offset{}}
-			loaded[id] = lg
-		}
-		return lg
-	}
+	st := &replayState{loaded: loaded, open: map[int64]map[string]bool{}}
 	var n int
 	var errs error
-	apply := func(at int64, key, value []byte) {
+	apply := func(b batchInfo, at int64, key, value []byte) {
 		n++
-		if err := replayRecord(at, key, value, get); err != nil {
+		var err error
+		if b.control {
+			err = st.control(b.producerID, key)
+		} else {
+			err = st.record(b.producerID, at, key, value)
+		}
+		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("offset %d: %w", at, err))
 		}
 	}
@@ -112,7 +139,39 @@ func replay(p Partition, loaded map[string]*loadedGroup) (int, error) {
 	return n, errs
 }
 
-func replayRecord(at int64, key, value []byte, get func(string) *loadedGroup) error {
+// control applies a control record: a transaction marker ends the
+// producer's transaction on this partition, a commit applying its offsets
+// in log order (Kafka's replayEndTransactionMarker), an abort dropping
+// them. Other control records are not the coordinator's.
+func (st *replayState) control(producerID int64, key []byte) error {
+	typ, ok := controlType(key)
+	if !ok {
+		return fmt.Errorf("control record key of %d bytes", len(key))
+	}
+	if typ != controlAbort && typ != controlCommit || producerID < 0 {
+		return nil
+	}
+	for id := range st.open[producerID] {
+		lg := st.loaded[id]
+		pend := lg.txns[producerID]
+		delete(lg.txns, producerID)
+		if typ != controlCommit {
+			continue
+		}
+		for tp, o := range pend {
+			if cur, ok := lg.offsets[tp]; ok && cur.logOffset > o.logOffset {
+				continue // a plain commit written later wins
+			}
+			lg.offsets[tp] = o
+		}
+	}
+	delete(st.open, producerID)
+	return nil
+}
+
+// record applies one record; producerID is its batch's if transactional,
+// else -1.
+func (st *replayState) record(producerID, at int64, key, value []byte) error {
 	if len(key) < 2 {
 		return fmt.Errorf("key of %d bytes", len(key))
 	}
@@ -122,10 +181,18 @@ func replayRecord(at int64, key, value []byte, get func(string) *loadedGroup) er
 		if err := k.ReadFrom(key); err != nil {
 			return fmt.Errorf("offset commit key: %w", err)
 		}
-		lg := get(k.Group)
+		lg := st.get(k.Group)
 		tp := model.TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if value == nil {
+			// A tombstone ends the partition's committed offset and
+			// those pending in open transactions (Kafka's replay).
 			delete(lg.offsets, tp)
+			for pid, pend := range lg.txns {
+				delete(pend, tp)
+				if len(pend) == 0 {
+					delete(lg.txns, pid)
+				}
+			}
 			return nil
 		}
 		var v kmsg.OffsetCommitValue
@@ -139,13 +206,26 @@ func replayRecord(at int64, key, value []byte, get func(string) *loadedGroup) er
 		if v.Version == 1 {
 			o.ExpireTime = v.ExpireTimestamp
 		}
-		lg.offsets[tp] = o
+		if producerID < 0 {
+			lg.offsets[tp] = o
+			return nil
+		}
+		pend := lg.txns[producerID]
+		if pend == nil {
+			pend = map[model.TopicPartition]offset{}
+			lg.txns[producerID] = pend
+		}
+		pend[tp] = o
+		if st.open[producerID] == nil {
+			st.open[producerID] = map[string]bool{}
+		}
+		st.open[producerID][k.Group] = true
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
 			return fmt.Errorf("group metadata key: %w", err)
 		}
-		lg := get(k.Group)
+		lg := st.get(k.Group)
 		if value == nil {
 			lg.meta = nil
 			return nil
@@ -163,6 +243,7 @@ func replayRecord(at int64, key, value []byte, get func(string) *loadedGroup) er
 // restore sets a new group from what replay found. Caller holds g.mu.
 func (g *group) restore(lg *loadedGroup) {
 	g.offsets = lg.offsets
+	g.txnOffsets = lg.txns
 	v := lg.meta
 	if v == nil {
 		return // a group that only has offsets: Empty

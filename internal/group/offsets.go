@@ -195,23 +195,32 @@ type FetchTopic struct {
 }
 
 // FetchedOffset is one partition's committed offset; Offset -1 if none.
+// Err is set for a partition that cannot be answered: with RequireStable,
+// ErrUnstableOffsetCommit while a transaction has an offset of it pending
+// (then Offset and LeaderEpoch are -1 and Metadata empty, as Kafka
+// answers).
 type FetchedOffset struct {
 	Topic       string
 	Partition   int32
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	Err         error
 }
 
 // FetchOffsets serves an OffsetFetch of one group: the offsets of the
 // partitions named, or with topics nil every committed offset. Only durable
-// commits are seen. An unknown group has no offsets (no error).
-func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic) ([]FetchedOffset, error) {
+// commits are seen, and offsets of open transactions never are. With
+// requireStable, a partition with an offset pending in an open transaction
+// (appended, durable or not) has Err ErrUnstableOffsetCommit; the client
+// retries. An unknown group has no offsets (no error).
+func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic, requireStable bool) ([]FetchedOffset, error) {
 	if groupID == "" {
 		return nil, ErrInvalidGroupID
 	}
 	g, ok := c.lookup(groupID, false)
 	var offsets map[model.TopicPartition]offset
+	unstable := func(model.TopicPartition) bool { return false }
 	if ok {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -220,17 +229,26 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic) ([]Fetch
 		}
 		if g.state != stateDead {
 			offsets = g.offsets
+			if requireStable {
+				unstable = g.hasPendingTxn
+			}
 		}
 	}
 	var out []FetchedOffset
 	get := func(tp model.TopicPartition) FetchedOffset {
 		f := FetchedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
+		if unstable(tp) {
+			f.Err = ErrUnstableOffsetCommit
+			return f
+		}
 		if o, ok := offsets[tp]; ok {
 			f.Offset, f.LeaderEpoch, f.Metadata = o.Offset, o.LeaderEpoch, o.Metadata
 		}
 		return f
 	}
 	if topics == nil {
+		// As Kafka: the committed partitions; one with only a pending
+		// offset is not listed.
 		for _, tp := range sortedPartitions(offsets) {
 			out = append(out, get(tp))
 		}
@@ -319,9 +337,12 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 		return ch
 	}
 	// Gone at once, as in Kafka: a fetch after this answer must not see
-	// them, and a commit after it must not be undone.
+	// them, and a commit after it must not be undone. The tombstones end
+	// the partitions' pending transactional offsets too (as Kafka's replay
+	// of a tombstone does): a commit marker must not bring them back.
 	for _, tp := range gone {
 		delete(g.offsets, tp)
+		g.dropPendingTxn(tp)
 	}
 	g.hist.event(Event{Time: c.clock.Now(), Kind: EventOffsetsDeleted, Generation: g.generation, Reason: fmt.Sprint(gone)})
 	err := g.write(recs, func(_ int64, err error) {
@@ -367,7 +388,9 @@ func (g *group) expire(now time.Time) {
 		ms := now.UnixMilli()
 		retention := g.c.cfg.OffsetsRetention.Milliseconds()
 		for tp, o := range g.offsets {
-			if g.subscribedToTopic(tp.Topic) {
+			// An offset with a transactional one pending is kept until
+			// the transaction ends, as in Kafka.
+			if g.subscribedToTopic(tp.Topic) || g.hasPendingTxn(tp) {
 				continue
 			}
 			expired := o.ExpireTime >= 0 && ms >= o.ExpireTime ||
@@ -384,7 +407,8 @@ func (g *group) expire(now time.Time) {
 	if len(gone) > 0 {
 		g.hist.event(Event{Time: now, Kind: EventOffsetsExpired, Generation: g.generation, Reason: fmt.Sprint(gone)})
 	}
-	deleteGroup := g.state == stateEmpty && len(g.offsets) == 0 && len(g.pending) == 0 && g.pendingCommits == 0
+	deleteGroup := g.state == stateEmpty && len(g.offsets) == 0 && len(g.txnOffsets) == 0 &&
+		len(g.pending) == 0 && g.pendingCommits == 0
 	if deleteGroup {
 		recs = append(recs, record{key: groupKey(g.id)})
 		g.die()

@@ -19,7 +19,7 @@ func at(p int32, off int64) group.CommitOffset {
 
 func (e *env) committed(g string, p int32) int64 {
 	e.t.Helper()
-	offs, err := e.c.FetchOffsets(g, []group.FetchTopic{{Topic: "t", Partitions: []int32{p}}})
+	offs, err := e.c.FetchOffsets(g, []group.FetchTopic{{Topic: "t", Partitions: []int32{p}}}, false)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestSimpleCommitCreatesGroup(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
-	offs, err := e.c.FetchOffsets("simple", nil)
+	offs, err := e.c.FetchOffsets("simple", nil, false)
 	if err != nil || len(offs) != 2 || offs[1] != (group.FetchedOffset{Topic: "t", Partition: 1, Offset: 7, LeaderEpoch: 3, Metadata: "hello"}) {
 		t.Fatalf("%+v %v", offs, err)
 	}
@@ -81,7 +81,7 @@ func TestSimpleCommitCreatesGroup(t *testing.T) {
 		t.Fatalf("%+v", l)
 	}
 	// A group nobody committed to has no offsets, and no error.
-	offs, err = e.c.FetchOffsets("unknown", []group.FetchTopic{{Topic: "t", Partitions: []int32{0}}})
+	offs, err = e.c.FetchOffsets("unknown", []group.FetchTopic{{Topic: "t", Partitions: []int32{0}}}, false)
 	if err != nil || offs[0].Offset != -1 || offs[0].LeaderEpoch != -1 {
 		t.Fatalf("%+v %v", offs, err)
 	}
@@ -251,7 +251,7 @@ func TestDeleteOffsets(t *testing.T) {
 	if res.Err != nil || res.Errs[0] != group.ErrGroupSubscribedToTopic || res.Errs[1] != nil || res.Errs[2] != nil {
 		t.Fatalf("%+v", res)
 	}
-	offs, _ := e.c.FetchOffsets("g", nil)
+	offs, _ := e.c.FetchOffsets("g", nil, false)
 	if len(offs) != 1 || offs[0].Topic != "t" {
 		t.Fatalf("%+v", offs)
 	}
@@ -283,7 +283,7 @@ func TestOffsetsExpire(t *testing.T) {
 	if got := e.committed("g", 0); got != 5 {
 		t.Fatalf("subscribed offset expired: %d", got)
 	}
-	if offs, _ := e.c.FetchOffsets("g", []group.FetchTopic{{Topic: "gone", Partitions: []int32{0}}}); offs[0].Offset != -1 {
+	if offs, _ := e.c.FetchOffsets("g", []group.FetchTopic{{Topic: "gone", Partitions: []int32{0}}}, false); offs[0].Offset != -1 {
 		t.Fatalf("unsubscribed topic's offset kept: %+v", offs)
 	}
 	// The simple group lost its only offset: it is gone too.

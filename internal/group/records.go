@@ -26,7 +26,12 @@ import (
 //     a null value deletes the group.
 //
 // Keys of other versions (Kafka's KIP-848 records) are skipped on replay.
-// Each write is one uncompressed batch without a producer id.
+// Each write is one uncompressed batch without a producer id, except a
+// TxnOffsetCommit's: a transactional batch (attributes 0x10) carrying the
+// transaction's producer id and epoch and base sequence 0, as Kafka's
+// coordinator writes it. Its offsets count once the transaction's marker
+// (a control batch, written by the transaction coordinator's markers, not
+// by this package) commits them.
 
 const (
 	offsetKeyVersion   = 1
@@ -64,9 +69,21 @@ func groupKey(group string) []byte {
 	return k.AppendTo(nil)
 }
 
+// batchProducer is the producer a batch is written for: none (id -1) for
+// the coordinator's own writes, the transaction's for a TxnOffsetCommit.
+type batchProducer struct {
+	id    int64
+	epoch int16
+}
+
+var noProducer = batchProducer{id: -1, epoch: -1}
+
+func (p batchProducer) transactional() bool { return p.id >= 0 }
+
 // encodeBatch builds one record batch v2 of recs, every record stamped ts
-// (ms). The log sets the base offset and leader epoch.
-func encodeBatch(recs []record, ts int64) []byte {
+// (ms), transactional when p is a producer. The log sets the base offset
+// and leader epoch.
+func encodeBatch(recs []record, ts int64, p batchProducer) []byte {
 	b := make([]byte, model.BatchHeaderSize, 256)
 	for i, r := range recs {
 		var body []byte
@@ -89,12 +106,20 @@ func encodeBatch(recs []record, ts int64) []byte {
 	be.PutUint32(b[model.BatchLengthPos:], uint32(len(b)-model.BatchLengthOverhead))
 	be.PutUint32(b[model.BatchLeaderEpochPos:], 0xffffffff)
 	b[model.BatchMagicPos] = model.BatchMagic
+	seq := int32(-1)
+	if p.transactional() {
+		// Base sequence 0: the log takes a coordinator's batch without
+		// sequence checks (Kafka's AppendOrigin.COORDINATOR), but a
+		// transactional batch has a sequence, as Kafka writes it.
+		be.PutUint16(b[model.BatchAttributesPos:], uint16(model.AttrTransactional))
+		seq = 0
+	}
 	be.PutUint32(b[model.BatchLastDeltaPos:], uint32(len(recs)-1))
 	be.PutUint64(b[model.BatchBaseTimestampPos:], uint64(ts))
 	be.PutUint64(b[model.BatchMaxTimestampPos:], uint64(ts))
-	be.PutUint64(b[model.BatchProducerIDPos:], 0xffffffffffffffff)
-	be.PutUint16(b[model.BatchProducerEpochPos:], 0xffff)
-	be.PutUint32(b[model.BatchBaseSequencePos:], 0xffffffff)
+	be.PutUint64(b[model.BatchProducerIDPos:], uint64(p.id))
+	be.PutUint16(b[model.BatchProducerEpochPos:], uint16(p.epoch))
+	be.PutUint32(b[model.BatchBaseSequencePos:], uint32(seq))
 	be.PutUint32(b[model.BatchRecordCountPos:], uint32(len(recs)))
 	be.PutUint32(b[model.BatchCRCPos:], crc32.Checksum(b[model.BatchAttributesPos:], castagnoli))
 	return b
@@ -104,11 +129,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var errCompressed = errors.New("compressed batch")
 
+// batchInfo is what replay needs of a record's batch.
+type batchInfo struct {
+	// producerID is the producer of a transactional batch, else -1.
+	producerID int64
+	// control: a control batch (a transaction marker); its record is a
+	// control record (see controlType).
+	control bool
+}
+
 // forEachRecord calls fn for each record of the whole batches in data,
-// with its offset. Control batches (transaction markers) are skipped. The
-// coordinator never compresses, so a compressed batch is reported as
-// errCompressed (with its offsets) and skipped.
-func forEachRecord(data []byte, fn func(offset int64, key, value []byte)) (next int64, err error) {
+// with its batch and offset. Of a control batch only the first record is
+// passed, flagged: it says what the batch is (a transaction marker has no
+// other). The coordinator never compresses, so a compressed batch is
+// reported as errCompressed (with its offsets) and skipped.
+func forEachRecord(data []byte, fn func(batch batchInfo, offset int64, key, value []byte)) (next int64, err error) {
 	next = -1
 	for len(data) >= model.BatchHeaderSize {
 		b := model.Batch(data)
@@ -119,18 +154,42 @@ func forEachRecord(data []byte, fn func(offset int64, key, value []byte)) (next 
 		b = b[:size]
 		data = data[size:]
 		next = b.LastOffset() + 1
-		if b.IsControl() {
-			continue
-		}
 		if b.Compression() != model.CompressionNone {
 			err = errors.Join(err, fmt.Errorf("%w at offsets %d-%d", errCompressed, b.BaseOffset(), b.LastOffset()))
 			continue
 		}
-		if rerr := eachRecord(b, fn); rerr != nil {
+		info := batchInfo{producerID: -1, control: b.IsControl()}
+		if b.IsTransactional() && b.ProducerID() >= 0 {
+			info.producerID = b.ProducerID()
+		}
+		first := true
+		each := func(offset int64, key, value []byte) {
+			if first || !info.control {
+				fn(info, offset, key, value)
+			}
+			first = false
+		}
+		if rerr := eachRecord(b, each); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
 	return next, err
+}
+
+// Control record types (Kafka's ControlRecordType) that end a
+// transaction.
+const (
+	controlAbort  = 0
+	controlCommit = 1
+)
+
+// controlType reads a control record's key: int16 version, int16 type.
+// Kafka parses any version's type as version 0's, and so does this.
+func controlType(key []byte) (int16, bool) {
+	if len(key) < 4 {
+		return 0, false
+	}
+	return int16(binary.BigEndian.Uint16(key[2:])), true
 }
 
 func eachRecord(b model.Batch, fn func(offset int64, key, value []byte)) error {

@@ -20,6 +20,22 @@ func (g *group) write(recs []record, fn func(base int64, err error)) error {
 	})
 }
 
+// writeTxn appends recs as a transactional batch of producer p: appended
+// runs (under g.mu, which the caller holds, and the writer's lock) as soon
+// as the batch is in the log, fn under g.mu once it is durable (or failed
+// to be). Caller holds g.mu.
+func (g *group) writeTxn(p batchProducer, recs []record, appended func(base int64), fn func(base int64, err error)) error {
+	w, err := g.c.writerFor(g.id)
+	if err != nil {
+		return err
+	}
+	return w.writeTxn(p, g, recs, g.c.clock.Now().UnixMilli(), appended, func(base int64, err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		fn(base, err)
+	})
+}
+
 // writeMetadata stores the group's state with the members' assignments
 // (GroupMetadataValue); fn runs under g.mu once it is durable.
 func (g *group) writeMetadata(assignment map[string][]byte, fn func(error)) error {

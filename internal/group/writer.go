@@ -18,6 +18,12 @@ import (
 // A design that waited in the protocol handler's deferred part was
 // rejected: a connection that fails skips its deferred parts, and a
 // leader's SyncGroup would then never complete the group's rebalance.
+//
+// The writer also indexes the partition's open transactions: which groups
+// have pending offsets of which producer (txnoffsets.go). A transactional
+// batch is appended and indexed in one critical section under mu, so a
+// marker that follows the batch in the log, once durable, always finds
+// the group (CompleteTxn takes mu to read the index).
 type writer struct {
 	part Partition
 
@@ -26,6 +32,9 @@ type writer struct {
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
+	// txns: producer id -> groups that may have offsets pending in its
+	// transaction (a superset: a group's own map is the truth).
+	txns map[int64]map[*group]struct{}
 }
 
 type pendingWrite struct {
@@ -35,7 +44,7 @@ type pendingWrite struct {
 }
 
 func newWriter(p Partition) *writer {
-	w := &writer{part: p, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &writer{part: p, wake: make(chan struct{}, 1), done: make(chan struct{}), txns: map[int64]map[*group]struct{}{}}
 	go w.run()
 	return w
 }
@@ -44,7 +53,18 @@ func newWriter(p Partition) *writer {
 // later, from the writer's goroutine, with the batch's base offset and the
 // outcome of making it durable; on failure it is never called.
 func (w *writer) write(recs []record, ts int64, fn func(base int64, err error)) error {
-	batch := encodeBatch(recs, ts)
+	return w.writeAs(noProducer, nil, recs, ts, nil, fn)
+}
+
+// writeTxn appends recs as one transactional batch of producer p for group
+// g: once appended (before write returns), g is indexed under the producer
+// and appended runs with the base offset, both under w.mu.
+func (w *writer) writeTxn(p batchProducer, g *group, recs []record, ts int64, appended func(base int64), fn func(base int64, err error)) error {
+	return w.writeAs(p, g, recs, ts, appended, fn)
+}
+
+func (w *writer) writeAs(p batchProducer, g *group, recs []record, ts int64, appended func(base int64), fn func(base int64, err error)) error {
+	batch := encodeBatch(recs, ts, p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -54,12 +74,47 @@ func (w *writer) write(recs []record, ts int64, fn func(base int64, err error)) 
 	if err != nil {
 		return err
 	}
+	if p.transactional() {
+		w.indexTxnLocked(p.id, g)
+		appended(base)
+	}
 	w.queue = append(w.queue, pendingWrite{wait: wait, base: base, fn: fn})
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// indexTxnLocked notes that g may have offsets pending in producerID's
+// transaction. Caller holds w.mu.
+func (w *writer) indexTxnLocked(producerID int64, g *group) {
+	gs := w.txns[producerID]
+	if gs == nil {
+		gs = map[*group]struct{}{}
+		w.txns[producerID] = gs
+	}
+	gs[g] = struct{}{}
+}
+
+// indexTxn is indexTxnLocked for Load.
+func (w *writer) indexTxn(producerID int64, g *group) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.indexTxnLocked(producerID, g)
+}
+
+// takeTxn removes and returns the groups indexed under producerID: its
+// transaction's marker is durable.
+func (w *writer) takeTxn(producerID int64) []*group {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gs := make([]*group, 0, len(w.txns[producerID]))
+	for g := range w.txns[producerID] {
+		gs = append(gs, g)
+	}
+	delete(w.txns, producerID)
+	return gs
 }
 
 func (w *writer) run() {

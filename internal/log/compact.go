@@ -34,6 +34,18 @@ type CompactStats struct {
 // deletes; after it, the new segment is complete and its indexes are
 // rebuilt if they were not yet written.
 //
+// Transactions: records of transactional batches never enter the key map,
+// and transactional batches (like control batches, the markers) are always
+// kept whole. Otherwise a record of an aborted transaction, which
+// read_committed consumers never see, would hide the earlier committed
+// record of its key, and a record of a transaction still open could hide
+// one before the transaction decides. Kafka's cleaner instead tracks each
+// transaction's outcome and removes aborted records and, later, the
+// markers; keeping them costs space (transactional records are never
+// cleaned, and do not supersede earlier records of their keys, which a
+// later non-transactional record still does) but never loses a value a
+// consumer should see.
+//
 // The key map spans every cleanable segment, so memory grows with the number
 // of distinct keys; Kafka's fixed-size map over the dirty range only would
 // bound that, at the cost of more passes.
@@ -81,7 +93,7 @@ func (l *Log) Compact() (CompactStats, error) {
 			size = sizes[i-len(segs)]
 		}
 		err := forEachStoredBatch(s, size, func(b model.Batch) error {
-			if b.IsControl() || b.LastOffset() >= hw {
+			if b.IsControl() || b.IsTransactional() || b.LastOffset() >= hw {
 				return nil
 			}
 			return forEachRecord(b, func(r *Record) error {
@@ -120,8 +132,8 @@ func (l *Log) cleanSegment(s *segment, latest map[string]int64, horizon int64) (
 	var kept []Record
 	removed := 0
 	err := forEachStoredBatch(s, s.size, func(b model.Batch) error {
-		if b.IsControl() {
-			out = append(out, b...)
+		if b.IsControl() || b.IsTransactional() {
+			out = append(out, b...) // see Compact on transactions
 			return nil
 		}
 		kept = kept[:0]

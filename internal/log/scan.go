@@ -1,6 +1,7 @@
 package log
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,11 @@ const scanChunk = 64 << 10
 // ScanBatches calls fn with the header of every stored batch whose last
 // offset is at least from, in offset order, up to the log end as of the call,
 // until fn returns false. Only the fixed headers (model.BatchHeaderSize bytes)
-// are read: fn must not look at the records, and must not keep the slice,
-// which is reused. The stored framing is trusted (recovery checked it);
-// neither CRCs nor records are verified.
+// of data batches are read: fn must not look at their records. Control
+// batches (transaction markers: one small record each) are passed whole, so
+// that fn can read the marker's type with ControlRecordType. fn must not
+// keep the slice, which is reused. The stored framing is trusted (recovery
+// checked it); neither CRCs nor records are verified.
 //
 // The segment list is taken under the shared lock and the files are read
 // without it, as Read does: segments retired meanwhile stay readable for
@@ -84,17 +87,107 @@ func scanChunked(f vfs.File, start, end int64, buf []byte, fn func(model.Batch) 
 			bufPos, bufLen = pos, got
 		}
 		off := int(pos - bufPos)
-		hdr := buf[off : off+model.BatchHeaderSize]
-		n, err := batchSize(hdr, 0)
+		b := model.Batch(buf[off : off+model.BatchHeaderSize])
+		n, err := batchSize(b, 0)
 		if err != nil {
 			return false, &CorruptLogError{File: f.Name(), Pos: pos, Reason: err.Error()}
 		}
-		if !fn(model.Batch(hdr)) {
+		if b.IsControl() {
+			if b, err = wholeBatch(f, pos, end, n, buf, &bufPos, &bufLen); err != nil {
+				return false, err
+			}
+		}
+		if !fn(b) {
 			return false, nil
 		}
 		pos += int64(n)
 	}
 	return true, nil
+}
+
+// wholeBatch returns the n-byte batch at pos of f (whose data ends at end)
+// for scanChunked: from buf when it holds it, else read into buf (which
+// then starts at pos), or into a slice of its own when larger than buf.
+func wholeBatch(f vfs.File, pos, end int64, n int, buf []byte, bufPos *int64, bufLen *int) (model.Batch, error) {
+	if pos+int64(n) > end {
+		return nil, &CorruptLogError{File: f.Name(), Pos: pos, Reason: fmt.Sprintf("batch of %d bytes, %d left", n, end-pos)}
+	}
+	if off := pos - *bufPos; pos >= *bufPos && off+int64(n) <= int64(*bufLen) {
+		return model.Batch(buf[off : off+int64(n)]), nil
+	}
+	dst := buf
+	if n > len(buf) {
+		dst = make([]byte, n)
+	} else {
+		dst = buf[:min(int64(len(buf)), end-pos)]
+	}
+	got, err := f.ReadAt(dst, pos)
+	if got < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("reading batch at %d of %s: %w", pos, f.Name(), err)
+	}
+	if n <= len(buf) {
+		*bufPos, *bufLen = pos, got
+	}
+	return model.Batch(dst[:n]), nil
+}
+
+// ControlType is the type of a control record, from its key (Kafka's
+// ControlRecordType).
+type ControlType int16
+
+const (
+	ControlAbort  ControlType = 0 // a transaction marker: the transaction aborted
+	ControlCommit ControlType = 1 // a transaction marker: the transaction committed
+)
+
+// ControlRecordType returns the type of the first record of the whole
+// control batch b (see ControlRecord).
+func ControlRecordType(b model.Batch) (ControlType, error) {
+	t, _, err := ControlRecord(b)
+	return t, err
+}
+
+// ControlRecord reads the first record of the whole control batch b: its
+// type, from the key (an int16 version >= 0 followed by the int16 type, as
+// Kafka's ControlRecordType.parse reads it), and a copy of its value (for a
+// transaction marker: the version and the coordinator epoch). Types other
+// than abort and commit (KRaft's, never written to a partition by Strand)
+// are returned as they are. A batch it cannot read is ErrCorruptMessage.
+func ControlRecord(b model.Batch) (ControlType, []byte, error) {
+	if err := checkBatchFraming(b); err != nil {
+		return 0, nil, err
+	}
+	if !b.IsControl() {
+		return 0, nil, fmt.Errorf("batch at %d is not a control batch: %w", b.BaseOffset(), ErrInvalidRecord)
+	}
+	var t ControlType
+	var value []byte
+	found := false
+	err := forEachRecord(b, func(r *Record) error {
+		if found {
+			return nil
+		}
+		found = true
+		if len(r.Key) < 4 {
+			return fmt.Errorf("control record key of %d bytes: %w", len(r.Key), ErrCorruptMessage)
+		}
+		if v := int16(binary.BigEndian.Uint16(r.Key)); v < 0 {
+			return fmt.Errorf("control record key version %d: %w", v, ErrCorruptMessage)
+		}
+		t = ControlType(binary.BigEndian.Uint16(r.Key[2:]))
+		value = append([]byte(nil), r.Value...)
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("control batch at %d has no record: %w", b.BaseOffset(), ErrCorruptMessage)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return t, value, nil
 }
 
 // FS is the file system the log writes through, for files kept beside the

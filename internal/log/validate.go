@@ -164,7 +164,11 @@ func checkHeader(b model.Batch, info *batchInfo, opts *validateOptions) error {
 	if info.control && !opts.allowControl {
 		return fmt.Errorf("clients may not write control batches: %w", ErrInvalidRecord)
 	}
-	if info.producerID >= 0 && info.baseSequence < 0 {
+	// A producer's data batch needs a sequence. A transaction marker (a
+	// control batch, written only by the broker for a coordinator) names
+	// the producer but has no sequence: Kafka writes it with
+	// NO_SEQUENCE (-1), and checks sequences for client batches only.
+	if info.producerID >= 0 && info.baseSequence < 0 && !(info.control && opts.allowControl) {
 		return fmt.Errorf("producer %d with sequence %d: %w", info.producerID, info.baseSequence, ErrInvalidRecord)
 	}
 	// Every record takes at least 7 bytes, so a count the payload cannot

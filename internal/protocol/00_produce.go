@@ -41,7 +41,13 @@ import (
 //   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
 //     only the coordinator writes them.
 //
-// Not supported yet: transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+//   - Transactional batches: before v12 the partition must be in the
+//     producer's ongoing transaction (added with AddPartitionsToTxn), else
+//     INVALID_TXN_STATE; from v12 (KIP-890) the request adds it, durably,
+//     before the batch is written. An old epoch is INVALID_PRODUCER_EPOCH; a
+//     transaction still completing is CONCURRENT_TRANSACTIONS from v12 and
+//     NOT_ENOUGH_REPLICAS before (both retried by clients). Transactional
+//     batches in a request without a transactional id are INVALID_RECORD.
 //
 // Note: resp.Topics' partition slices are allocated whole before any
 // partition is filled, so the pointers kept for the deferred part stay
@@ -55,7 +61,7 @@ type producePart struct {
 	wait func() error
 }
 
-func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) {
+func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
@@ -65,8 +71,6 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 		fail = kerr.UnsupportedVersion
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks
-	case req.TransactionID != nil:
-		fail = kerr.TransactionalIDAuthorizationFailed
 	}
 	var parts []producePart
 	for _, rt := range req.Topics {
@@ -83,7 +87,7 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 				sp.ErrorCode, sp.BaseOffset = fail.Code, -1
 				continue
 			}
-			pp, err := b.produceOne(rt.Topic, rp, sp)
+			pp, err := b.produceOne(ctx, req, rt.Topic, rp, sp)
 			if err != nil {
 				setProduceError(sp, req.Version, err)
 				continue
@@ -116,7 +120,8 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Response, error) 
 	}}, nil
 }
 
-func (b *Broker) produceOne(topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
+func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition,
+	sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
 	if internalTopic(topic) {
 		// Only the coordinators write their topics (Kafka: "Cannot
 		// append to internal topic").
@@ -128,6 +133,11 @@ func (b *Broker) produceOne(topic string, rp kmsg.ProduceRequestTopicPartition, 
 	}
 	if err := oneBatch(rp.Records); err != nil {
 		return producePart{}, err
+	}
+	if batch := model.Batch(rp.Records); batch.IsTransactional() {
+		if err := b.checkTxnProduce(ctx, req.TransactionID, req.Version, p.TP, batch); err != nil {
+			return producePart{}, err
+		}
 	}
 	res, wait, err := p.Append(rp.Records)
 	if err != nil {

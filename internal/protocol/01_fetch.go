@@ -210,6 +210,16 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	if sec.Size == 0 || (sec.Size > limit && res.bytes > 0) {
 		return nil
 	}
+	if readCommitted {
+		// The aborted transactions the data may hold, so the client drops
+		// their records; bounded by the last stable offset, which bounds
+		// the read.
+		for _, a := range p.AbortedTransactions(rp.FetchOffset, sp.LastStableOffset) {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+		}
+	}
 	s := NewSplice(sec)
 	sp.RecordBatches = s.Marker
 	res.splices = append(res.splices, s)

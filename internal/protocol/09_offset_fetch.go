@@ -19,8 +19,9 @@ import (
 //     so they go on every partition.
 //   - v5+: the committed leader epoch (-1 if none).
 //   - v7+: RequireStable waits for the group's commits in flight to be
-//     durable before reading (there are no transactional offsets yet, so
-//     UNSTABLE_OFFSET_COMMIT never happens).
+//     durable before reading, and answers a partition with a transactional
+//     offset still pending (its transaction not yet ended)
+//     UNSTABLE_OFFSET_COMMIT with offset -1; the client retries.
 //   - v8+: several groups per request, each answered with its own error.
 //   - v9: the member id and epoch (KIP-848) are not checked for classic
 //     groups, as in Kafka.
@@ -80,7 +81,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	for _, g := range groups {
-		offsets, err := b.Groups.FetchOffsets(g.id, g.topics)
+		offsets, err := b.Groups.FetchOffsets(g.id, g.topics, req.RequireStable)
 		if req.Version < 8 {
 			resp.ErrorCode = errorCode(err)
 			resp.Topics = offsetFetchTopics(req.Version, g.topics, offsets, err)
@@ -94,6 +95,7 @@ func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offs
 			for _, p := range t.Partitions {
 				gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				gp.ErrorCode = p.ErrorCode
 				gt.Partitions = append(gt.Partitions, gp)
 			}
 			rg.Topics = append(rg.Topics, gt)
@@ -131,6 +133,9 @@ func offsetFetchTopics(version int16, asked []group.FetchTopic, offsets []group.
 		}
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Partition, o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+		if o.Err != nil {
+			rp.Offset, rp.LeaderEpoch, rp.ErrorCode = -1, -1, errorCode(o.Err)
+		}
 		t := &out[len(out)-1]
 		t.Partitions = append(t.Partitions, rp)
 	}

@@ -14,10 +14,9 @@ import (
 //     request creates __consumer_offsets (internal, compacted,
 //     offsets.topic.num.partitions partitions) as Kafka does, and answers
 //     at once rather than COORDINATOR_NOT_AVAILABLE first.
-//   - Transactions (key type 1): this broker too, so that a transactional
-//     producer goes on to InitProducerId, which refuses it with
-//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal in every client, where
-//     COORDINATOR_NOT_AVAILABLE here would be retried until a timeout.
+//   - Transactions (key type 1): this broker coordinates every
+//     transactional id; the first request creates __transaction_state
+//     (transaction.state.log.num.partitions partitions), as Kafka does.
 //   - v4+: several keys per request, each answered (KIP-699).
 //
 // Not supported: share groups (key type 2, v6) and unknown key types are
@@ -42,6 +41,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 				err = kerr.CoordinatorNotAvailable
 			}
 		case 1:
+			if b.Txns.EnsureTopic() != nil {
+				err = kerr.CoordinatorNotAvailable
+			}
 		default:
 			err = kerr.InvalidRequest
 		}

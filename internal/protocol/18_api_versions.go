@@ -17,11 +17,14 @@ import (
 //   - v3+: the client's software name and version must match Kafka's
 //     pattern, else INVALID_REQUEST.
 //
-// Not supported: feature flags (KIP-584) are not advertised.
+//   - v3+: the transaction.version feature (KIP-584), supported 0-2 and
+//     finalized at the broker's --transaction-version: at 2 clients use
+//     KIP-890's transaction protocol, below it the older flow. No other
+//     feature is advertised.
 
 func init() { register(18, 0, 4, handleApiVersions) }
 
-func handleApiVersions(_ context.Context, _ *Broker, r *Request) (*Response, error) {
+func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if req.Version >= 3 && (!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
@@ -29,8 +32,21 @@ func handleApiVersions(_ context.Context, _ *Broker, r *Request) (*Response, err
 		return reply(resp)
 	}
 	resp.ApiKeys = Ranges()
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	// Features are fixed for the broker's life, so one epoch serves; it
+	// must be above -1 for clients to take the finalized levels.
+	resp.FinalizedFeaturesEpoch = 1
+	if level := b.Config.TransactionVersion; level > 0 {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, level, level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	}
 	return reply(resp)
 }
+
+const transactionVersionFeature = "transaction.version"
 
 // UnsupportedApiVersions answers an ApiVersions request of a version we do
 // not know, in v0 form.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,12 +23,16 @@ import (
 //   - Producer ids are unique across restarts: the cluster store reserves
 //     them in blocks of 1000, saved durably before use.
 //
-// Not supported yet: transactions. A request with a transactional id is
-// answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as
-// fatal and report at once (initTransactions throws in Java; kgo fails the
-// producer), rather than COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, which
-// they retry until a timeout. An empty transactional id is INVALID_REQUEST,
-// as in Kafka.
+//   - With a transactional id the transaction coordinator answers (see
+//     internal/txn): a new id or the next epoch of the id's producer, which
+//     fences older instances; an ongoing transaction of the id is aborted
+//     first and the answer is CONCURRENT_TRANSACTIONS until it is, which the
+//     client retries. v3+ (KIP-360): the producer id and epoch the client
+//     holds, if given, must be the coordinator's current or previous ones,
+//     else PRODUCER_FENCED (v4+; INVALID_PRODUCER_EPOCH before). A timeout
+//     outside 1 ms .. transaction.max.timeout.ms is
+//     INVALID_TRANSACTION_TIMEOUT. An empty transactional id is
+//     INVALID_REQUEST, as in Kafka.
 
 func init() { register(22, 0, 5, handleInitProducerID) }
 
@@ -37,10 +42,18 @@ func handleInitProducerID(_ context.Context, b *Broker, r *Request) (*Response, 
 	switch {
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
-	case req.TransactionalID != nil:
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case (req.ProducerID == -1) != (req.ProducerEpoch == -1):
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.TransactionalID != nil:
+		return &Response{Defer: func(ctx context.Context) (*Response, error) {
+			timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond
+			pid, epoch, err := b.Txns.InitProducerID(ctx, *req.TransactionalID, timeout, req.ProducerID, req.ProducerEpoch)
+			resp.ProducerID, resp.ProducerEpoch = -1, -1
+			if resp.ErrorCode = txnCode(err, req.Version, 4); err == nil {
+				resp.ProducerID, resp.ProducerEpoch = pid, epoch
+			}
+			return reply(resp)
+		}}, nil
 	default:
 		id, err := b.Cluster.NextProducerID()
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // codes maps the packages' errors to Kafka error codes; the first match in
@@ -31,6 +32,18 @@ var codes = []struct {
 	{replica.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
 	{replica.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
 	{replica.ErrUnknownProducerID, kerr.UnknownProducerID.Code},
+	{replica.ErrInvalidTxnState, kerr.InvalidTxnState.Code},
+	{replica.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced.Code},
+	{txn.ErrConcurrentTransactions, kerr.ConcurrentTransactions.Code},
+	{txn.ErrInvalidTxnState, kerr.InvalidTxnState.Code},
+	{txn.ErrProducerFenced, kerr.ProducerFenced.Code},
+	{txn.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping.Code},
+	{txn.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout.Code},
+	{txn.ErrTransactionalIDNotFound, kerr.TransactionalIDNotFound.Code},
+	{txn.ErrNotCoordinator, kerr.NotCoordinator.Code},
+	{txn.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress.Code},
+	{txn.ErrInvalidRequest, kerr.InvalidRequest.Code},
+	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit.Code},
 	{cluster.ErrTopicExists, kerr.TopicAlreadyExists.Code},
 	{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition.Code},
 	{cluster.ErrInvalidTopic, kerr.InvalidTopicException.Code},
@@ -40,6 +53,8 @@ var codes = []struct {
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
 	{errInvalidRequest, kerr.InvalidRequest.Code},
+	{errNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
+	{errInvalidRegex, kerr.InvalidRegularExpression.Code},
 	{errInvalidReplicationFactor, kerr.InvalidReplicationFactor.Code},
 	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment.Code},
 	{errPolicyViolation, kerr.PolicyViolation.Code},
@@ -62,6 +77,14 @@ var codes = []struct {
 	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize.Code},
 	{group.ErrUnknownServerError, kerr.UnknownServerError.Code},
 }
+
+// Errors of the transaction handlers' own checks.
+var (
+	// errNotEnoughReplicas: what Kafka answers older producers for a
+	// transaction that cannot take their batch yet, so they retry.
+	errNotEnoughReplicas = errors.New("not enough replicas")
+	errInvalidRegex      = errors.New("invalid regular expression")
+)
 
 // errorCode returns the Kafka code for err: 0 for nil, UNKNOWN_SERVER_ERROR
 // for anything unmapped.

@@ -11,6 +11,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // Request is one decoded request with its header.
@@ -103,6 +104,8 @@ type Broker struct {
 	// Groups is the group coordinator (every group's state and committed
 	// offsets).
 	Groups *group.Coordinator
+	// Txns is the transaction coordinator.
+	Txns *txn.Coordinator
 	// FetchObserver, when set, is told where consumers fetch (the group
 	// coordinator's rebalance history).
 	FetchObserver group.FetchObserver

@@ -17,9 +17,28 @@
 // Manager.Close), and on open rebuilds it from the newest snapshot the log
 // still covers plus a scan of the batch headers after it.
 //
+// Transactions (txn.go, rules at the top of producer.go): transactional
+// batches open their producer's transaction; markers from the transaction
+// coordinator (WriteMarker, control batches) close it, and aborts are
+// recorded for read_committed fetches (AbortedTransactions). The last
+// stable offset (LastStableOffset) is the high watermark held back by the
+// oldest transaction that is open or whose marker is not yet below the
+// high watermark; it moves when the high watermark does, which wakes the
+// waiters. Coordinators' own batches (the group coordinator's
+// __consumer_offsets writes) go through AppendInternal, which skips the
+// sequence checks. Open transactions, coordinator epochs and aborted
+// transactions are part of the producer snapshot (version 2) and of the
+// rebuild from the log, which reads each marker's commit or abort.
+//
 // Locking: Partition.appendMu orders producer-state checks with appends and
 // guards the producer state; Partition.snapMu serialises snapshot writes
 // (taken after appendMu when both are held; snapshot files are written
-// without appendMu); Partition.mu guards the high watermark and the waiters.
-// appendMu comes before mu, and neither is held across an fsync of the log.
+// without appendMu); Partition.mu guards the high watermark, the waiters and
+// the transactions readers need (producerState.txns: the unstable
+// transactions and the aborted list), so that fetches never wait for
+// appendMu. Appends change producerState.txns holding appendMu and then mu;
+// the high watermark prunes its decided transactions under mu alone; the
+// aborted list changes only with both held, so a snapshot reads it under
+// appendMu. appendMu comes before mu, and neither is held across an fsync
+// of the log.
 package replica

@@ -35,6 +35,13 @@ var (
 	// ErrUnknownProducerID: the partition has no state for the producer and
 	// the batch does not start a sequence (Kafka UNKNOWN_PRODUCER_ID).
 	ErrUnknownProducerID = errors.New("replica: unknown producer id")
+	// ErrInvalidTxnState: a non-transactional batch from a producer whose
+	// transaction is open (Kafka INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("replica: invalid transaction state")
+	// ErrTransactionCoordinatorFenced: a marker from a coordinator epoch
+	// older than the producer's last marker had (Kafka
+	// TRANSACTION_COORDINATOR_FENCED).
+	ErrTransactionCoordinatorFenced = errors.New("replica: transaction coordinator fenced")
 )
 
 // Leader-epoch fencing of client requests that name the epoch they saw.

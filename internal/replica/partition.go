@@ -20,12 +20,12 @@ type Partition struct {
 
 	appendMu    sync.Mutex
 	leaderEpoch int32
-	producers   *producerState // appendMu
+	producers   *producerState // appendMu, but producers.txns: mu (see txn.go)
 
 	snapMu  sync.Mutex // after appendMu when both are held
 	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
 
-	mu      sync.Mutex
+	mu      sync.Mutex // after appendMu when both are held; guards producers.txns too
 	hw      int64
 	waiters map[*Waiter]struct{}
 }
@@ -41,6 +41,7 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 		return nil, fmt.Errorf("%s: loading producer state: %w", tp, err)
 	}
 	p.producers, p.snapEnd = ps, res.snapshot
+	ps.txns.onHighWatermark(p.hw) // every marker in the log is below it
 	if res.scanned > 0 || res.snapshot < 0 && len(ps.producers) > 0 {
 		opts.Logger.Info("rebuilt producer state", "partition", tp.String(), "snapshot", res.snapshot,
 			"batches_scanned", res.scanned, "producers", len(ps.producers), "expired", res.expired,
@@ -96,10 +97,16 @@ type AppendResult struct {
 // stored batch is answered with the original's offsets, Duplicate set and
 // nothing written, and its wait returns once the original is acknowledged;
 // a batch out of sequence or of a fenced epoch fails with
-// ErrOutOfOrderSequence or ErrInvalidProducerEpoch.
+// ErrOutOfOrderSequence or ErrInvalidProducerEpoch, and a plain batch of a
+// producer whose transaction is open with ErrInvalidTxnState. A
+// transactional batch opens its producer's transaction.
 func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
+	return p.append(data, fromClient)
+}
+
+func (p *Partition) append(data []byte, o origin) (AppendResult, func() error, error) {
 	p.appendMu.Lock()
-	dup, isDup, err := p.producers.check(data)
+	dup, isDup, err := p.producers.check(data, o)
 	if err != nil || isDup {
 		p.appendMu.Unlock()
 		// The log validates a batch before anything else; on these paths
@@ -119,6 +126,7 @@ func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
 		}
 		return res, p.waitFor(dup.lastOffset + 1), nil
 	}
+	// Control batches only through WriteMarker: the log refuses them here.
 	lres, err := p.log.Append(data, log.AppendOptions{LeaderEpoch: p.leaderEpoch})
 	if err != nil || lres.BaseOffset < 0 {
 		p.appendMu.Unlock()
@@ -126,24 +134,51 @@ func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
 	}
 	now := p.opts.Now().UnixMilli()
 	ps := p.producers
-	ps.commit(lres.Batches, lres.LogAppendTime, now)
+	if opened := ps.commit(lres.Batches, lres.LogAppendTime, now); len(opened) > 0 {
+		p.mu.Lock()
+		for _, t := range opened {
+			ps.txns.open(t.pid, t.first)
+		}
+		p.mu.Unlock()
+	}
+	snap, snapEnd := p.afterAppendLocked(now)
+	p.appendMu.Unlock()
+	p.maybeWriteSnapshot(snap, snapEnd)
+	return AppendResult{AppendResult: lres}, p.waitFor(lres.LastOffset + 1), nil
+}
+
+// afterAppendLocked does an append's periodic work: the expiry sweep
+// (which also forgets aborted transactions below the log start) and taking
+// a snapshot every Options.ProducerSnapshotEvery appends, which it returns
+// for maybeWriteSnapshot to write once appendMu is released. appendMu is
+// held.
+func (p *Partition) afterAppendLocked(now int64) ([]byte, int64) {
+	ps := p.producers
 	if now-ps.lastSweep >= p.opts.ProducerIDExpirationCheck.Milliseconds() {
 		ps.expire(now, p.opts.ProducerIDExpiration)
 		ps.lastSweep = now
-	}
-	var snap []byte
-	var snapEnd int64
-	if ps.appends++; ps.appends >= p.opts.ProducerSnapshotEvery {
-		snap, snapEnd = ps.encode(), ps.end
-		ps.appends = 0
-	}
-	p.appendMu.Unlock()
-	if snap != nil {
-		if err := p.writeSnapshot(snapEnd, snap); err != nil {
-			p.opts.Logger.Warn("writing producer snapshot failed", "partition", p.TP.String(), "err", err)
+		if start := p.log.StartOffset(); ps.txns.abortedBelow(start) {
+			p.mu.Lock()
+			ps.txns.dropAbortedBelow(start)
+			p.mu.Unlock()
 		}
 	}
-	return AppendResult{AppendResult: lres}, p.waitFor(lres.LastOffset + 1), nil
+	if ps.appends++; ps.appends >= p.opts.ProducerSnapshotEvery {
+		ps.appends = 0
+		return ps.encode(p.log.StartOffset()), ps.end
+	}
+	return nil, 0
+}
+
+// maybeWriteSnapshot writes a snapshot afterAppendLocked took, if any.
+// appendMu is not held.
+func (p *Partition) maybeWriteSnapshot(snap []byte, end int64) {
+	if snap == nil {
+		return
+	}
+	if err := p.writeSnapshot(end, snap); err != nil {
+		p.opts.Logger.Warn("writing producer snapshot failed", "partition", p.TP.String(), "err", err)
+	}
 }
 
 func noWait() error { return nil }
@@ -193,7 +228,7 @@ func (p *Partition) SnapshotProducers() error {
 		p.appendMu.Unlock()
 		return nil
 	}
-	data := p.producers.encode()
+	data := p.producers.encode(p.log.StartOffset())
 	p.producers.appends = 0
 	p.appendMu.Unlock()
 	return p.writeSnapshot(end, data)
@@ -212,15 +247,18 @@ func (p *Partition) writeSnapshot(end int64, data []byte) error {
 	return nil
 }
 
-// Producers describes the idempotent producers the partition knows, by id.
+// Producers describes the idempotent and transactional producers the
+// partition knows, by id.
 func (p *Partition) Producers() []ProducerInfo {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	return p.producers.infos()
 }
 
-// advanceHighWatermark moves the high watermark to what is now committed and
-// wakes the waiters.
+// advanceHighWatermark moves the high watermark to what is now committed,
+// and with it the last stable offset (transactions whose markers fall below
+// it no longer hold it back), and wakes the waiters: parked fetches of
+// both isolation levels.
 func (p *Partition) advanceHighWatermark() {
 	hw := p.log.EndOffset()
 	if p.log.Config().FlushPolicy == log.FlushEveryAppend {
@@ -233,6 +271,7 @@ func (p *Partition) advanceHighWatermark() {
 	}
 	p.hw = hw
 	p.log.SetHighWatermark(hw)
+	p.producers.txns.onHighWatermark(hw)
 	for w := range p.waiters {
 		w.wake()
 	}
@@ -246,16 +285,14 @@ func (p *Partition) HighWatermark() int64 {
 	return p.hw
 }
 
-// LastStableOffset is the offset below which no transaction is open; with no
-// transactions it is the high watermark.
-func (p *Partition) LastStableOffset() int64 { return p.HighWatermark() }
-
 // Read returns the batches at offset, bounded by the high watermark (or the
 // last stable offset for read_committed).
 func (p *Partition) Read(offset int64, maxBytes int, readCommitted bool) (log.Section, error) {
-	bound := p.HighWatermark()
+	var bound int64
 	if readCommitted {
 		bound = p.LastStableOffset()
+	} else {
+		bound = p.HighWatermark()
 	}
 	return p.log.Read(offset, maxBytes, bound)
 }

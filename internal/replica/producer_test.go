@@ -434,25 +434,38 @@ func TestCorruptSnapshotIsDiscarded(t *testing.T) {
 func TestSnapshotRoundTrip(t *testing.T) {
 	s := newProducerState()
 	s.end = 1234
-	s.producers[5] = &producerEntry{epoch: 3, lastActive: 99, batches: []batchMeta{{1, 2, 10, 11, 7}, {3, 3, 12, 12, 8}}}
-	s.producers[-0x7000] = &producerEntry{epoch: -1, lastActive: 1}
-	got, end, err := decodeSnapshot(s.encode())
-	if err != nil || end != 1234 || len(got) != 2 {
-		t.Fatalf("%v %d %v", got, end, err)
+	s.producers[5] = &producerEntry{epoch: 3, lastActive: 99, batches: []batchMeta{{1, 2, 10, 11, 7}, {3, 3, 12, 12, 8}},
+		txnFirst: 11, coordEpoch: 4}
+	s.producers[-0x7000] = &producerEntry{epoch: -1, lastActive: 1, txnFirst: -1, coordEpoch: -1}
+	s.txns.aborted = []abortedEntry{{AbortedTxn{5, 3, 8}, 9}, {AbortedTxn{6, 1, 20}, 11}, {AbortedTxn{5, 30, 40}, 41}}
+	snap, err := decodeSnapshot(s.encode(0))
+	if err != nil || snap.end != 1234 || len(snap.producers) != 2 {
+		t.Fatalf("%+v %v", snap, err)
 	}
-	if e := got[5]; e.epoch != 3 || e.lastActive != 99 || !slices.Equal(e.batches, s.producers[5].batches) {
-		t.Fatalf("%+v", e)
+	for pid, want := range s.producers {
+		e := snap.producers[pid]
+		if e == nil || e.epoch != want.epoch || e.lastActive != want.lastActive || !slices.Equal(e.batches, want.batches) ||
+			e.txnFirst != want.txnFirst || e.coordEpoch != want.coordEpoch {
+			t.Fatalf("producer %d: %+v, want %+v", pid, e, want)
+		}
 	}
-	enc := s.encode()
+	if !slices.Equal(snap.aborted, s.txns.aborted) {
+		t.Fatalf("aborted %v, want %v", snap.aborted, s.txns.aborted)
+	}
+	// The log start drops the aborted transactions wholly below it.
+	if snap, err := decodeSnapshot(s.encode(9)); err != nil || !slices.Equal(snap.aborted, s.txns.aborted[1:]) {
+		t.Fatalf("encoded from log start 9: %v %v", snap.aborted, err)
+	}
+	enc := s.encode(0)
 	for i := range enc {
 		bad := slices.Clone(enc)
 		bad[i] ^= 0x10
-		if _, _, err := decodeSnapshot(bad); err == nil {
+		if _, err := decodeSnapshot(bad); err == nil {
 			t.Fatalf("flipping byte %d went unnoticed", i)
 		}
 	}
 	for n := range len(enc) {
-		if _, _, err := decodeSnapshot(enc[:n]); err == nil {
+		if _, err := decodeSnapshot(enc[:n]); err == nil {
 			t.Fatalf("truncation to %d bytes went unnoticed", n)
 		}
 	}

@@ -66,7 +66,9 @@ func (o offsetsTopic) partitions(t cluster.Topic) ([]group.Partition, error) {
 type offsetsPartition struct{ p *replica.Partition }
 
 func (o offsetsPartition) Append(batch []byte) (int64, func() error, error) {
-	res, wait, err := o.p.Append(batch)
+	// The coordinator's own batches: transactional offset commits carry
+	// their producer's id and epoch but no sequence of the producer's.
+	res, wait, err := o.p.AppendInternal(batch)
 	if errors.Is(err, replica.ErrMessageTooLarge) {
 		err = fmt.Errorf("%w: %v", group.ErrRecordTooLarge, err)
 	}

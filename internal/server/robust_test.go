@@ -548,7 +548,8 @@ func TestApiVersions(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	c := dialRaw(t, b.Addr)
 
-	want := map[int16][2]int16{0: {0, 12}, 1: {4, 17}, 2: {1, 9}, 3: {0, 12}, 18: {0, 4}}
+	want := map[int16][2]int16{0: {0, 12}, 1: {4, 17}, 2: {1, 9}, 3: {0, 12}, 18: {0, 4}, 22: {0, 5},
+		24: {0, 5}, 25: {0, 4}, 26: {0, 5}, 27: {1, 1}, 28: {0, 5}, 61: {0, 0}, 65: {0, 0}, 66: {0, 2}}
 	for v := int16(0); v <= 4; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
@@ -575,7 +576,20 @@ func TestApiVersions(t *testing.T) {
 				t.Errorf("v%d: %s not advertised", v, kmsg.NameForKey(k))
 			}
 		}
+		if v >= 3 {
+			checkTransactionVersion(t, resp, 2)
+		}
 	}
+
+	t.Run("transaction.version follows the broker's setting", func(t *testing.T) {
+		for _, level := range []int16{0, 1} {
+			b := testutil.StartBroker(t, func(c *config.Broker) { c.TransactionVersion = level })
+			req := kmsg.NewPtrApiVersionsRequest()
+			req.SetVersion(4)
+			req.ClientSoftwareName, req.ClientSoftwareVersion = "a", "1"
+			checkTransactionVersion(t, dialRaw(t, b.Addr).do(req).(*kmsg.ApiVersionsResponse), level)
+		}
+	})
 
 	t.Run("unsupported version answers v0 with our range", func(t *testing.T) {
 		for _, v := range []int16{5, 99, math.MaxInt16, -1} {
@@ -633,6 +647,26 @@ func TestApiVersions(t *testing.T) {
 			t.Fatal(kerr.ErrorForCode(resp.ErrorCode))
 		}
 	})
+}
+
+// checkTransactionVersion checks the transaction.version feature: supported
+// 0-2, finalized at level (absent at 0, as Kafka omits level-0 features).
+func checkTransactionVersion(t *testing.T, resp *kmsg.ApiVersionsResponse, level int16) {
+	t.Helper()
+	if len(resp.SupportedFeatures) != 1 || resp.SupportedFeatures[0].Name != "transaction.version" ||
+		resp.SupportedFeatures[0].MinVersion != 0 || resp.SupportedFeatures[0].MaxVersion != 2 {
+		t.Errorf("supported features %+v", resp.SupportedFeatures)
+	}
+	if resp.FinalizedFeaturesEpoch < 0 {
+		t.Errorf("finalized features epoch %d: clients ignore the levels", resp.FinalizedFeaturesEpoch)
+	}
+	switch {
+	case level == 0 && len(resp.FinalizedFeatures) != 0:
+		t.Errorf("level 0: finalized %+v, want none", resp.FinalizedFeatures)
+	case level > 0 && (len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" ||
+		resp.FinalizedFeatures[0].MinVersionLevel != level || resp.FinalizedFeatures[0].MaxVersionLevel != level):
+		t.Errorf("finalized features %+v, want transaction.version at %d", resp.FinalizedFeatures, level)
+	}
 }
 
 // TestMetadataEveryVersion decodes the answer of every Metadata version.

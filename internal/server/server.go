@@ -17,6 +17,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // Server is one broker.
@@ -29,6 +30,7 @@ type Server struct {
 	replicas *replica.Manager
 	topics   *topicAdmin
 	groups   *group.Coordinator
+	txns     *txn.Coordinator
 	broker   *protocol.Broker
 
 	ln         net.Listener
@@ -76,6 +78,18 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	}
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
 		Groups: s.groups, FetchObserver: s.groups, Logger: logger.With("component", "protocol")}
+	// Then __transaction_state; transactions that were deciding when the
+	// broker stopped get their markers (through the broker, which writes
+	// them) once it is loaded.
+	s.txns = txn.New(txnConfig(cfg, logger.With("component", "txn")), stateTopic{s: s}, s.cluster,
+		markerWriter{broker: s.broker, logger: logger.With("component", "txn")})
+	s.broker.Txns = s.txns
+	if err := s.txns.Load(); err != nil {
+		s.txns.Close()
+		s.groups.Close()
+		s.logs.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -201,6 +215,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-done
 		}
 	}
+	// Transactions first: completing one writes markers, which the group
+	// coordinator applies to its offsets.
+	s.txns.Close()
 	s.groups.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.

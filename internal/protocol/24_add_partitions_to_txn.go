@@ -1,0 +1,125 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// AddPartitionsToTxn: v0-5 (Kafka 4.0's range)
+//
+// Behaviour:
+//   - v0-3 (clients of the older transaction flow): adds the partitions to
+//     the producer's transaction, answered once the coordinator's state is
+//     durable. A partition this broker does not serve makes the whole
+//     request fail: UNKNOWN_TOPIC_OR_PARTITION for it and
+//     OPERATION_NOT_ATTEMPTED for the others, as Kafka.
+//   - Coordinator errors go on every partition: CONCURRENT_TRANSACTIONS
+//     while the previous transaction is completing, PRODUCER_FENCED (v2+;
+//     INVALID_PRODUCER_EPOCH before) for an old epoch,
+//     INVALID_PRODUCER_ID_MAPPING for another producer id.
+//   - v4+ is the brokers' batched form (KIP-890 part 1): several
+//     transactions, each either added or, with VerifyOnly, checked
+//     (INVALID_TXN_STATE for a partition not in the ongoing transaction).
+
+func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
+
+func handleAddPartitionsToTxn(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.AddPartitionsToTxnRequest)
+	if req.Version >= 4 {
+		return b.addPartitionsBatched(req), nil
+	}
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	var tps []model.TopicPartition
+	unknown := map[model.TopicPartition]bool{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Topic, Partition: p}
+			if _, ok := b.Replicas.Get(tp); !ok {
+				unknown[tp] = true
+			}
+			tps = append(tps, tp)
+		}
+	}
+	answer := func(code func(model.TopicPartition) int16) *Response {
+		for _, t := range req.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition = p
+				rp.ErrorCode = code(model.TopicPartition{Topic: t.Topic, Partition: p})
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return &Response{Body: resp}
+	}
+	if err := checkTxnID(req.TransactionalID); err != nil {
+		return answer(func(model.TopicPartition) int16 { return errorCode(err) }), nil
+	}
+	if len(unknown) > 0 {
+		return answer(func(tp model.TopicPartition) int16 {
+			if unknown[tp] {
+				return kerr.UnknownTopicOrPartition.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		}), nil
+	}
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		err := b.Txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps)
+		code := txnCode(err, req.Version, 2)
+		return answer(func(model.TopicPartition) int16 { return code }), nil
+	}}, nil
+}
+
+// addPartitionsBatched serves v4+: each transaction's partitions added, or
+// verified.
+func (b *Broker) addPartitionsBatched(req *kmsg.AddPartitionsToTxnRequest) *Response {
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		for _, rt := range req.Transactions {
+			st := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			st.TransactionalID = rt.TransactionalID
+			var tps []model.TopicPartition
+			for _, t := range rt.Topics {
+				for _, p := range t.Partitions {
+					tps = append(tps, model.TopicPartition{Topic: t.Topic, Partition: p})
+				}
+			}
+			codes := make([]int16, len(tps))
+			switch {
+			case checkTxnID(rt.TransactionalID) != nil:
+				for i := range codes {
+					codes[i] = kerr.InvalidRequest.Code
+				}
+			case rt.VerifyOnly:
+				for i, tp := range tps {
+					codes[i] = errorCode(b.Txns.Verify(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, tp))
+				}
+			default:
+				code := errorCode(b.Txns.AddPartitions(ctx, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, tps))
+				for i := range codes {
+					codes[i] = code
+				}
+			}
+			i := 0
+			for _, t := range rt.Topics {
+				tt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				tt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					tp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					tp.Partition, tp.ErrorCode = p, codes[i]
+					i++
+					tt.Partitions = append(tt.Partitions, tp)
+				}
+				st.Topics = append(st.Topics, tt)
+			}
+			resp.Transactions = append(resp.Transactions, st)
+		}
+		return &Response{Body: resp}, nil
+	}}
+}

@@ -1,0 +1,45 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// EndTxn: v0-5 (Kafka 4.0's range)
+//
+// Behaviour:
+//   - Commits or aborts the producer's transaction: the decision is made
+//     durable (PrepareCommit/PrepareAbort), markers are written to every
+//     partition of the transaction, and the transaction is completed; the
+//     answer comes once it is complete (or, if a partition failed to take
+//     its marker, once the decision is durable: the coordinator retries the
+//     markers in the background, and the next request of the producer gets
+//     CONCURRENT_TRANSACTIONS until they are written).
+//   - v5+ is KIP-890's protocol: every EndTxn bumps the producer epoch (a
+//     new producer id when the epoch is exhausted), returned in the answer;
+//     a retried EndTxn of the previous epoch is answered with the result it
+//     had. Aborting a transaction with no partitions is allowed.
+//   - A retry of a completed EndTxn (same result) succeeds; the other result
+//     is INVALID_TXN_STATE. PRODUCER_FENCED from v2 (INVALID_PRODUCER_EPOCH
+//     before).
+
+func init() { register(26, 0, 5, handleEndTxn) }
+
+func handleEndTxn(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if err := checkTxnID(req.TransactionalID); err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply(resp)
+	}
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		pid, epoch, err := b.Txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5)
+		resp.ErrorCode = txnCode(err, req.Version, 2)
+		if err == nil {
+			resp.ProducerID, resp.ProducerEpoch = pid, epoch
+		}
+		return reply(resp)
+	}}, nil
+}

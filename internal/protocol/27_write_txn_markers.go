@@ -1,0 +1,56 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// WriteTxnMarkers: v1 (Kafka 4.0's range)
+//
+// Behaviour: writes each commit or abort marker to the partitions named and
+// answers once they are durable; a marker in __consumer_offsets applies or
+// drops the transaction's offsets. Kafka's brokers send it to partition
+// leaders; on a single node the coordinator writes markers directly, so
+// this request comes from operators (Admin.abortTransaction, which ends a
+// hanging transaction). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
+// INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
+// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+
+func init() { register(27, 1, 1, handleWriteTxnMarkers) }
+
+func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	return &Response{Defer: func(context.Context) (*Response, error) {
+		for _, m := range req.Markers {
+			var tps []model.TopicPartition
+			for _, t := range m.Topics {
+				for _, p := range t.Partitions {
+					tps = append(tps, model.TopicPartition{Topic: t.Topic, Partition: p})
+				}
+			}
+			errs := b.WriteMarkers(replica.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+				Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch}, tps)
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			i := 0
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, errorCode(errs[i])
+					i++
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return reply(resp)
+	}}, nil
+}

@@ -1,0 +1,105 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/txn"
+)
+
+// Shared parts of the transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn,
+// EndTxn, TxnOffsetCommit, WriteTxnMarkers, and transactional Produce).
+
+// txnCode is the Kafka code for a transaction coordinator error in a
+// response of version: PRODUCER_FENCED came with KIP-588 at fencedSince, and
+// older clients get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
+func txnCode(err error, version, fencedSince int16) int16 {
+	code := errorCode(err)
+	if code == kerr.ProducerFenced.Code && version < fencedSince {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}
+
+// checkTxnID refuses an empty transactional id, as Kafka's coordinator does.
+func checkTxnID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty transactional id", errInvalidRequest)
+	}
+	return nil
+}
+
+// offsetsPartitionFor is the __consumer_offsets partition holding a
+// group's offsets, which a transaction that commits them includes.
+func (b *Broker) offsetsPartitionFor(groupID string) (model.TopicPartition, error) {
+	if err := b.Groups.EnsureTopic(); err != nil {
+		return model.TopicPartition{}, err
+	}
+	return model.TopicPartition{Topic: group.OffsetsTopic, Partition: b.Groups.PartitionFor(groupID)}, nil
+}
+
+// checkTxnProduce admits a transactional batch to tp: with KIP-890's
+// protocol (Produce v12+) the request itself adds the partition to the
+// transaction, durably before the batch is written, so a crash can never
+// leave data of a transaction whose coordinator does not know the
+// partition (a hanging transaction); before v12 the client added it with
+// AddPartitionsToTxn and the partition is verified to be in the ongoing
+// transaction (KIP-890 part 1).
+func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int16, tp model.TopicPartition, batch model.Batch) error {
+	if txnID == nil {
+		return fmt.Errorf("%w: transactional records in a request without a transactional id", replica.ErrInvalidRecord)
+	}
+	pid, epoch := batch.ProducerID(), batch.ProducerEpoch()
+	var err error
+	if version >= 12 {
+		err = b.Txns.AddPartitions(ctx, *txnID, pid, epoch, []model.TopicPartition{tp})
+	} else {
+		err = b.Txns.Verify(*txnID, pid, epoch, tp)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, txn.ErrProducerFenced):
+		// Produce speaks of epochs, not of fencing.
+		return fmt.Errorf("%w: %v", replica.ErrInvalidProducerEpoch, err)
+	case version < 12 && (errors.Is(err, txn.ErrConcurrentTransactions) ||
+		errors.Is(err, txn.ErrCoordinatorLoadInProgress) || errors.Is(err, txn.ErrNotCoordinator)):
+		// Older clients do not retry these on produce; Kafka answers them
+		// NOT_ENOUGH_REPLICAS, which they do retry.
+		return fmt.Errorf("%w: %v", errNotEnoughReplicas, err)
+	}
+	return err
+}
+
+// WriteMarkers writes a transaction marker to each partition and waits for
+// all of them to be durable; a marker in __consumer_offsets then makes the
+// group coordinator apply or drop the transaction's offsets. It returns one
+// error per partition, in order.
+func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []error {
+	errs := make([]error, len(tps))
+	waits := make([]func() error, len(tps))
+	for i, tp := range tps {
+		p, ok := b.Replicas.Get(tp)
+		if !ok {
+			errs[i] = replica.ErrUnknownPartition
+			continue
+		}
+		_, wait, err := p.WriteMarker(m)
+		errs[i], waits[i] = err, wait
+	}
+	for i, tp := range tps {
+		if errs[i] != nil || waits[i] == nil {
+			continue
+		}
+		if errs[i] = waits[i](); errs[i] == nil && tp.Topic == group.OffsetsTopic {
+			b.Groups.CompleteTxn(tp.Partition, m.ProducerID, m.Commit)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,79 @@
+// Package txn is the transaction coordinator: transactional ids, their
+// producer ids and epochs, and the two-phase commit of their transactions.
+// It follows Apache Kafka 4's TransactionCoordinator and
+// TransactionMetadata: the same states, checks, errors and records.
+//
+// # What it owns
+//
+//   - Every transactional id's state, stored in __transaction_state
+//     (records.go for the format: Kafka's TxnMetadataKey/TxnMetadataValue,
+//     so its tools read it). An id's records go to partition
+//     abs(javaHashCode(id)) % partitions. The topic is created on first
+//     use (FindCoordinator through EnsureTopic, or a first InitProducerID),
+//     internal and compacted, through the Topic interface the server
+//     implements; Load replays it on start.
+//   - Producer ids and epochs: InitProducerID bumps the epoch of an idle
+//     id (KIP-360: a producer naming its current pid/epoch is checked and
+//     a retried bump is recognised); an exhausted epoch (>= MaxInt16-1)
+//     gives a new producer id with epoch 0 instead. EndTxn v5+ (KIP-890
+//     part 2, v2) bumps the epoch on every EndTxn, stores it with the
+//     Prepare record (with NextProducerID when exhausted), and recognises
+//     a retry by the epoch just below the current one.
+//   - The markers: after the Prepare record is durable, Markers writes a
+//     marker with the (bumped) epoch and coordinator epoch 0 to every
+//     partition of the transaction, then the Complete record is written.
+//     When that fails, a background job retries every MarkerRetryBackoff;
+//     after a restart Load resumes every Prepare* it finds.
+//   - Timeouts (every AbortCheckInterval: an Ongoing transaction older than
+//     its timeout is aborted with its epoch bumped, which fences its
+//     producer) and expiry (every ExpiryCheckInterval: idle ids untouched
+//     for IDExpiration are removed with a tombstone).
+//
+// # States
+//
+// Kafka's names and numbers (TxnMetadataValue.State):
+//
+//	Empty ──AddPartitions──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
+//	  ▲                        │                 PrepareAbort  ──markers──▶ CompleteAbort
+//	  └──InitProducerID        └──fence/timeout──▶ PrepareAbort (epoch bumped)
+//
+// Complete* behaves as Empty for the next transaction (AddPartitions starts
+// one, InitProducerID bumps the epoch; with v2, an abort of an idle id bumps
+// the epoch through PrepareAbort with no partitions). Kafka's
+// PrepareEpochFence is never stored: a fence is written as PrepareAbort with
+// the epoch already bumped. Dead is a tombstone.
+//
+// # Invariants
+//
+//   - A method that changes state returns only after the new state is
+//     durable in __transaction_state; in-memory state changes only then
+//     (Kafka's pending transition). While a record of an id is being made
+//     durable, other requests on that id answer ErrConcurrentTransactions.
+//   - An id's records reach the log in the order of its states: an
+//     append happens under the id's lock, and no second transition starts
+//     before the first is durable.
+//   - A Prepare* state changes only through its background job (markers,
+//     then Complete); every request answers ErrConcurrentTransactions or
+//     an error while it lasts, so the job may write markers without the
+//     lock.
+//   - EndTxn answers success once Prepare is durable even if the markers
+//     fail: the outcome is decided, and the job or the next Load
+//     completes it. Markers are idempotent, so resuming writes them again.
+//   - lastEpoch (the epoch before the last bump) is kept in memory only,
+//     as in Kafka: a retried InitProducerID across a restart is fenced.
+//
+// # Locking
+//
+// Coordinator.mu guards the id map, the partitions, loaded, closed and the
+// timers. Each txn's mu guards that id's state and its pending, removed and
+// finishing flags. The order is txn.mu, then Coordinator.mu; nothing takes
+// an id's lock while holding Coordinator.mu. write releases the id's lock
+// while it waits for durability (pending keeps other transitions out).
+// Markers.WriteMarkers and the producer id allocation for a new id run
+// without Coordinator.mu.
+//
+// Goroutines: background jobs (finishing Prepare*, timeout aborts, expiry)
+// start through spawn, which tracks them; Close cancels marker writes in
+// progress and waits for them. Timer callbacks run on the clock's
+// goroutine, do nothing after Close, and only spawn work.
+package txn
