@@ -72,6 +72,10 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks
 	}
+	var txnErrs map[model.TopicPartition]error
+	if fail == nil && req.TransactionID != nil {
+		txnErrs = b.admitTxnPartitions(ctx, req)
+	}
 	var parts []producePart
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
@@ -87,7 +91,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 				sp.ErrorCode, sp.BaseOffset = fail.Code, -1
 				continue
 			}
-			pp, err := b.produceOne(ctx, req, rt.Topic, rp, sp)
+			pp, err := b.produceOne(ctx, req, txnErrs, rt.Topic, rp, sp)
 			if err != nil {
 				setProduceError(sp, req.Version, err)
 				continue
@@ -120,8 +124,8 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	}}, nil
 }
 
-func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition,
-	sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
+func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, txnErrs map[model.TopicPartition]error,
+	topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
 	if internalTopic(topic) {
 		// Only the coordinators write their topics (Kafka: "Cannot
 		// append to internal topic").
@@ -135,7 +139,11 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, topic
 		return producePart{}, err
 	}
 	if batch := model.Batch(rp.Records); batch.IsTransactional() {
-		if err := b.checkTxnProduce(ctx, req.TransactionID, req.Version, p.TP, batch); err != nil {
+		err, admitted := txnErrs[p.TP]
+		if !admitted {
+			err = b.checkTxnProduce(ctx, req.TransactionID, req.Version, []model.TopicPartition{p.TP}, batch)
+		}
+		if err != nil {
 			return producePart{}, err
 		}
 	}

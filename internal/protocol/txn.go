@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
@@ -51,16 +53,20 @@ func (b *Broker) offsetsPartitionFor(groupID string) (model.TopicPartition, erro
 // partition (a hanging transaction); before v12 the client added it with
 // AddPartitionsToTxn and the partition is verified to be in the ongoing
 // transaction (KIP-890 part 1).
-func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int16, tp model.TopicPartition, batch model.Batch) error {
+func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int16, tps []model.TopicPartition, batch model.Batch) error {
 	if txnID == nil {
 		return fmt.Errorf("%w: transactional records in a request without a transactional id", replica.ErrInvalidRecord)
 	}
 	pid, epoch := batch.ProducerID(), batch.ProducerEpoch()
 	var err error
 	if version >= 12 {
-		err = b.Txns.AddPartitions(ctx, *txnID, pid, epoch, []model.TopicPartition{tp})
+		err = b.Txns.AddPartitions(ctx, *txnID, pid, epoch, tps)
 	} else {
-		err = b.Txns.Verify(*txnID, pid, epoch, tp)
+		for _, tp := range tps {
+			if err = b.Txns.Verify(*txnID, pid, epoch, tp); err != nil {
+				break
+			}
+		}
 	}
 	switch {
 	case err == nil:
@@ -75,6 +81,49 @@ func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int
 		return fmt.Errorf("%w: %v", errNotEnoughReplicas, err)
 	}
 	return err
+}
+
+// admitTxnPartitions admits the transactional batches of a produce request
+// before any is written: the partitions whose batches carry the same
+// producer id and epoch go to the coordinator together, so a request
+// spanning many partitions adds them all with one durable write. It returns
+// the outcome per partition; partitions it could not judge (not served,
+// not one whole batch) are left to produceOne.
+func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[model.TopicPartition]error {
+	type producer struct {
+		id    int64
+		epoch int16
+	}
+	groups := map[producer][]model.TopicPartition{}
+	first := map[producer]model.Batch{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			tp := model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			if oneBatch(rp.Records) != nil || internalTopic(rt.Topic) {
+				continue
+			}
+			batch := model.Batch(rp.Records)
+			if !batch.IsTransactional() {
+				continue
+			}
+			if _, ok := b.Replicas.Get(tp); !ok {
+				continue
+			}
+			k := producer{batch.ProducerID(), batch.ProducerEpoch()}
+			groups[k] = append(groups[k], tp)
+			if _, ok := first[k]; !ok {
+				first[k] = batch
+			}
+		}
+	}
+	out := map[model.TopicPartition]error{}
+	for k, tps := range groups {
+		err := b.checkTxnProduce(ctx, req.TransactionID, req.Version, tps, first[k])
+		for _, tp := range tps {
+			out[tp] = err
+		}
+	}
+	return out
 }
 
 // WriteMarkers writes a transaction marker to each partition and waits for
@@ -93,13 +142,18 @@ func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []er
 		_, wait, err := p.WriteMarker(m)
 		errs[i], waits[i] = err, wait
 	}
+	// Each partition is its own file: their fsyncs run at once.
+	var wg sync.WaitGroup
 	for i, tp := range tps {
 		if errs[i] != nil || waits[i] == nil {
 			continue
 		}
-		if errs[i] = waits[i](); errs[i] == nil && tp.Topic == group.OffsetsTopic {
-			b.Groups.CompleteTxn(tp.Partition, m.ProducerID, m.Commit)
-		}
+		wg.Go(func() {
+			if errs[i] = waits[i](); errs[i] == nil && tp.Topic == group.OffsetsTopic {
+				b.Groups.CompleteTxn(tp.Partition, m.ProducerID, m.Commit)
+			}
+		})
 	}
+	wg.Wait()
 	return errs
 }
