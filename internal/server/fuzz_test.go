@@ -21,7 +21,8 @@ import (
 // fuzzHandled are the APIs whose handlers the fuzz target runs on what
 // decodes; others are only decoded (CreateTopics, say, would create
 // thousands of partitions from random input).
-var fuzzHandled = map[int16]bool{0: true, 1: true, 2: true, 3: true, 18: true}
+var fuzzHandled = map[int16]bool{0: true, 1: true, 2: true, 3: true, 18: true,
+	22: true, 24: true, 25: true, 26: true, 27: true, 28: true, 61: true, 65: true, 66: true}
 
 // FuzzDecodeRequest feeds arbitrary frames (without their size prefix) to
 // the connection's decode path and, for the data-path APIs, to the
@@ -156,6 +157,57 @@ func fuzzSeeds() [][]byte {
 		m.Topics = append(m.Topics, mt)
 		add(m)
 	}
+	// A transaction's requests, so mutations reach the coordinator's
+	// checks: the fuzz broker's producer ids start at 0.
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis, ip.ProducerID, ip.ProducerEpoch = kmsg.StringPtr("x"), 1000, -1, -1
+	add(ip)
+	for _, v := range []int16{11, 12} {
+		p := kmsg.NewPtrProduceRequest()
+		p.SetVersion(v)
+		p.Acks, p.TransactionID = -1, kmsg.StringPtr("x")
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = fuzzBatch("v")
+		binary.BigEndian.PutUint16(rp.Records[21:], 0x10)
+		binary.BigEndian.PutUint64(rp.Records[43:], 0)
+		binary.BigEndian.PutUint16(rp.Records[51:], 0)
+		binary.BigEndian.PutUint32(rp.Records[53:], 0)
+		binary.BigEndian.PutUint32(rp.Records[17:], crc32.Checksum(rp.Records[21:], crc32.MakeTable(crc32.Castagnoli)))
+		rt.Partitions = append(rt.Partitions, rp)
+		p.Topics = append(p.Topics, rt)
+		add(p)
+	}
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.SetVersion(3)
+	ap.TransactionalID = "x"
+	apt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	apt.Topic, apt.Partitions = "t", []int32{0, 1}
+	ap.Topics = append(ap.Topics, apt)
+	add(ap)
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.SetVersion(5)
+	tc.TransactionalID, tc.Group, tc.Generation = "x", "g", -1
+	tct := kmsg.NewTxnOffsetCommitRequestTopic()
+	tct.Topic = "t"
+	tct.Partitions = append(tct.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+	tc.Topics = append(tc.Topics, tct)
+	add(tc)
+	for _, commit := range []bool{true, false} {
+		et := kmsg.NewPtrEndTxnRequest()
+		et.SetVersion(5)
+		et.TransactionalID, et.Commit = "x", commit
+		add(et)
+	}
+	wm := kmsg.NewPtrWriteTxnMarkersRequest()
+	wm.SetVersion(1)
+	wmm := kmsg.NewWriteTxnMarkersRequestMarker()
+	wmt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	wmt.Topic, wmt.Partitions = "t", []int32{0}
+	wmm.Topics = append(wmm.Topics, wmt)
+	wm.Markers = append(wm.Markers, wmm)
+	add(wm)
 	seeds = append(seeds, []byte{0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff}) // ApiVersions v99
 	return seeds
 }
@@ -188,6 +240,7 @@ func newFuzzServer(tb testing.TB) *Server {
 	cfg.AutoCreateTopics = false
 	cfg.Log.FlushPolicy = log.FlushNever
 	cfg.Log.SegmentBytes = 1 << 20
+	cfg.TransactionStatePartitions, cfg.OffsetsTopicPartitions = 2, 2
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
