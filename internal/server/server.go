@@ -81,7 +81,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	// Then __transaction_state; transactions that were deciding when the
 	// broker stopped get their markers (through the broker, which writes
 	// them) once it is loaded.
-	s.txns = txn.New(txnConfig(cfg, logger.With("component", "txn")), stateTopic{s: s}, s.cluster,
+	s.txns = txn.New(txnConfig(cfg, logger), stateTopic{s: s}, s.cluster,
 		markerWriter{broker: s.broker, logger: logger.With("component", "txn")})
 	s.broker.Txns = s.txns
 	if err := s.txns.Load(); err != nil {
