@@ -44,6 +44,35 @@
 // The broker runs with group.initial.rebalance.delay.ms at 200 ms so that
 // groups form quickly.
 //
+// Transactions, each suite under both of Kafka's transaction protocols (the
+// broker's --transaction-version=2, KIP-890's, and =1, the older flow):
+//
+//   - txn_kgo_test.go: franz-go's GroupTransactSession consuming,
+//     transforming and producing with every fifth transaction aborted and a
+//     second session joining and the first leaving midway (plus a client
+//     capped at Kafka 3.9's versions on a version-2 broker): every input
+//     record once in the read_committed output, nothing of an aborted
+//     transaction, the group's committed offsets at the input's end; and the
+//     operator views (DescribeTransactions, ListTransactions,
+//     DescribeProducers) and read_committed ListOffsets and Fetch while a
+//     transaction is open and after it ends.
+//   - txn_crash_test.go: kill -9 at random moments of a stream of
+//     transactions (commits, aborts, and clients that vanish mid-transaction
+//     and are fenced by the next), restart on the same directory: every
+//     transaction the client saw committed is visible once and whole, no
+//     aborted or partial one is, and no transaction is left hanging (the last
+//     stable offset reaches the high watermark within the timeout).
+//     STRAND_TXN_KILLS raises the number of kills.
+//   - txn_java_test.go: the Java client (test/java Txn.java): a
+//     consume-transform-produce loop with sendOffsetsToTransaction, every
+//     fourth transaction aborted and the consumer rewound, read back by
+//     read_committed Java and franz-go consumers (every input once, nothing
+//     aborted, offsets committed in the transactions); the same across a
+//     broker restart (SIGTERM and kill -9); fencing of a producer by a second
+//     one with the same transactional.id; and a transaction abandoned open,
+//     holding read_committed readers at its first offset until its timeout
+//     aborts it.
+//
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
 // missing tool fails the test.
