@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // What the group handlers (FindCoordinator, JoinGroup ... OffsetDelete)
@@ -41,5 +42,5 @@ func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecon
 // internalTopic is Kafka's Topic.isInternal: the coordinators' topics,
 // which only the broker writes.
 func internalTopic(name string) bool {
-	return name == group.OffsetsTopic || name == "__transaction_state"
+	return name == group.OffsetsTopic || name == txn.StateTopic
 }
