@@ -11,7 +11,7 @@
 # cache (never into the repository), then runs `strand bench suite`, which
 # formats a single-node KRaft Kafka (combined controller+broker) in a
 # temporary directory, starts it and Strand in turn on free loopback ports,
-# runs workloads (a)-(e) against each, alternating over several rounds, and
+# runs workloads (a)-(f) against each, alternating over several rounds, and
 # writes results.md and results.json (default: bench/results/<time>-<mode>/).
 #
 # Environment: KAFKA_VERSION (default 4.4.0), STRAND_BENCH_CACHE, JAVA

@@ -38,6 +38,10 @@ per partition, with the payload that was sent; exit non-zero otherwise.
 Reports records/s, MB/s and produce latency (p50/p99/p99.9). With --rate, a
 consumer reads along while records are produced at that rate, and the
 end-to-end latency (produce call to consumer poll) is reported as well.
+With --txn-records, one transactional producer runs back-to-back
+transactions of that many records for --duration and reports committed
+transactions/s and the latency of the commit and of a whole transaction;
+the records are read back with read_committed.
 
 The broker is any Kafka-protocol broker (Strand or Apache Kafka). To run the
 whole side-by-side comparison, see "strand bench suite" and bench/README.md.`,
@@ -109,8 +113,9 @@ whole side-by-side comparison, see "strand bench suite" and bench/README.md.`,
 	f.IntVar(&w.MaxBufferedRecords, "max-buffered-records", 0, "records the producer may hold unacknowledged (1: one at a time; 0: client default)")
 	f.IntVar(&w.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold unacknowledged")
 	f.IntVar(&w.Rate, "rate", 0, "end-to-end mode: produce this many records/s while consuming (replaces --records)")
-	f.DurationVar(&w.Duration, "duration", 10*time.Second, "end-to-end mode: how long to produce")
-	f.DurationVar(&w.Warmup, "warmup", time.Second, "end-to-end mode: leading time left out of the latency figures")
+	f.IntVar(&w.TxnRecords, "txn-records", 0, "transaction mode: back-to-back transactions of this many records each, for --duration (replaces --records)")
+	f.DurationVar(&w.Duration, "duration", 10*time.Second, "end-to-end and transaction modes: how long to produce")
+	f.DurationVar(&w.Warmup, "warmup", time.Second, "end-to-end and transaction modes: leading time left out of the figures")
 	f.StringArrayVar(&topicConfigs, "topic-config", nil, "key=value config for the topic (repeatable), e.g. flush.messages=1")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
@@ -132,7 +137,7 @@ func benchSuiteCommand() *cobra.Command {
 		Short: "Run every workload against Strand, Apache Kafka and kfake, side by side",
 		Long: `Start each broker in turn on a free loopback port with a fresh data
 directory, measure its start-up (process start to first acknowledged
-produce), run workloads (a)-(e) against it, record its peak RSS and stop it;
+produce), run workloads (a)-(f) against it, record its peak RSS and stop it;
 repeat for the given rounds, rotating which broker goes first, and measure
 the machine's own limits (loopback TCP, write+fsync) before and after.
 Writes results.md and results.json to --out and prints the Markdown; exits
@@ -232,7 +237,7 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.StringVar(&o.Mode, "mode", "full", "full, quick or smoke")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds (default: full 3, quick 2, smoke 1)")
 	f.StringVar(&brokers, "brokers", "strand,strand-nofsync,kafka,kafka-flush,kfake", "broker kinds to compare (smoke default: strand)")
-	f.StringVar(&workloads, "workloads", "", "workloads to run, e.g. a,c (default: all of a,b,c,d,e)")
+	f.StringVar(&workloads, "workloads", "", "workloads to run, e.g. a,c (default: all of a,b,c,d,e,f; f is f-10 and f-1000)")
 	f.StringVar(&o.Out, "out", "", "directory for results.md, results.json and profiles (default bench/results/<time>-<mode>)")
 	f.StringVar(&o.WorkDir, "work-dir", "", "where the brokers keep their data, on the disk under test (default: a new temporary directory)")
 	f.StringVar(&o.Factory.strandBin, "strand-bin", "", "strand binary to benchmark (default: this one)")

@@ -80,6 +80,23 @@ func metricsFor(w benchWorkload) []metric {
 		return r.ClientCPUSeconds / r.ProduceSeconds
 	}}
 	switch {
+	case w.TxnRecords > 0:
+		return []metric{
+			{Name: "committed transactions/s", Get: func(r benchResult) float64 { return r.TxnPerSec }, Format: fmtRate},
+			{Name: "committed records/s", Get: func(r benchResult) float64 { return r.ProduceRecordsPerSec }, Format: fmtRate},
+			lat("commit (EndTransaction) p50 ms", func(r benchResult) float64 { return r.CommitP50Ms }),
+			lat("commit (EndTransaction) p99 ms", func(r benchResult) float64 { return r.CommitP99Ms }),
+			lat("whole transaction p50 ms", func(r benchResult) float64 { return r.TxnP50Ms }),
+			lat("whole transaction p99 ms", func(r benchResult) float64 { return r.TxnP99Ms }),
+			{Name: "consume records/s (read_committed)", Get: func(r benchResult) float64 { return r.ConsumeRecordsPerSec }, Format: fmtRate},
+			{Name: "broker CPU per transaction, ms", Format: fmtMs, Lower: true, Get: func(r benchResult) float64 {
+				if r.BrokerCPUSeconds <= 0 || r.Transactions == 0 {
+					return math.NaN()
+				}
+				return r.BrokerCPUSeconds / float64(r.Transactions) * 1e3
+			}},
+			clientCPU,
+		}
 	case w.Rate > 0:
 		return []metric{
 			{Name: "achieved records/s", Get: func(r benchResult) float64 { return r.AchievedRate }, Format: fmtRate},
@@ -285,7 +302,7 @@ func markdownReport(rep *suiteReport) string {
 		lm, wm := statOf(loop).Med, statOf(wf).Med
 		var lines []string
 		for _, w := range rep.Workloads {
-			if w.Rate > 0 || w.MaxBufferedRecords == 1 {
+			if w.Rate > 0 || w.MaxBufferedRecords == 1 || w.TxnRecords > 0 {
 				continue
 			}
 			for _, k := range []string{"strand", "strand-nofsync"} {

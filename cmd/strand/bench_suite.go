@@ -17,7 +17,8 @@ import (
 
 // suiteWorkloads returns the workloads of a mode: full (the sizes),
 // quick (the same shapes, about a fifth of the records) or smoke (tiny,
-// seconds in all, to keep the tool working in CI).
+// seconds in all, to keep the tool working in CI). (f) is two workloads,
+// f-10 and f-1000 (records per transaction); --workloads f selects both.
 func suiteWorkloads(mode string) ([]benchWorkload, error) {
 	const kib = 1024
 	a := benchWorkload{Name: "a", Title: "(a) throughput, small records", Records: 2_000_000, RecordSize: 100, Partitions: 6,
@@ -34,20 +35,29 @@ func suiteWorkloads(mode string) ([]benchWorkload, error) {
 	e := benchWorkload{Name: "e", Title: "(e) 1000 partitions", Records: 1_000_000, RecordSize: 100, Partitions: 1000,
 		Acks: "all", Idempotent: true, Compression: "lz4", Linger: 5 * time.Millisecond, BatchBytes: 1 << 20,
 		MaxBufferedBytes: 32 << 20}
+	txn := func(records int) benchWorkload {
+		return benchWorkload{Name: fmt.Sprintf("f-%d", records), Title: fmt.Sprintf("(f) transactions of %d records", records),
+			TxnRecords: records, RecordSize: 100, Partitions: 6, Acks: "all", Idempotent: true, Compression: "none",
+			Linger: 5 * time.Millisecond, BatchBytes: 1 << 20, MaxBufferedBytes: 32 << 20,
+			Duration: 15 * time.Second, Warmup: 2 * time.Second}
+	}
+	f10, f1000 := txn(10), txn(1000)
 	switch mode {
 	case "full":
 	case "quick":
 		a.Records, b.Records, c.Records, e.Records = 400_000, 40_000, 5_000, 200_000
 		d.Duration, d.Warmup = 6*time.Second, time.Second
+		f10.Duration, f10.Warmup, f1000.Duration, f1000.Warmup = 6*time.Second, time.Second, 6*time.Second, time.Second
 	case "smoke":
 		a.Records, b.Records, c.Records, e.Records = 5_000, 100, 200, 5_000
 		d.Rate, d.Duration, d.Warmup = 2_000, time.Second, 200*time.Millisecond
 		e.Partitions = 50
 		e.Title = "(e) many partitions"
+		f10.Duration, f10.Warmup, f1000.Duration, f1000.Warmup = time.Second, 200*time.Millisecond, time.Second, 200*time.Millisecond
 	default:
 		return nil, fmt.Errorf("mode %q: want full, quick or smoke", mode)
 	}
-	return []benchWorkload{a, b, c, d, e}, nil
+	return []benchWorkload{a, b, c, d, e, f10, f1000}, nil
 }
 
 type suiteOptions struct {
@@ -96,9 +106,14 @@ func runSuite(ctx context.Context, o suiteOptions) (*suiteReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range o.Workloads {
+		if !slices.ContainsFunc(all, func(w benchWorkload) bool { return w.Name == n || w.group() == n }) {
+			return nil, fmt.Errorf("unknown workload %q (want a, b, c, d, e, f, f-10 or f-1000)", n)
+		}
+	}
 	var ws []benchWorkload
 	for _, w := range all {
-		if len(o.Workloads) == 0 || slices.Contains(o.Workloads, w.Name) {
+		if len(o.Workloads) == 0 || slices.Contains(o.Workloads, w.Name) || slices.Contains(o.Workloads, w.group()) {
 			ws = append(ws, w)
 		}
 	}
@@ -223,6 +238,9 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 	}
 	for _, w := range ws {
 		w.TopicConfigs = brokerKinds[kind].TopicConfigs
+		if w.TxnRecords > 0 {
+			w.TxnStateConfigs = brokerKinds[kind].TxnStateConfigs
+		}
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		res, err := runWorkload(wctx, b.Addr(), fmt.Sprintf("bench-%s-r%d", w.Name, round+1), w, b.CPU)
 		cancel()
@@ -245,6 +263,10 @@ func summarize(w benchWorkload, r benchResult) string {
 	cpu := fmt.Sprintf("CPU: client %.2f cores", r.ClientCPUSeconds/r.ProduceSeconds)
 	if r.BrokerCPUSeconds > 0 {
 		cpu += fmt.Sprintf(", broker %.2f cores", r.BrokerCPUSeconds/r.ProduceSeconds)
+	}
+	if w.TxnRecords > 0 {
+		return fmt.Sprintf("%s: %d transactions counted, %.0f txn/s, %.0f rec/s; commit p50 %.2f / p99 %.2f ms, transaction p50 %.2f / p99 %.2f ms; consume (read_committed) %.0f rec/s; %s; verified",
+			w.Name, r.Transactions, r.TxnPerSec, r.ProduceRecordsPerSec, r.CommitP50Ms, r.CommitP99Ms, r.TxnP50Ms, r.TxnP99Ms, r.ConsumeRecordsPerSec, cpu)
 	}
 	if w.Rate > 0 {
 		return fmt.Sprintf("%s: %.0f rec/s; end-to-end p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; produce p99 %.2f ms; %s; verified",

@@ -38,12 +38,17 @@ func TestBenchSmoke(t *testing.T) {
 	if len(rep.Failures) > 0 {
 		t.Errorf("failures: %v", rep.Failures)
 	}
-	want := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true}
+	want := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f-10": true, "f-1000": true}
 	for _, r := range rep.Results {
 		if r.Broker != "strand" || !r.Verified || r.Error != "" {
 			t.Errorf("workload %s on %s: verified %v, error %q", r.Workload, r.Broker, r.Verified, r.Error)
 		}
-		if r.ProduceRecordsPerSec <= 0 || r.ProduceP99Ms <= 0 || r.WireBytes <= 0 {
+		if strings.HasPrefix(r.Workload, "f-") {
+			if r.Transactions <= 0 || r.TxnPerSec <= 0 || r.ProduceRecordsPerSec <= 0 || r.WireBytes <= 0 ||
+				r.CommitP50Ms <= 0 || r.CommitP99Ms < r.CommitP50Ms || r.TxnP50Ms < r.CommitP50Ms || r.TxnP99Ms < r.TxnP50Ms {
+				t.Errorf("workload %s: empty or inconsistent measurements %+v", r.Workload, r)
+			}
+		} else if r.ProduceRecordsPerSec <= 0 || r.ProduceP99Ms <= 0 || r.WireBytes <= 0 {
 			t.Errorf("workload %s: empty measurements %+v", r.Workload, r)
 		}
 		if r.Workload == "d" && (r.E2EP50Ms <= 0 || r.E2EP99Ms < r.E2EP50Ms) {
@@ -64,7 +69,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"(a) throughput", "(e) many partitions", "start-up to first acknowledged produce", "loopback TCP"} {
+	for _, s := range []string{"(a) throughput", "(e) many partitions", "(f) transactions of 1000 records", "committed transactions/s", "start-up to first acknowledged produce", "loopback TCP"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("results.md lacks %q", s)
 		}
@@ -79,6 +84,7 @@ func TestBenchOneWorkload(t *testing.T) {
 		{"--records", "3000", "--partitions", "3", "--compression", "zstd", "--topic-config", "retention.ms=3600000"},
 		{"--records", "50", "--partitions", "1", "--acks", "1", "--linger", "0", "--max-inflight", "1", "--max-buffered-records", "1"},
 		{"--rate", "1000", "--duration", "500ms", "--warmup", "100ms", "--linger", "0"},
+		{"--txn-records", "7", "--partitions", "3", "--duration", "300ms", "--warmup", "100ms"},
 	} {
 		cmd := benchCommand()
 		cmd.SetArgs(append([]string{"--brokers", b.Addr, "--json"}, args...))

@@ -47,8 +47,23 @@ type benchWorkload struct {
 	Rate     int `json:"rate"`
 	Duration time.Duration
 	Warmup   time.Duration
+	// TxnRecords > 0 selects transaction mode (bench_txn.go): one
+	// transactional producer runs back-to-back transactions of TxnRecords
+	// records for Duration; those begun during Warmup are not counted.
+	TxnRecords int `json:"txn_records,omitempty"`
 	// Topic configs for the topic the workload creates.
 	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
+	// TxnStateConfigs are set on __transaction_state before a transaction
+	// workload starts (Kafka with flush.messages=1: the coordinator's
+	// writes are fsynced too, as Strand's are).
+	TxnStateConfigs map[string]string `json:"txn_state_configs,omitempty"`
+}
+
+// group is the name --workloads selects a workload by besides its own: the
+// part before a dash ("f" for f-10 and f-1000).
+func (w benchWorkload) group() string {
+	g, _, _ := strings.Cut(w.Name, "-")
+	return g
 }
 
 func (w benchWorkload) total() int64 {
@@ -60,7 +75,9 @@ func (w benchWorkload) total() int64 {
 
 func (w benchWorkload) describe() string {
 	var b strings.Builder
-	if w.Rate > 0 {
+	if w.TxnRecords > 0 {
+		fmt.Fprintf(&b, "transactions of %d × %s for %s", w.TxnRecords, bytesStr(w.RecordSize), w.Duration)
+	} else if w.Rate > 0 {
 		fmt.Fprintf(&b, "%d rec/s for %s × %d B", w.Rate, w.Duration, w.RecordSize)
 	} else {
 		fmt.Fprintf(&b, "%s × %s", countStr(w.Records), bytesStr(w.RecordSize))
@@ -74,7 +91,10 @@ func (w benchWorkload) describe() string {
 		linger = "0"
 	}
 	fmt.Fprintf(&b, ", %d %s, acks=%s, %s, linger %s", w.Partitions, parts, w.Acks, w.Compression, linger)
-	if w.Idempotent {
+	switch {
+	case w.TxnRecords > 0:
+		b.WriteString(", transactional")
+	case w.Idempotent:
 		b.WriteString(", idempotent")
 	}
 	if w.MaxInflight > 0 {
@@ -110,7 +130,17 @@ func (w benchWorkload) validate() error {
 	if w.Partitions < 1 {
 		return fmt.Errorf("partitions %d: at least 1", w.Partitions)
 	}
-	if w.total() < 1 {
+	if w.TxnRecords > 0 {
+		if w.Rate > 0 {
+			return errors.New("a transaction run (--txn-records) has no --rate")
+		}
+		if !w.Idempotent {
+			return errors.New("a transactional producer is idempotent: --idempotent false does not go with --txn-records")
+		}
+		if w.Duration <= w.Warmup {
+			return fmt.Errorf("duration %s: longer than the %s warm-up", w.Duration, w.Warmup)
+		}
+	} else if w.total() < 1 {
 		return errors.New("no records to produce")
 	}
 	if _, err := parseAcks(w.Acks); err != nil {
@@ -178,6 +208,17 @@ type benchResult struct {
 	ProduceP50Ms  float64 `json:"produce_p50_ms"`
 	ProduceP99Ms  float64 `json:"produce_p99_ms"`
 	ProduceP999Ms float64 `json:"produce_p999_ms"`
+
+	// Transaction mode, over the transactions counted (after warm-up):
+	// commit latency is the EndTransaction call, transaction latency from
+	// BeginTransaction to EndTransaction's return. Records and
+	// PayloadBytes count every transaction (warm-up too: all are verified).
+	Transactions int64   `json:"transactions,omitempty"`
+	TxnPerSec    float64 `json:"txn_per_sec,omitempty"`
+	CommitP50Ms  float64 `json:"commit_p50_ms,omitempty"`
+	CommitP99Ms  float64 `json:"commit_p99_ms,omitempty"`
+	TxnP50Ms     float64 `json:"txn_p50_ms,omitempty"`
+	TxnP99Ms     float64 `json:"txn_p99_ms,omitempty"`
 
 	ConsumeSeconds       float64 `json:"consume_seconds,omitempty"`
 	ConsumeRecordsPerSec float64 `json:"consume_records_per_sec,omitempty"`
@@ -335,11 +376,21 @@ func createTopic(ctx context.Context, addr, topic string, partitions int32, conf
 	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
+	return waitTopicOnline(ctx, adm, topic, partitions)
+}
+
+// waitTopicOnline waits until every partition of topic (partitions of them;
+// 0: as many as the metadata lists) is online at its leader.
+func waitTopicOnline(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
 	for {
 		td, err := adm.ListTopics(ctx, topic)
 		if err == nil {
 			t := td[topic]
-			ready := t.Err == nil && int32(len(t.Partitions)) == partitions
+			want := partitions
+			if want <= 0 {
+				want = int32(len(t.Partitions))
+			}
+			ready := t.Err == nil && want > 0 && int32(len(t.Partitions)) == want
 			for _, p := range t.Partitions {
 				ready = ready && p.Err == nil && p.Leader >= 0
 			}
@@ -356,7 +407,7 @@ func createTopic(ctx context.Context, addr, topic string, partitions int32, conf
 					n++
 					online = online && o.Err == nil
 				})
-				if online && int32(n) == partitions {
+				if online && int32(n) == want {
 					return nil
 				}
 			}
@@ -387,6 +438,13 @@ func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, broke
 	payloadPool()
 	if err := createTopic(ctx, addr, topic, w.Partitions, w.TopicConfigs); err != nil {
 		return fail(err)
+	}
+	if w.TxnRecords > 0 {
+		if err := runTxnWorkload(ctx, addr, topic, w, brokerCPU, &res); err != nil {
+			return fail(err)
+		}
+		res.Verified = true
+		return res, nil
 	}
 	total := w.total()
 	counts := make([]int64, w.Partitions)
@@ -455,7 +513,7 @@ func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, broke
 	}
 	res.WireBytes = cons.wireBytes.Load()
 	res.ProduceWireMBPerSec = float64(res.WireBytes) / 1e6 / res.ProduceSeconds
-	if err := checkEndOffsets(ctx, addr, topic, counts); err != nil {
+	if err := checkEndOffsets(ctx, addr, topic, counts, nil); err != nil {
 		return fail(err)
 	}
 	res.Verified = true
@@ -566,14 +624,20 @@ func newConsumer(addr, topic string, w benchWorkload, counts []int64) (*consumer
 	for p := range int32(len(counts)) {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(64<<20),
-		kgo.FetchMaxPartitionBytes(8<<20),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxBytes(64 << 20),
+		kgo.FetchMaxPartitionBytes(8 << 20),
 		kgo.WithHooks(fetchBytesHook{&c.wireBytes}),
-	)
+	}
+	if w.TxnRecords > 0 {
+		// Only committed records, up to the last stable offset; the
+		// commit markers are skipped by the client.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -672,8 +736,10 @@ func (c *consumer) run(ctx context.Context) error {
 }
 
 // checkEndOffsets asks the broker for each partition's log end offset:
-// exactly the records produced, so nothing was stored twice.
-func checkEndOffsets(ctx context.Context, addr, topic string, counts []int64) error {
+// exactly the records produced (plus, in a transaction run, one commit
+// marker per transaction that wrote to the partition), so nothing was stored
+// twice.
+func checkEndOffsets(ctx context.Context, addr, topic string, counts, markers []int64) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return err
@@ -687,8 +753,13 @@ func checkEndOffsets(ctx context.Context, addr, topic string, counts []int64) er
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			bad = append(bad, fmt.Sprintf("%d: %v", o.Partition, o.Err))
-		} else if int(o.Partition) < len(counts) && o.Offset != counts[o.Partition] {
-			bad = append(bad, fmt.Sprintf("%d: end offset %d, %d records produced", o.Partition, o.Offset, counts[o.Partition]))
+		} else if p := int(o.Partition); p < len(counts) {
+			switch {
+			case markers == nil && o.Offset != counts[p]:
+				bad = append(bad, fmt.Sprintf("%d: end offset %d, %d records produced", p, o.Offset, counts[p]))
+			case markers != nil && o.Offset != counts[p]+markers[p]:
+				bad = append(bad, fmt.Sprintf("%d: end offset %d, %d records and %d commit markers written", p, o.Offset, counts[p], markers[p]))
+			}
 		}
 	})
 	if len(bad) > 0 {
