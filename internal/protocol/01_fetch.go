@@ -195,14 +195,21 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
 		return err
 	}
-	sp.HighWatermark = p.HighWatermark()
+	// One reading of each bound serves the answer, the read and the
+	// aborted transactions: the last stable offset first, so it is never
+	// above the high watermark read after it.
 	sp.LastStableOffset = p.LastStableOffset()
+	sp.HighWatermark = p.HighWatermark()
 	sp.LogStartOffset = p.Log().StartOffset()
+	bound := sp.HighWatermark
+	if readCommitted {
+		bound = sp.LastStableOffset
+	}
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 && res.bytes > 0 {
 		return nil
 	}
-	sec, err := p.Read(rp.FetchOffset, int(max(limit, 0)), readCommitted)
+	sec, err := p.ReadUpTo(rp.FetchOffset, int(max(limit, 0)), bound)
 	if err != nil {
 		return err
 	}
@@ -214,7 +221,7 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		// The aborted transactions the data may hold, so the client drops
 		// their records; bounded by the last stable offset, which bounds
 		// the read.
-		for _, a := range p.AbortedTransactions(rp.FetchOffset, sp.LastStableOffset) {
+		for _, a := range p.AbortedTransactions(rp.FetchOffset, bound) {
 			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 			sp.AbortedTransactions = append(sp.AbortedTransactions, at)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -18,9 +19,18 @@ import (
 // this request comes from operators (Admin.abortTransaction, which ends a
 // hanging transaction). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 // INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
-// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. A
+// coordinator epoch above this node's (0: the single node's
+// __transaction_state leader epoch) names a coordinator that does not
+// exist and is INVALID_REQUEST: stored, it would fence this node's own
+// markers and leave the producer's next transaction hanging.
+//
+// Not supported yet: authorisation (Kafka requires CLUSTER_ACTION).
 
 func init() { register(27, 1, 1, handleWriteTxnMarkers) }
+
+// coordinatorEpoch is the transaction coordinator's epoch on a single node.
+const coordinatorEpoch = 0
 
 func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
@@ -33,8 +43,17 @@ func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response,
 					tps = append(tps, model.TopicPartition{Topic: t.Topic, Partition: p})
 				}
 			}
-			errs := b.WriteMarkers(replica.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
-				Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch}, tps)
+			var errs []error
+			if m.CoordinatorEpoch > coordinatorEpoch {
+				errs = make([]error, len(tps))
+				for i := range errs {
+					errs[i] = fmt.Errorf("%w: coordinator epoch %d is above this node's %d", errInvalidRequest,
+						m.CoordinatorEpoch, coordinatorEpoch)
+				}
+			} else {
+				errs = b.WriteMarkers(replica.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+					Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch}, tps)
+			}
 			rm := kmsg.NewWriteTxnMarkersResponseMarker()
 			rm.ProducerID = m.ProducerID
 			i := 0

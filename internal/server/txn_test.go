@@ -571,13 +571,20 @@ func TestWriteTxnMarkersEndsHangingTransaction(t *testing.T) {
 	if prods := describeProducers(t, c, "txh", 0); len(prods) != 1 || prods[0].CurrentTxnStartOffset != -1 {
 		t.Fatalf("producers after abort: %+v", prods)
 	}
-	// A marker of an older epoch is refused.
-	m.ProducerEpoch = epoch - 1
+	// A coordinator epoch above the single node's is refused before it can
+	// fence the coordinator's own markers.
+	m.CoordinatorEpoch = 5
 	w.Markers[0] = m
-	if epoch > 0 {
-		if wr := c.do(w).(*kmsg.WriteTxnMarkersResponse); wr.Markers[0].Topics[0].Partitions[0].ErrorCode != kerr.InvalidProducerEpoch.Code {
-			t.Fatalf("stale marker: %+v", wr.Markers[0].Topics[0].Partitions)
-		}
+	if wr := c.do(w).(*kmsg.WriteTxnMarkersResponse); wr.Markers[0].Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("coordinator epoch 5: %+v", wr.Markers[0].Topics[0].Partitions)
+	}
+	// A marker of an older producer epoch is refused.
+	pid2, epoch2 := mustInit(t, c, 5, id, 60000)
+	expectCode(t, "produce with the new epoch", txnProduce(c, 12, &id, "txh", 0, txnBatch(pid2, epoch2, 0, "h3")).ErrorCode, nil)
+	m.CoordinatorEpoch, m.ProducerEpoch = 0, epoch2-1
+	w.Markers[0] = m
+	if wr := c.do(w).(*kmsg.WriteTxnMarkersResponse); wr.Markers[0].Topics[0].Partitions[0].ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("stale marker: %+v", wr.Markers[0].Topics[0].Partitions)
 	}
 }
 

@@ -88,9 +88,11 @@ type markerWriter struct {
 }
 
 // WriteMarkers skips partitions that no longer exist and markers the
-// partition refuses as stale (an older producer or coordinator epoch: a
-// newer transaction already moved past them), as Kafka's marker channel
-// does; any other failure is returned for the coordinator to retry.
+// partition refuses for an older producer epoch (a newer transaction
+// already moved past them), as Kafka's marker channel does; any other
+// failure, a coordinator-epoch fence included (this node is the only
+// coordinator, so the partition must take its markers), is returned for
+// the coordinator to retry.
 func (m markerWriter) WriteMarkers(_ context.Context, pid int64, epoch int16, commit bool, coordinatorEpoch int32,
 	tps []model.TopicPartition) error {
 	errs := m.broker.WriteMarkers(replica.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit,
@@ -101,7 +103,7 @@ func (m markerWriter) WriteMarkers(_ context.Context, pid int64, epoch int16, co
 		case err == nil:
 		case errors.Is(err, replica.ErrUnknownPartition):
 			m.logger.Info("transaction marker skipped: partition gone", "partition", tps[i].String(), "producer", pid)
-		case errors.Is(err, replica.ErrInvalidProducerEpoch), errors.Is(err, replica.ErrTransactionCoordinatorFenced):
+		case errors.Is(err, replica.ErrInvalidProducerEpoch):
 			m.logger.Warn("transaction marker refused as stale", "partition", tps[i].String(), "producer", pid,
 				"epoch", epoch, "err", err)
 		default:

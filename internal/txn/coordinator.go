@@ -265,11 +265,11 @@ func (c *Coordinator) write(t *txn, next *meta) error {
 	if err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
-	t.pending = true
+	t.pending, t.ending = true, next != nil && next.state.preparing()
 	t.mu.Unlock()
 	err = wait()
 	t.mu.Lock()
-	t.pending = false
+	t.pending, t.ending = false, false
 	if err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}

@@ -314,3 +314,54 @@ func TestDefaults(t *testing.T) {
 	}
 	c.Close()
 }
+
+// While the record deciding a transaction is being made durable, Verify
+// refuses batches of the old flow (they could land after the markers); while
+// a partition is being added, batches to partitions already in the
+// transaction still pass.
+func TestVerifyWhileEnding(t *testing.T) {
+	e := newEnv(t, nil)
+	pid, epoch := e.init("t1")
+	a, b := tp("a", 0), tp("b", 0)
+	if err := e.c.AddPartitions(e.ctx, "t1", pid, epoch, []model.TopicPartition{a}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.topic.parts[partitionOf("t1", parts)]
+	hold := func() chan struct{} {
+		gate := make(chan struct{})
+		p.mu.Lock()
+		p.gate = gate
+		p.mu.Unlock()
+		return gate
+	}
+
+	gate := hold()
+	added := make(chan error, 1)
+	go func() { added <- e.c.AddPartitions(context.Background(), "t1", pid, epoch, []model.TopicPartition{b}) }()
+	waitFor(t, "the add's append", func() bool { return len(e.topic.recordsOf(t, "t1")) == 3 })
+	if err := e.c.Verify("t1", pid, epoch, a); err != nil {
+		t.Fatalf("verify during an add: %v", err)
+	}
+	close(gate)
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+
+	gate = hold()
+	ended := make(chan error, 1)
+	go func() {
+		_, _, err := e.c.EndTxn(context.Background(), "t1", pid, epoch, true, false)
+		ended <- err
+	}()
+	waitFor(t, "the prepare's append", func() bool { return len(e.topic.recordsOf(t, "t1")) == 4 })
+	if err := e.c.Verify("t1", pid, epoch, a); !errors.Is(err, txn.ErrConcurrentTransactions) {
+		t.Fatalf("verify while the prepare is written: %v, want ErrConcurrentTransactions", err)
+	}
+	close(gate)
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Verify("t1", pid, epoch, a); !errors.Is(err, txn.ErrInvalidTxnState) {
+		t.Fatalf("verify after the commit: %v, want ErrInvalidTxnState", err)
+	}
+}

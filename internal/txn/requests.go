@@ -182,7 +182,7 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp model.TopicPa
 		return ErrInvalidProducerIDMapping
 	case t.epoch != epoch:
 		return ErrProducerFenced
-	case t.state.preparing():
+	case t.state.preparing() || t.ending:
 		return ErrConcurrentTransactions
 	case t.state != stateOngoing || !t.has(tp):
 		return ErrInvalidTxnState

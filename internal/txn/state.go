@@ -96,6 +96,10 @@ type txn struct {
 	// may start (requests answer ErrConcurrentTransactions, as Kafka's
 	// pendingTransitionInProgress).
 	pending bool
+	// ending: the pending record decides the transaction (a Prepare
+	// state); Verify then refuses batches, which could otherwise land
+	// after the markers and open a transaction only the partition knows.
+	ending bool
 	// removed: the id expired and left the map; whoever finds it must
 	// look the id up again.
 	removed bool
