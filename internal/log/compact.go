@@ -3,7 +3,9 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"sort"
 
 	"github.com/strandlog/strand/internal/model"
 )
@@ -17,34 +19,80 @@ type CompactStats struct {
 }
 
 // Compact cleans the log for cleanup.policy=compact: in the sealed segments
-// below the high watermark whose data is older than min.compaction.lag.ms,
+// below the cleanable limit whose data is older than min.compaction.lag.ms,
 // it keeps only the latest record of each key, and drops tombstones (null
 // values) older than delete.retention.ms and records without a key. Offsets
 // never change: a batch that loses records keeps its base and last offset
 // (so gaps appear), a batch that loses all of them disappears. The active
 // segment is never touched, and appends and reads go on meanwhile.
 //
-// Steps: (1) under the shared lock, choose the segments; (2) without the
-// lock (sealed segments do not change, retired ones stay open, and the
-// active segment is read only up to a size taken under the lock) map each
-// key to its latest offset below the high watermark; (3) rewrite each segment that loses
-// records into <segment>.log.cleaned and sync it; (4) under the lock, swap it
-// in by renaming over the segment, provided the segment is still part of
-// the log. A crash before the rename leaves a .cleaned file that Open
-// deletes; after it, the new segment is complete and its indexes are
-// rebuilt if they were not yet written.
+// The cleanable limit is the high watermark, or the first unstable offset
+// when lower: the first offset of the oldest transaction that is open or
+// whose marker is not yet below the high watermark. The replica layer
+// reports it (SetFirstUnstableOffset); the pass also finds it in the log
+// itself (the oldest transactional batch with no marker below the high
+// watermark after it), so a log whose replica has not said yet, or a
+// transaction the replica has not registered yet, is safe as well. Nothing
+// at or past the limit is cleaned, or enters the key map: a consumer held
+// at the last stable offset still finds the latest value of each key below
+// it.
 //
-// Transactions: records of transactional batches never enter the key map,
-// and transactional batches (like control batches, the markers) are always
-// kept whole. Otherwise a record of an aborted transaction, which
-// read_committed consumers never see, would hide the earlier committed
-// record of its key, and a record of a transaction still open could hide
-// one before the transaction decides. Kafka's cleaner instead tracks each
-// transaction's outcome and removes aborted records and, later, the
-// markers; keeping them costs space (transactional records are never
-// cleaned, and do not supersede earlier records of their keys, which a
-// later non-transactional record still does) but never loses a value a
-// consumer should see.
+// Transactions (Kafka's LogCleaner with CleanedTransactionMetadata, KIP-98):
+//
+//   - A transactional batch's fate comes from replaying the markers in
+//     offset order, per producer: a transactional batch opens its
+//     producer's transaction when none is open, and the next commit or
+//     abort marker of that producer (below the high watermark) decides
+//     it. The replay reads from the first segment, so every marker of a
+//     batch below the limit is seen.
+//   - Records of aborted transactions never enter the key map and are
+//     removed. Records of committed transactions are ordinary records: they
+//     enter the key map, supersede earlier records of their keys and are
+//     superseded by later ones.
+//   - A marker is kept while its transaction has data batches in the log:
+//     it is removable only in a pass that read none of them (the pass
+//     after the one that removed the last, as in Kafka), and then only
+//     once it is older than delete.retention.ms, measured as for
+//     tombstones (by the batch's max timestamp). Without its marker a
+//     remaining batch would look open (holding the last stable offset
+//     back forever after a rebuild) or committed when it aborted.
+//   - Abort markers are removed only when the replica layer has
+//     registered SetAbortMarkerRemoval, and only after it has been told:
+//     the aborted transactions it hands to read_committed fetches must not
+//     name a marker that is gone, or a consumer would skip the producer's
+//     later committed batches waiting for it. Control records of other
+//     types are always kept.
+//
+// Batches left empty are dropped, markers included. Kafka instead keeps
+// the last batch of each live producer, emptied, because its producer
+// state is rebuilt from the log and that batch carries the last sequence
+// and epoch. Strand's replica keeps the whole producer table (epochs,
+// five batches, open and aborted transactions) in snapshots written every
+// few thousand appends, after a rebuild and on close, and a rebuild replays
+// only the log after the newest snapshot, which the cleaning of older
+// batches does not change. What a crash can cost is the state a producer
+// gained after that snapshot when every one of its batches since has been
+// cleaned (superseded, aborted, or an old marker): the rebuild then knows
+// it as of the snapshot, or not at all. Duplicates of cleaned batches can
+// no longer arrive (they are older than min.compaction.lag.ms and below
+// the high watermark), an unknown producer may start at any sequence, and
+// coordinator batches (__consumer_offsets) skip the sequence checks; a
+// stale sequence for an idempotent producer that kept writing is answered
+// OUT_OF_ORDER_SEQUENCE_NUMBER, from which clients recover by bumping the
+// epoch.
+//
+// Steps: (1) under the shared lock, choose the segments and take the size
+// of every segment (the active one may grow; sealed segments do not change
+// and retired ones stay open); (2) without the lock, replay the markers
+// over the whole log (headers and markers only) and lower the limit to the
+// oldest undecided transaction; (3) map each key to its latest offset
+// below the limit; (4) rewrite each segment that loses records into
+// <segment>.log.cleaned and sync it; (5) under the lock, swap it in by
+// renaming over the segment, provided the segment is still part of the log.
+// A crash before the rename leaves a .cleaned file that Open deletes; after
+// it, the new segment is complete and its indexes are rebuilt if they were
+// not yet written. Segments are swapped in offset order, so a crash never
+// leaves a marker removed while data it decides remains.
 //
 // The key map spans every cleanable segment, so memory grows with the number
 // of distinct keys; Kafka's fixed-size map over the dirty range only would
@@ -60,7 +108,19 @@ func (l *Log) Compact() (CompactStats, error) {
 		return stats, ErrClosed
 	}
 	now := l.now().UnixMilli()
-	var segs []*segment
+	hw := l.hw
+	limit := hw
+	if l.firstUnstable >= 0 {
+		limit = min(limit, l.firstUnstable)
+	}
+	abortRemoval := l.abortRemoval
+	// Keys written later, up to the limit, also supersede: the map covers
+	// every segment without cleaning the later ones.
+	parts := make([]segmentPart, len(l.segs))
+	for i, s := range l.segs {
+		parts[i] = segmentPart{s, s.size}
+	}
+	n := 0 // parts[:n] are cleaned
 	for _, s := range l.segs[:len(l.segs)-1] {
 		_, tidx, err := s.indexes(cfg.IndexIntervalBytes)
 		if err != nil {
@@ -68,33 +128,41 @@ func (l *Log) Compact() (CompactStats, error) {
 			return stats, err
 		}
 		maxTs, _, _ := tidx.max()
-		if s.next > l.hw || now-maxTs < cfg.MinCompactionLag.Milliseconds() {
+		if s.next > limit || now-maxTs < cfg.MinCompactionLag.Milliseconds() {
 			break
 		}
-		segs = append(segs, s)
-	}
-	// Keys written later, up to the high watermark, also supersede: the
-	// map covers them without cleaning their segments.
-	hw := l.hw
-	mapped := l.segs[len(segs):]
-	sizes := make([]int64, len(mapped))
-	for i, s := range mapped {
-		sizes[i] = s.size
+		n++
 	}
 	l.mu.RUnlock()
-	if !cfg.Compact || len(segs) == 0 {
+	if !cfg.Compact || n == 0 {
+		return stats, nil
+	}
+
+	txns, err := replayTxns(parts, hw)
+	if err != nil {
+		return stats, err
+	}
+	limit = min(limit, txns.firstUndecided)
+	for n > 0 && parts[n-1].seg.next > limit {
+		n--
+	}
+	if n == 0 {
 		return stats, nil
 	}
 
 	latest := map[string]int64{}
-	for i, s := range append(segs, mapped...) {
-		size := s.size
-		if i >= len(segs) {
-			size = sizes[i-len(segs)]
+	for _, p := range parts {
+		if p.seg.base >= limit {
+			break
 		}
-		err := forEachStoredBatch(s, size, func(b model.Batch) error {
-			if b.IsControl() || b.IsTransactional() || b.LastOffset() >= hw {
+		err := forEachStoredBatch(p.seg, p.size, func(b model.Batch) error {
+			if b.IsControl() || b.LastOffset() >= limit {
 				return nil
+			}
+			if b.IsTransactional() {
+				if decided, commit := txns.fate(b.ProducerID(), b.BaseOffset()); !decided || !commit {
+					return nil
+				}
 			}
 			return forEachRecord(b, func(r *Record) error {
 				if r.Key != nil {
@@ -108,40 +176,193 @@ func (l *Log) Compact() (CompactStats, error) {
 		}
 	}
 
-	horizon := now - cfg.DeleteRetention.Milliseconds()
-	for _, s := range segs {
-		cleaned, removed, err := l.cleanSegment(s, latest, horizon)
+	c := &cleaner{latest: latest, txns: txns, horizon: now - cfg.DeleteRetention.Milliseconds(),
+		removeAborts: abortRemoval != nil, traversed: map[int64]bool{}}
+	for _, p := range parts[:n] {
+		s := p.seg
+		out, removed, aborts, err := c.clean(s)
 		if err != nil {
 			return stats, err
 		}
 		if removed == 0 {
 			continue
 		}
+		if len(aborts) > 0 {
+			if err := abortRemoval(aborts); err != nil {
+				return stats, fmt.Errorf("before removing abort markers of %s: %w", s.file.Name(), err)
+			}
+		}
+		if err := l.swapSegment(s, out); err != nil {
+			return stats, err
+		}
 		stats.Segments++
 		stats.RecordsRemoved += removed
 		stats.BytesBefore += s.size
-		stats.BytesAfter += cleaned
+		stats.BytesAfter += int64(len(out))
 	}
 	return stats, nil
 }
 
-// cleanSegment rewrites s without the records compaction drops and swaps
-// the result in. It returns the new size and the number of records removed.
-func (l *Log) cleanSegment(s *segment, latest map[string]int64, horizon int64) (int64, int, error) {
+// SetFirstUnstableOffset tells compaction the first offset of the oldest
+// transaction that is open or whose marker is not yet below the high
+// watermark, or -1 (the default) when there is none. The replica layer
+// calls it whenever that changes; compaction cleans nothing at or past it.
+func (l *Log) SetFirstUnstableOffset(offset int64) {
+	l.mu.Lock()
+	l.firstUnstable = max(offset, -1)
+	l.mu.Unlock()
+}
+
+// AbortMarker names an abort marker that compaction is about to remove.
+type AbortMarker struct {
+	ProducerID int64
+	Offset     int64
+}
+
+// SetAbortMarkerRemoval lets compaction remove abort markers whose
+// transactions have no data left: fn is called with the abort markers of
+// a segment before the segment without them is swapped in (and before any
+// reader can miss them), and an error keeps them. The replica layer uses
+// it to forget those aborted transactions. Until it is set, abort markers
+// are kept. fn runs on the compacting goroutine holding no lock of the log
+// but the compaction's own, so it may call the log (Sync, StartOffset).
+func (l *Log) SetAbortMarkerRemoval(fn func([]AbortMarker) error) {
+	l.mu.Lock()
+	l.abortRemoval = fn
+	l.mu.Unlock()
+}
+
+// segmentPart is a segment and how much of it a compaction pass reads.
+type segmentPart struct {
+	seg  *segment
+	size int64
+}
+
+// txnSpan is a decided transaction of one producer: its data batches lie
+// in [first, marker).
+type txnSpan struct {
+	first, marker int64
+	commit        bool
+}
+
+// txnOutcomes is what the markers say of the transactional batches.
+type txnOutcomes struct {
+	spans          map[int64][]txnSpan // by producer id, in offset order
+	firstUndecided int64               // oldest undecided transaction's first offset; MaxInt64 for none
+}
+
+// replayTxns replays the markers below hw over parts (the whole log, in
+// order), reading batch headers and whole markers only.
+func replayTxns(parts []segmentPart, hw int64) (*txnOutcomes, error) {
+	t := &txnOutcomes{spans: map[int64][]txnSpan{}, firstUndecided: math.MaxInt64}
+	open := map[int64]int64{} // producer id -> first offset of its open transaction
+	buf := make([]byte, scanChunk)
+	for _, p := range parts {
+		var ferr error
+		more, err := scanChunked(p.seg.file, 0, p.size, buf, func(b model.Batch) bool {
+			if b.BaseOffset() >= hw {
+				return false
+			}
+			pid := b.ProducerID()
+			switch {
+			case b.IsControl():
+				typ, err := ControlRecordType(b)
+				if err != nil {
+					ferr = fmt.Errorf("marker at offset %d of %s: %w", b.BaseOffset(), p.seg.file.Name(), err)
+					return false
+				}
+				if first, ok := open[pid]; ok && (typ == ControlAbort || typ == ControlCommit) {
+					t.spans[pid] = append(t.spans[pid], txnSpan{first: first, marker: b.BaseOffset(), commit: typ == ControlCommit})
+					delete(open, pid)
+				}
+			case b.IsTransactional():
+				if _, ok := open[pid]; !ok {
+					open[pid] = b.BaseOffset()
+				}
+			}
+			return true
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	for _, first := range open {
+		t.firstUndecided = min(t.firstUndecided, first)
+	}
+	return t, nil
+}
+
+// fate says whether the transactional batch of pid at base is decided and
+// whether it committed.
+func (t *txnOutcomes) fate(pid, base int64) (decided, commit bool) {
+	spans := t.spans[pid]
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].marker > base })
+	if i == len(spans) || spans[i].first > base {
+		return false, false
+	}
+	return true, spans[i].commit
+}
+
+// cleaner filters the cleaned segments of one pass, in offset order.
+type cleaner struct {
+	latest       map[string]int64
+	txns         *txnOutcomes
+	horizon      int64 // tombstones and markers with older max timestamps may go
+	removeAborts bool
+	traversed    map[int64]bool // producer id -> a data batch of its current transaction was read
+}
+
+// clean returns s without the records compaction drops, the number of
+// records removed and the abort markers among them.
+func (c *cleaner) clean(s *segment) ([]byte, int, []AbortMarker, error) {
 	var out []byte
 	var kept []Record
+	var aborts []AbortMarker
 	removed := 0
 	err := forEachStoredBatch(s, s.size, func(b model.Batch) error {
-		if b.IsControl() || b.IsTransactional() {
-			out = append(out, b...) // see Compact on transactions
+		pid := b.ProducerID()
+		if b.IsControl() {
+			typ, err := ControlRecordType(b)
+			if err != nil {
+				return fmt.Errorf("marker at offset %d of %s: %w", b.BaseOffset(), s.file.Name(), err)
+			}
+			if typ == ControlAbort || typ == ControlCommit {
+				traversed := c.traversed[pid]
+				delete(c.traversed, pid)
+				if !traversed && b.MaxTimestamp() < c.horizon && (typ == ControlCommit || c.removeAborts) {
+					removed += int(b.RecordCount())
+					if typ == ControlAbort {
+						aborts = append(aborts, AbortMarker{ProducerID: pid, Offset: b.BaseOffset()})
+					}
+					return nil
+				}
+			}
+			out = append(out, b...)
 			return nil
+		}
+		if b.IsTransactional() {
+			c.traversed[pid] = true
+			switch decided, commit := c.txns.fate(pid, b.BaseOffset()); {
+			case !decided: // never below the limit; kept whole all the same
+				out = append(out, b...)
+				return nil
+			case !commit:
+				removed += int(b.RecordCount())
+				return nil
+			}
 		}
 		kept = kept[:0]
 		var dropped int
 		err := forEachRecord(b, func(r *Record) error {
 			offset := b.BaseOffset() + int64(r.OffsetDelta)
-			tombstoneGone := r.Value == nil && b.MaxTimestamp() < horizon
-			if r.Key == nil || latest[string(r.Key)] != offset || tombstoneGone {
+			tombstoneGone := r.Value == nil && b.MaxTimestamp() < c.horizon
+			if r.Key == nil || c.latest[string(r.Key)] != offset || tombstoneGone {
 				dropped++
 				return nil
 			}
@@ -160,10 +381,10 @@ func (l *Log) cleanSegment(s *segment, latest map[string]int64, horizon int64) (
 		removed += dropped
 		return err
 	})
-	if err != nil || removed == 0 {
-		return s.size, 0, err
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	return int64(len(out)), removed, l.swapSegment(s, out)
+	return out, removed, aborts, nil
 }
 
 func cloneRecord(r *Record) Record {

@@ -78,7 +78,14 @@
 // and replaced segment files are unlinked at once but closed only after
 // file.delete.delay.ms, so sections handed to readers stay valid.
 // Compaction (see compact.go) rewrites sealed segments keeping the last
-// record of each key.
+// record of each key. It stops at the high watermark and at the first
+// unstable offset (the oldest transaction still open or whose marker is not
+// yet below the high watermark), which the replica layer reports and the
+// cleaner also finds itself by replaying the markers. Aborted transactional
+// records are removed, committed ones are compacted as plain records, and
+// a marker goes delete.retention.ms after no data of its transaction is
+// left (an abort marker only once the replica layer has forgotten the
+// aborted transaction).
 //
 // # Locking
 //

@@ -54,6 +54,10 @@ type Log struct {
 	epochs  *epochCache
 	retired []retiredSegment // deleted or replaced, closed after FileDeleteDelay
 
+	// Set by the replica layer for compaction (see compact.go).
+	firstUnstable int64                     // oldest unstable transaction's first offset, -1 for none
+	abortRemoval  func([]AbortMarker) error // told before abort markers are removed; nil keeps them
+
 	syncMu   sync.Mutex
 	syncDone chan struct{} // syncMu: closed when the fsync in flight ends
 	synced   atomic.Int64  // recovery point: every offset below is durable
@@ -72,7 +76,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: opts.FS, dir: dir, logger: opts.Logger, now: opts.Now, cfg: cfg}
+	l := &Log{fs: opts.FS, dir: dir, logger: opts.Logger, now: opts.Now, cfg: cfg, firstUnstable: -1}
 	if l.fs == nil {
 		l.fs = vfs.OS
 	}

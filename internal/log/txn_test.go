@@ -2,9 +2,10 @@ package log
 
 // Tests of what the log does for transactions: control batches written by
 // the broker (markers with no sequence), ScanBatches handing markers over
-// whole with their type, and compaction leaving transactional batches alone.
+// whole with their type, and compaction's rules for transactions.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -207,48 +208,134 @@ func TestScanBatchesPassesMarkersWhole(t *testing.T) {
 	})
 }
 
-// TestCompactionKeepsTransactions: records of transactional batches do not
-// supersede earlier records of their keys, and transactional batches and
-// markers are never cleaned; plain records still supersede everything
-// before them.
-func TestCompactionKeepsTransactions(t *testing.T) {
-	type op struct {
-		txn    bool   // a transactional batch of producer 1
-		marker string // "commit"/"abort": a marker of producer 1 instead
-		kv     []string
-	}
+// txnOp is one step of a compaction table: a plain batch, a transactional
+// batch of producer pid, a marker of pid, or an action on the log.
+type txnOp struct {
+	pid    int64    // producer of txn batches and markers
+	txn    bool     // a transactional batch
+	marker string   // "commit"/"abort": a marker instead
+	kv     []string // records ("" value: tombstone)
+	roll   bool     // start a new segment here
+	hw     bool     // the high watermark stays here (default: the log end)
+	fuo    bool     // SetFirstUnstableOffset(the log end here)
+}
+
+func plainOp(kv ...string) txnOp            { return txnOp{kv: kv} }
+func txnOpOf(pid int64, kv ...string) txnOp { return txnOp{pid: pid, txn: true, kv: kv} }
+func commitOp(pid int64) txnOp              { return txnOp{pid: pid, marker: "commit"} }
+func abortOp(pid int64) txnOp               { return txnOp{pid: pid, marker: "abort"} }
+
+// TestCompactionWithTransactions checks Kafka's rules for cleaning
+// transactional data: aborted records go, committed records are compacted
+// as plain ones, nothing at or past the first unstable offset is cleaned
+// or supersedes, and markers stay while their data does and go
+// delete.retention.ms later (abort markers only when the replica layer
+// hears of it).
+func TestCompactionWithTransactions(t *testing.T) {
 	cases := []struct {
-		name string
-		ops  []op
-		kept []int64 // offsets of the records left below the active segment, markers included
+		name      string
+		ops       []txnOp
+		passes    int           // compaction passes, a second apart (default 1)
+		retention time.Duration // delete.retention.ms (default 1ms: gone at the first pass)
+		noHook    bool          // no SetAbortMarkerRemoval
+		kept      []int64       // offsets of the records left, markers included
+		aborts    []AbortMarker // abort markers reported before removal
 	}{
-		{"aborted write does not hide the committed value", []op{
-			{kv: []string{"a", "1"}}, {txn: true, kv: []string{"a", "2"}}, {marker: "abort"},
-		}, []int64{0, 1, 2}},
-		{"committed write does not supersede", []op{
-			{kv: []string{"a", "1"}}, {txn: true, kv: []string{"a", "2", "a", "3"}}, {marker: "commit"},
-		}, []int64{0, 1, 2, 3}},
-		{"later plain write supersedes plain, not transactional", []op{
-			{kv: []string{"a", "1"}}, {txn: true, kv: []string{"a", "2"}}, {marker: "commit"}, {kv: []string{"a", "4"}},
-		}, []int64{1, 2, 3}},
-		{"transactional tombstones and duplicates kept", []op{
-			{txn: true, kv: []string{"a", "", "a", "x", "b", ""}}, {marker: "abort"}, {kv: []string{"b", "1"}},
-		}, []int64{0, 1, 2, 3, 4}},
-		{"plain compaction unchanged around transactions", []op{
-			{kv: []string{"a", "1", "b", "1"}}, {txn: true, kv: []string{"c", "1"}}, {kv: []string{"a", "2"}},
-			{marker: "commit"}, {kv: []string{"b", "2"}},
-		}, []int64{2, 3, 4, 5}},
+		{name: "aborted record removed, earlier plain value stays", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
+		}, kept: []int64{0, 2}},
+		{name: "abort marker goes the pass after its data", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
+		}, passes: 2, kept: []int64{0}, aborts: []AbortMarker{{1, 2}}},
+		{name: "abort marker kept without the replica's hook", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
+		}, passes: 2, noHook: true, kept: []int64{0, 2}},
+		{name: "abort marker kept before delete.retention.ms", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
+		}, passes: 2, retention: time.Hour, kept: []int64{0, 2}},
+		{name: "aborted tombstone deletes nothing", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", ""), abortOp(1),
+		}, passes: 2, kept: []int64{0}, aborts: []AbortMarker{{1, 2}}},
+		{name: "committed value replaces earlier plain one", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2", "b", "1"), commitOp(1),
+		}, passes: 2, kept: []int64{1, 2, 3}},
+		{name: "committed duplicates compacted within the transaction", ops: []txnOp{
+			txnOpOf(1, "a", "1", "a", "2", "b", "1"), commitOp(1), plainOp("b", "2"),
+		}, passes: 2, kept: []int64{1, 3, 4}},
+		{name: "later plain value replaces committed one, then the marker goes", ops: []txnOp{
+			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
+		}, kept: []int64{1, 2}},
+		{name: "commit marker goes the pass after its data", ops: []txnOp{
+			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
+		}, passes: 2, kept: []int64{2}},
+		{name: "commit marker kept before delete.retention.ms", ops: []txnOp{
+			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
+		}, passes: 2, retention: time.Hour, kept: []int64{1, 2}},
+		{name: "committed tombstone deletes, then goes", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", ""), commitOp(1),
+		}, passes: 2, kept: []int64{}},
+		{name: "interleaved producers and transactions", ops: []txnOp{
+			plainOp("b", "0"), txnOpOf(1, "a", "1"), txnOpOf(2, "b", "1"), commitOp(1),
+			txnOpOf(1, "c", "1"), abortOp(2), abortOp(1),
+		}, kept: []int64{0, 1, 3, 5, 6}},
+		{name: "interleaved producers, second pass", ops: []txnOp{
+			plainOp("b", "0"), txnOpOf(1, "a", "1"), txnOpOf(2, "b", "1"), commitOp(1),
+			txnOpOf(1, "c", "1"), abortOp(2), abortOp(1),
+		}, passes: 2, kept: []int64{0, 1, 3}, aborts: []AbortMarker{{2, 5}, {1, 6}}},
+		{name: "open transaction and what follows untouched", ops: []txnOp{
+			plainOp("a", "1", "b", "1"), {roll: true}, txnOpOf(1, "a", "2"), plainOp("b", "2", "a", "3"), {roll: true},
+			plainOp("b", "4"), abortOp(2),
+		}, passes: 2, kept: []int64{0, 1, 2, 3, 4, 5, 6}},
+		{name: "open transaction as the replica reports it", ops: []txnOp{
+			plainOp("a", "1", "b", "1"), {roll: true, fuo: true}, txnOpOf(1, "a", "2"), plainOp("b", "2", "a", "3"), {roll: true},
+			plainOp("b", "4"),
+		}, passes: 2, kept: []int64{0, 1, 2, 3, 4, 5}},
+		{name: "marker above the high watermark decides nothing yet", ops: []txnOp{
+			plainOp("a", "1"), {roll: true}, txnOpOf(1, "a", "2"), plainOp("a", "3"), {hw: true}, commitOp(1),
+			{roll: true}, plainOp("a", "4"),
+		}, passes: 2, kept: []int64{0, 1, 2, 3, 4}},
+		{name: "first unstable offset bounds plain data too", ops: []txnOp{
+			plainOp("a", "1"), {roll: true, fuo: true}, plainOp("a", "2"), {roll: true}, plainOp("a", "3"),
+		}, passes: 2, kept: []int64{0, 1, 2}},
+		{name: "decided transactions across segments", ops: []txnOp{
+			plainOp("a", "1"), txnOpOf(1, "a", "2"), {roll: true}, txnOpOf(2, "b", "1"), txnOpOf(1, "c", "1"),
+			{roll: true}, commitOp(1), abortOp(2), plainOp("c", "2"),
+		}, passes: 2, kept: []int64{1, 4, 6}, aborts: []AbortMarker{{2, 5}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &clock{t: time.UnixMilli(50_000_000)}
 			cfg := compactConfig()
-			cfg.DeleteRetention = time.Millisecond // old tombstones go at once, unless kept
+			cfg.DeleteRetention = cmp.Or(tc.retention, time.Millisecond)
+			cfg.SegmentBytes = 1 << 20 // segments roll where the table says
 			l := openLog(t, vfs.NewMem(), "/d", cfg, clk.now)
 			defer l.Close()
+			var aborts []AbortMarker
+			if !tc.noHook {
+				l.SetAbortMarkerRemoval(func(m []AbortMarker) error {
+					aborts = append(aborts, m...)
+					return nil
+				})
+			}
 			ts := clk.t.UnixMilli()
-			seq := int32(0)
+			seq := map[int64]int32{}
+			hw := int64(-1)
 			for _, o := range tc.ops {
+				switch {
+				case o.roll || o.hw || o.fuo:
+					if o.roll {
+						if err := l.Roll(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if o.hw {
+						hw = l.EndOffset()
+					}
+					if o.fuo {
+						l.SetFirstUnstableOffset(l.EndOffset())
+					}
+					continue
+				}
 				var b []byte
 				switch {
 				case o.marker != "":
@@ -256,10 +343,10 @@ func TestCompactionKeepsTransactions(t *testing.T) {
 					if o.marker == "commit" {
 						typ = ControlCommit
 					}
-					b = markerBatch(t, 1, typ, ts, model.CompressionNone)
+					b = markerBatch(t, o.pid, typ, ts, model.CompressionNone)
 				case o.txn:
-					b = txnDataBatch(t, 1, seq, ts, model.CompressionLZ4, o.kv...)
-					seq += int32(len(o.kv) / 2)
+					b = txnDataBatch(t, o.pid, seq[o.pid], ts, model.CompressionLZ4, o.kv...)
+					seq[o.pid] += int32(len(o.kv) / 2)
 				default:
 					b = keyedBatch(t, ts, model.CompressionNone, o.kv...)
 				}
@@ -268,22 +355,86 @@ func TestCompactionKeepsTransactions(t *testing.T) {
 				}
 			}
 			end := l.EndOffset()
-			l.Roll()
-			l.SetHighWatermark(end)
-			clk.t = clk.t.Add(time.Second)
-			if _, err := l.Compact(); err != nil {
+			if err := l.Roll(); err != nil {
 				t.Fatal(err)
 			}
-			var got []int64
+			if hw < 0 {
+				hw = end
+			}
+			l.SetHighWatermark(hw)
+			for range max(tc.passes, 1) {
+				clk.t = clk.t.Add(time.Second)
+				if _, err := l.Compact(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := []int64{}
 			for _, r := range readAll(t, l, 0) {
 				got = append(got, r.offset)
 			}
 			if !slices.Equal(got, tc.kept) {
 				t.Fatalf("kept %v, want %v", got, tc.kept)
 			}
+			if !slices.Equal(aborts, tc.aborts) {
+				t.Fatalf("abort markers reported %v, want %v", aborts, tc.aborts)
+			}
 			if l.EndOffset() != end {
 				t.Fatalf("end moved %d -> %d", end, l.EndOffset())
 			}
+			// After two passes, what is left stays.
+			if st, err := l.Compact(); tc.passes > 1 && (err != nil || st.RecordsRemoved != 0) {
+				t.Fatalf("an immediate further pass: %+v %v", st, err)
+			}
 		})
+	}
+}
+
+// TestCompactionAbortHookErrorKeepsMarkers: when the replica layer cannot
+// forget an aborted transaction, its marker stays, and the next pass
+// removes it once it can.
+func TestCompactionAbortHookErrorKeepsMarkers(t *testing.T) {
+	clk := &clock{t: time.UnixMilli(50_000_000)}
+	cfg := compactConfig()
+	cfg.DeleteRetention = time.Millisecond
+	l := openLog(t, vfs.NewMem(), "/d", cfg, clk.now)
+	defer l.Close()
+	fail := errors.New("snapshot failed")
+	hookErr := fail
+	l.SetAbortMarkerRemoval(func([]AbortMarker) error { return hookErr })
+	ts := clk.t.UnixMilli()
+	for _, b := range [][]byte{
+		txnDataBatch(t, 1, 0, ts, model.CompressionNone, "a", "1"),
+		markerBatch(t, 1, ControlAbort, ts, model.CompressionNone),
+		keyedBatch(t, ts, model.CompressionNone, "b", "1"),
+	} {
+		if _, err := l.Append(b, AppendOptions{LeaderEpoch: -1, Internal: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Roll()
+	l.SetHighWatermark(l.EndOffset())
+	offsets := func() []int64 {
+		var got []int64
+		for _, r := range readAll(t, l, 0) {
+			got = append(got, r.offset)
+		}
+		return got
+	}
+	clk.t = clk.t.Add(time.Second)
+	if _, err := l.Compact(); err != nil { // removes the aborted record
+		t.Fatal(err)
+	}
+	if _, err := l.Compact(); !errors.Is(err, fail) {
+		t.Fatalf("err %v, want the hook's", err)
+	}
+	if got := offsets(); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("after a failed hook: %v, want [1 2]", got)
+	}
+	hookErr = nil
+	if _, err := l.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if got := offsets(); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("after the hook succeeded: %v, want [2]", got)
 	}
 }

@@ -30,6 +30,15 @@
 // transactions are part of the producer snapshot (version 2) and of the
 // rebuild from the log, which reads each marker's commit or abort.
 //
+// Compaction of transactional data (log.Log.Compact) is fed from here: the
+// first offset of the oldest unstable transaction goes to the log
+// (SetFirstUnstableOffset) whenever it changes, and compaction cleans
+// nothing at or past it. Before compaction removes abort markers (after
+// their data is gone), the partition drops those aborted transactions and
+// replaces its snapshots with one without them (forgetAborted), so that
+// read_committed fetches and rebuilds never name an aborted transaction
+// whose marker is gone.
+//
 // Locking: Partition.appendMu orders producer-state checks with appends and
 // guards the producer state; Partition.snapMu serialises snapshot writes
 // (taken after appendMu when both are held; snapshot files are written

@@ -1,12 +1,16 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -42,6 +46,8 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 	}
 	p.producers, p.snapEnd = ps, res.snapshot
 	ps.txns.onHighWatermark(p.hw) // every marker in the log is below it
+	l.SetFirstUnstableOffset(ps.txns.firstUnstable())
+	l.SetAbortMarkerRemoval(p.forgetAborted)
 	if res.scanned > 0 || res.snapshot < 0 && len(ps.producers) > 0 {
 		opts.Logger.Info("rebuilt producer state", "partition", tp.String(), "snapshot", res.snapshot,
 			"batches_scanned", res.scanned, "producers", len(ps.producers), "expired", res.expired,
@@ -139,6 +145,7 @@ func (p *Partition) append(data []byte, o origin) (AppendResult, func() error, e
 		for _, t := range opened {
 			ps.txns.open(t.pid, t.first)
 		}
+		p.log.SetFirstUnstableOffset(ps.txns.firstUnstable())
 		p.mu.Unlock()
 	}
 	snap, snapEnd := p.afterAppendLocked(now)
@@ -247,6 +254,50 @@ func (p *Partition) writeSnapshot(end int64, data []byte) error {
 	return nil
 }
 
+// forgetAborted is the log's hook before compaction removes abort markers
+// (log.SetAbortMarkerRemoval; see txn.go): their aborted transactions are
+// dropped, and a snapshot without them replaces every snapshot on disk.
+// The log is synced up to the snapshot first, so that a crash cannot
+// leave it past the log end (and discarded for an older one). An error
+// keeps the markers.
+func (p *Partition) forgetAborted(markers []log.AbortMarker) error {
+	p.appendMu.Lock()
+	ps := p.producers
+	p.mu.Lock()
+	ps.txns.dropAborted(markers)
+	p.mu.Unlock()
+	end := ps.end
+	data := ps.encode(p.log.StartOffset())
+	ps.appends = 0
+	p.appendMu.Unlock()
+	if err := p.log.Sync(end); err != nil {
+		return err
+	}
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	fsys, dir := p.log.FS(), p.log.Dir()
+	if end >= p.snapEnd {
+		// Written over one at the same offset, which may have been taken
+		// before the drop.
+		if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, snapshotName(end)), data); err != nil {
+			return err
+		}
+		p.snapEnd = end
+	} // else the newer one on disk was taken after the drop
+	offs, err := listSnapshots(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, off := range offs {
+		if off != p.snapEnd {
+			if err := fsys.Remove(filepath.Join(dir, snapshotName(off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Producers describes the idempotent and transactional producers the
 // partition knows, by id.
 func (p *Partition) Producers() []ProducerInfo {
@@ -272,6 +323,7 @@ func (p *Partition) advanceHighWatermark() {
 	p.hw = hw
 	p.log.SetHighWatermark(hw)
 	p.producers.txns.onHighWatermark(hw)
+	p.log.SetFirstUnstableOffset(p.producers.txns.firstUnstable())
 	for w := range p.waiters {
 		w.wake()
 	}

@@ -26,8 +26,18 @@ import (
 //     watermark prunes it under mu alone.
 //
 // Aborted transactions are kept in memory and in the producer snapshot,
-// until the log start passes their marker (Kafka keeps them in per-segment
-// .txnindex files instead, deleted with the segments).
+// until the log start passes their marker or compaction removes the marker
+// (Kafka keeps them in per-segment .txnindex files instead, deleted with
+// the segments and rewritten by the cleaner).
+//
+// Compaction (log.Log.Compact) learns from here where it must stop: every
+// change of the oldest unstable transaction is passed on with
+// log.SetFirstUnstableOffset, under Partition.mu. Before it removes abort
+// markers it calls Partition.forgetAborted, which drops their aborted
+// transactions and replaces the snapshots, so that neither a fetch nor a
+// rebuild names an aborted transaction whose marker is gone: a
+// read_committed consumer would skip every later transactional batch of
+// that producer in the response, waiting for the marker.
 
 // Marker is a transaction marker (control batch) written by the transaction
 // coordinator.
@@ -123,6 +133,28 @@ func (t *txnState) lastStable(hw, logStart int64) int64 {
 		return min(hw, max(t.unstable[0].first, logStart))
 	}
 	return hw
+}
+
+// firstUnstable is the first offset of the oldest transaction that is open
+// or whose marker is not yet below the high watermark, -1 for none: where
+// compaction must stop (log.SetFirstUnstableOffset). Unlike lastStable it
+// is not raised to the log start: compaction then cleans nothing.
+func (t *txnState) firstUnstable() int64 {
+	if len(t.unstable) > 0 {
+		return t.unstable[0].first
+	}
+	return -1
+}
+
+// dropAborted forgets the aborted transactions whose markers compaction
+// is about to remove (their data is gone already).
+func (t *txnState) dropAborted(markers []log.AbortMarker) {
+	for _, m := range markers {
+		i := sort.Search(len(t.aborted), func(i int) bool { return t.aborted[i].LastOffset >= m.Offset })
+		if i < len(t.aborted) && t.aborted[i].LastOffset == m.Offset && t.aborted[i].ProducerID == m.ProducerID {
+			t.aborted = slices.Delete(t.aborted, i, i+1)
+		}
+	}
 }
 
 // abortedIn returns the aborted transactions with LastOffset >= from and
