@@ -72,9 +72,9 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks
 	}
-	var txnErrs map[model.TopicPartition]error
+	var admitted map[model.TopicPartition]txnAdmission
 	if fail == nil && req.TransactionID != nil {
-		txnErrs = b.admitTxnPartitions(ctx, req)
+		admitted = b.admitTxnPartitions(ctx, req)
 	}
 	var parts []producePart
 	for _, rt := range req.Topics {
@@ -91,7 +91,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 				sp.ErrorCode, sp.BaseOffset = fail.Code, -1
 				continue
 			}
-			pp, err := b.produceOne(ctx, req, txnErrs, rt.Topic, rp, sp)
+			pp, err := b.produceOne(ctx, req, admitted, rt.Topic, rp, sp)
 			if err != nil {
 				setProduceError(sp, req.Version, err)
 				continue
@@ -124,7 +124,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	}}, nil
 }
 
-func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, txnErrs map[model.TopicPartition]error,
+func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admitted map[model.TopicPartition]txnAdmission,
 	topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
 	if internalTopic(topic) {
 		// Only the coordinators write their topics (Kafka: "Cannot
@@ -138,16 +138,31 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, txnEr
 	if err := oneBatch(rp.Records); err != nil {
 		return producePart{}, err
 	}
+	var guard *replica.TxnGuard
 	if batch := model.Batch(rp.Records); batch.IsTransactional() {
-		err, admitted := txnErrs[p.TP]
-		if !admitted {
-			err = b.checkTxnProduce(ctx, req.TransactionID, req.Version, []model.TopicPartition{p.TP}, batch)
+		a, ok := admitted[p.TP]
+		if !ok {
+			if req.Version < 12 {
+				g := p.TxnGuard(batch.ProducerID())
+				a.guard = &g
+			}
+			a.err = b.checkTxnProduce(ctx, req.TransactionID, req.Version, []model.TopicPartition{p.TP}, batch)
 		}
-		if err != nil {
-			return producePart{}, err
+		if a.err != nil {
+			return producePart{}, a.err
 		}
+		guard = a.guard
 	}
-	res, wait, err := p.Append(rp.Records)
+	var (
+		res  replica.AppendResult
+		wait func() error
+		err  error
+	)
+	if guard != nil {
+		res, wait, err = p.AppendVerified(rp.Records, *guard)
+	} else {
+		res, wait, err = p.Append(rp.Records)
+	}
 	if err != nil {
 		return producePart{}, err
 	}

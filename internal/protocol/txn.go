@@ -83,19 +83,28 @@ func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int
 	return err
 }
 
+// txnAdmission is how a produce request's transactional batch to one
+// partition was admitted: err refuses it; guard, for the older protocol,
+// is what the partition knew when the coordinator verified it.
+type txnAdmission struct {
+	err   error
+	guard *replica.TxnGuard
+}
+
 // admitTxnPartitions admits the transactional batches of a produce request
 // before any is written: the partitions whose batches carry the same
 // producer id and epoch go to the coordinator together, so a request
 // spanning many partitions adds them all with one durable write. It returns
 // the outcome per partition; partitions it could not judge (not served,
 // not one whole batch) are left to produceOne.
-func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[model.TopicPartition]error {
+func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[model.TopicPartition]txnAdmission {
 	type producer struct {
 		id    int64
 		epoch int16
 	}
 	groups := map[producer][]model.TopicPartition{}
 	first := map[producer]model.Batch{}
+	out := map[model.TopicPartition]txnAdmission{}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			tp := model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -106,7 +115,8 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 			if !batch.IsTransactional() {
 				continue
 			}
-			if _, ok := b.Replicas.Get(tp); !ok {
+			p, ok := b.Replicas.Get(tp)
+			if !ok {
 				continue
 			}
 			k := producer{batch.ProducerID(), batch.ProducerEpoch()}
@@ -114,13 +124,18 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 			if _, ok := first[k]; !ok {
 				first[k] = batch
 			}
+			if req.Version < 12 {
+				g := p.TxnGuard(k.id)
+				out[tp] = txnAdmission{guard: &g}
+			}
 		}
 	}
-	out := map[model.TopicPartition]error{}
 	for k, tps := range groups {
 		err := b.checkTxnProduce(ctx, req.TransactionID, req.Version, tps, first[k])
 		for _, tp := range tps {
-			out[tp] = err
+			a := out[tp]
+			a.err = err
+			out[tp] = a
 		}
 	}
 	return out

@@ -29,14 +29,24 @@ type Partition struct {
 	snapMu  sync.Mutex // after appendMu when both are held
 	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
 
-	mu      sync.Mutex // after appendMu when both are held; guards producers.txns too
-	hw      int64
+	mu sync.Mutex // after appendMu when both are held; guards producers.txns too
+	hw int64
+	// applied is the log end up to which appends have been applied to the
+	// producer state (the transactions open and decided); the high
+	// watermark never passes it. An append writes the log first and
+	// applies its batches after, so without this cap a concurrent
+	// advanceHighWatermark could move the last stable offset past a
+	// transaction not yet recorded as open, or past a marker not yet
+	// recorded as deciding its transaction (which would then hold the last
+	// stable offset until the next move).
+	applied int64
 	waiters map[*Waiter]struct{}
 }
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
 	p := &Partition{TP: tp, TopicID: id, log: l, opts: opts, waiters: map[*Waiter]struct{}{}}
 	p.hw = l.EndOffset() // what survived recovery is the log
+	p.applied = p.hw
 	l.SetHighWatermark(p.hw)
 
 	start := time.Now()
@@ -107,12 +117,15 @@ type AppendResult struct {
 // producer whose transaction is open with ErrInvalidTxnState. A
 // transactional batch opens its producer's transaction.
 func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
-	return p.append(data, fromClient)
+	return p.append(data, fromClient, nil)
 }
 
-func (p *Partition) append(data []byte, o origin) (AppendResult, func() error, error) {
+func (p *Partition) append(data []byte, o origin, guard *TxnGuard) (AppendResult, func() error, error) {
 	p.appendMu.Lock()
 	dup, isDup, err := p.producers.check(data, o)
+	if err == nil && !isDup {
+		err = p.producers.checkGuard(guard)
+	}
 	if err != nil || isDup {
 		p.appendMu.Unlock()
 		// The log validates a batch before anything else; on these paths
@@ -140,14 +153,16 @@ func (p *Partition) append(data []byte, o origin) (AppendResult, func() error, e
 	}
 	now := p.opts.Now().UnixMilli()
 	ps := p.producers
-	if opened := ps.commit(lres.Batches, lres.LogAppendTime, now); len(opened) > 0 {
-		p.mu.Lock()
-		for _, t := range opened {
-			ps.txns.open(t.pid, t.first)
-		}
-		p.log.SetFirstUnstableOffset(ps.txns.firstUnstable())
-		p.mu.Unlock()
+	opened := ps.commit(lres.Batches, lres.LogAppendTime, now)
+	p.mu.Lock()
+	for _, t := range opened {
+		ps.txns.open(t.pid, t.first)
 	}
+	if len(opened) > 0 {
+		p.log.SetFirstUnstableOffset(ps.txns.firstUnstable())
+	}
+	p.applied = max(p.applied, lres.LastOffset+1)
+	p.mu.Unlock()
 	snap, snapEnd := p.afterAppendLocked(now)
 	p.appendMu.Unlock()
 	p.maybeWriteSnapshot(snap, snapEnd)
@@ -316,6 +331,7 @@ func (p *Partition) advanceHighWatermark() {
 		hw = min(hw, p.log.SyncedOffset())
 	}
 	p.mu.Lock()
+	hw = min(hw, p.applied)
 	if hw <= p.hw {
 		p.mu.Unlock()
 		return
@@ -367,6 +383,7 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 func (p *Partition) Truncated() {
 	p.mu.Lock()
 	p.hw = min(p.hw, p.log.EndOffset())
+	p.applied = min(p.applied, p.log.EndOffset())
 	for w := range p.waiters {
 		w.wake()
 	}

@@ -103,6 +103,7 @@ type producerEntry struct {
 	batches    []batchMeta // oldest first, at most producerBatchesToRetain, all of epoch
 	txnFirst   int64       // first offset of its open transaction, -1 for none
 	coordEpoch int32       // coordinator epoch of its last marker, -1 for none
+	markers    uint64      // markers applied since the entry was made (TxnGuard); not persisted
 }
 
 func newEntry() *producerEntry {

@@ -232,6 +232,7 @@ func (s *producerState) applyMarker(pid int64, epoch int16, commit bool, coordEp
 		e.batches = e.batches[:0]
 	}
 	e.coordEpoch = coordEpoch
+	e.markers++
 	e.lastActive = max(e.lastActive, active)
 	if e.txnFirst >= 0 {
 		s.txns.complete(pid, e.txnFirst, offset, commit)
@@ -324,6 +325,7 @@ func (p *Partition) WriteMarker(m Marker) (int64, func() error, error) {
 	}
 	p.mu.Lock()
 	ps.applyMarker(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, lres.BaseOffset, now)
+	p.applied = max(p.applied, lres.BaseOffset+1)
 	p.mu.Unlock()
 	snap, snapEnd := p.afterAppendLocked(now)
 	p.appendMu.Unlock()
@@ -340,7 +342,56 @@ func (p *Partition) WriteMarker(m Marker) (int64, func() error, error) {
 // ErrInvalidTxnState). Control batches are refused (ErrInvalidRecord):
 // markers go through WriteMarker.
 func (p *Partition) AppendInternal(data []byte) (AppendResult, func() error, error) {
-	return p.append(data, fromCoordinator)
+	return p.append(data, fromCoordinator, nil)
+}
+
+// TxnGuard is what the partition knew of a producer's transaction when a
+// transactional batch of the older protocol was verified with the
+// coordinator (Kafka's VerificationGuard, KIP-890 part 1). The coordinator
+// said the partition is in the producer's ongoing transaction; if that
+// transaction's marker reaches the partition before the batch does, the
+// batch would open a transaction the coordinator does not know, which no
+// marker would ever end: the last stable offset would hang. The guard lets
+// AppendVerified refuse it.
+type TxnGuard struct {
+	pid     int64
+	markers uint64
+}
+
+// TxnGuard returns the guard for a batch of producer pid about to be
+// verified; take it before asking the coordinator.
+func (p *Partition) TxnGuard(pid int64) TxnGuard {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	g := TxnGuard{pid: pid}
+	if e := p.producers.producers[pid]; e != nil {
+		g.markers = e.markers
+	}
+	return g
+}
+
+// AppendVerified is Append for a transactional batch verified under g: it
+// fails with ErrInvalidTxnState when a marker for the producer arrived
+// since g was taken and the batch would open a new transaction (with the
+// older protocol the epoch stays, so the epoch check cannot catch it).
+func (p *Partition) AppendVerified(data []byte, g TxnGuard) (AppendResult, func() error, error) {
+	return p.append(data, fromClient, &g)
+}
+
+// checkGuard applies g. appendMu is held.
+func (s *producerState) checkGuard(g *TxnGuard) error {
+	if g == nil {
+		return nil
+	}
+	e := s.producers[g.pid]
+	var markers uint64
+	if e != nil {
+		markers = e.markers
+	}
+	if markers != g.markers && (e == nil || e.txnFirst < 0) {
+		return fmt.Errorf("%w: the transaction of producer %d ended after the batch was verified", ErrInvalidTxnState, g.pid)
+	}
+	return nil
 }
 
 // AbortedTransactions returns the aborted transactions with LastOffset >=
