@@ -12,10 +12,13 @@ import (
 //   - Commits or aborts the producer's transaction: the decision is made
 //     durable (PrepareCommit/PrepareAbort), markers are written to every
 //     partition of the transaction, and the transaction is completed; the
-//     answer comes once it is complete (or, if a partition failed to take
-//     its marker, once the decision is durable: the coordinator retries the
-//     markers in the background, and the next request of the producer gets
-//     CONCURRENT_TRANSACTIONS until they are written).
+//     answer comes once the markers are durable and the Complete state is
+//     written; its own fsync is not waited for, since a crash that loses it
+//     leaves the durable decision, which is finished again at start. If a
+//     partition fails to take its marker, the answer comes once the
+//     decision is durable: the coordinator retries the markers in the
+//     background, and the next request of the producer gets
+//     CONCURRENT_TRANSACTIONS until they are written.
 //   - v5+ is KIP-890's protocol: every EndTxn bumps the producer epoch (a
 //     new producer id when the epoch is exhausted), returned in the answer;
 //     a retried EndTxn of the previous epoch is answered with the result it

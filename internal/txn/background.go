@@ -62,15 +62,22 @@ func (c *Coordinator) finish(t *txn, res chan<- error, attempt int) {
 		return
 	}
 	next := t.meta.complete(c.nowMs())
-	err := c.write(t, &next)
+	wait, err := c.writeAhead(t, &next)
 	if err == nil {
 		t.finishing = false
 	}
 	t.mu.Unlock()
 	if err != nil {
 		c.retryFinish(t, attempt, "writing the Complete state", err)
+		report(err)
+		return
 	}
-	report(err)
+	report(nil)
+	if err := wait(); err != nil {
+		// The Prepare record stays the last durable one: the next Load
+		// finishes the transaction again, with the same outcome.
+		c.log.Warn("the Complete state of a transaction did not reach the disk", "transactional_id", t.id, "err", err)
+	}
 }
 
 // retryFinish schedules another attempt at finishing t. The first failure

@@ -278,3 +278,27 @@ func (c *Coordinator) write(t *txn, next *meta) error {
 	}
 	return nil
 }
+
+// writeAhead appends t's next state and applies it at once, returning the
+// wait for its durability. Only the Complete record is written this way:
+// its durability decides nothing (a Prepare* found at Load is finished
+// again, and markers written twice decide nothing more), and any later
+// record of t lands after it in the same partition, so that record's
+// durability covers it. The transaction's answer and its next transaction
+// so skip one fsync. Caller holds t.mu.
+func (c *Coordinator) writeAhead(t *txn, next *meta) (func() error, error) {
+	c.mu.Lock()
+	parts, err := c.partitionsLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	p := parts[partitionFor(t.id, int32(len(parts)))]
+	rec := record{key: txnKey(t.id), value: txnValue(next)}
+	_, wait, err := p.Append(encodeBatch([]record{rec}, next.updateMs))
+	if err != nil {
+		return nil, fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
+	}
+	t.meta = *next
+	return wait, nil
+}

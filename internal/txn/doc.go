@@ -49,6 +49,10 @@
 //     durable in __transaction_state; in-memory state changes only then
 //     (Kafka's pending transition). While a record of an id is being made
 //     durable, other requests on that id answer ErrConcurrentTransactions.
+//     The one exception is the Complete record (writeAhead): it is applied
+//     and answered once appended, because losing it decides nothing (Load
+//     finishes the durable Prepare* again, with the same outcome) and any
+//     later record of the id lands after it, so its durability covers it.
 //   - An id's records reach the log in the order of its states: an
 //     append happens under the id's lock, and no second transition starts
 //     before the first is durable.

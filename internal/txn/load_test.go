@@ -1,12 +1,14 @@
 package txn_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -219,4 +221,67 @@ func TestReplayOngoingThenTimeout(t *testing.T) {
 	if ti.ProducerEpoch != epoch+1 {
 		t.Fatalf("epoch %d, want %d", ti.ProducerEpoch, epoch+1)
 	}
+}
+
+// EndTxn answers once the Complete record is appended, without waiting for
+// its fsync; if a crash loses it, the next Load finishes the transaction
+// again from the durable Prepare, with the same outcome.
+func TestCompleteNeedNotBeDurable(t *testing.T) {
+	e := newEnv(t, nil)
+	pid, epoch := e.init("t1")
+	e.add("t1", pid, epoch, tp("a", 0))
+	p := e.topic.parts[partitionOf("t1", parts)]
+	block := make(chan struct{})
+	e.markers.setBlock(block)
+	type answer struct {
+		pid   int64
+		epoch int16
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		pid, epoch, err := e.c.EndTxn(context.Background(), "t1", pid, epoch, true, true)
+		done <- answer{pid, epoch, err}
+	}()
+	waitFor(t, "the markers", func() bool { return len(e.markers.all()) == 1 })
+	gate := make(chan struct{})
+	defer close(gate)
+	p.mu.Lock()
+	p.gate = gate // the Complete record will not become durable
+	p.mu.Unlock()
+	e.markers.setBlock(nil)
+	close(block)
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("EndTxn waited for the Complete record's fsync")
+	}
+	if a.err != nil || a.pid != pid || a.epoch != epoch+1 {
+		t.Fatalf("EndTxn: %+v", a)
+	}
+	if st := e.describe("t1").State; st != "CompleteCommit" {
+		t.Fatalf("state %s, want CompleteCommit", st)
+	}
+
+	// Crash: the Complete record never reached the disk.
+	p.mu.Lock()
+	last := p.batches[len(p.batches)-1]
+	p.batches = p.batches[:len(p.batches)-1]
+	p.next = model.Batch(last).BaseOffset()
+	p.gate = nil
+	p.mu.Unlock()
+	old := e.c
+	e.markers = &fakeMarkers{}
+	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers)
+	t.Cleanup(e.c.Close)
+	e.load()
+	ti := e.waitState("t1", "CompleteCommit")
+	if ti.ProducerID != pid || ti.ProducerEpoch != epoch+1 {
+		t.Fatalf("after the crash: %+v, want %d/%d", ti, pid, epoch+1)
+	}
+	if calls := e.markers.all(); len(calls) != 1 || !calls[0].commit || calls[0].epoch != epoch+1 {
+		t.Fatalf("markers after the crash: %+v, want the commit again with epoch %d", calls, epoch+1)
+	}
+	go old.Close() // its Complete wait is parked on the gate until the test ends
 }

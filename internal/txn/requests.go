@@ -195,9 +195,9 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp model.TopicPa
 // bumps the epoch (a new producer id when exhausted), the markers carry the
 // bumped epoch, and a retry with the epoch before the bump is recognised.
 // It returns the producer id and epoch the client continues with, once the
-// Complete state is durable; if the markers fail (or ctx ends) once the
-// Prepare state is durable, it answers success and a background retry
-// completes the transaction.
+// markers are durable and the Complete state is written (see writeAhead);
+// if the markers fail (or ctx ends) once the Prepare state is durable, it
+// answers success and a background retry completes the transaction.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit, v2 bool) (int64, int16, error) {
 	if id == "" {
 		return -1, -1, ErrInvalidRequest
