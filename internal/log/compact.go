@@ -56,12 +56,15 @@ type CompactStats struct {
 //     tombstones (by the batch's max timestamp). Without its marker a
 //     remaining batch would look open (holding the last stable offset
 //     back forever after a rebuild) or committed when it aborted.
-//   - Abort markers are removed only when the replica layer has
-//     registered SetAbortMarkerRemoval, and only after it has been told:
-//     the aborted transactions it hands to read_committed fetches must not
-//     name a marker that is gone, or a consumer would skip the producer's
-//     later committed batches waiting for it. Control records of other
-//     types are always kept.
+//   - Markers are removed only when the replica layer has registered
+//     SetMarkerRemoval, and only after it has been told: the aborted
+//     transactions it hands to read_committed fetches must not name a
+//     marker that is gone (a consumer would skip the producer's later
+//     committed batches waiting for it), and no producer snapshot it
+//     could rebuild from may predate a removed marker (the rebuild
+//     replays only the log after the snapshot, so a transaction the
+//     snapshot saw open would stay open for good). Control records of
+//     other types are always kept.
 //
 // Batches left empty are dropped, markers included. Kafka instead keeps
 // the last batch of each live producer, emptied, because its producer
@@ -113,7 +116,7 @@ func (l *Log) Compact() (CompactStats, error) {
 	if l.firstUnstable >= 0 {
 		limit = min(limit, l.firstUnstable)
 	}
-	abortRemoval := l.abortRemoval
+	markerRemoval := l.markerRemoval
 	// Keys written later, up to the limit, also supersede: the map covers
 	// every segment without cleaning the later ones.
 	parts := make([]segmentPart, len(l.segs))
@@ -177,19 +180,19 @@ func (l *Log) Compact() (CompactStats, error) {
 	}
 
 	c := &cleaner{latest: latest, txns: txns, horizon: now - cfg.DeleteRetention.Milliseconds(),
-		removeAborts: abortRemoval != nil, traversed: map[int64]bool{}}
+		removeMarkers: markerRemoval != nil, traversed: map[int64]bool{}}
 	for _, p := range parts[:n] {
 		s := p.seg
-		out, removed, aborts, err := c.clean(s)
+		out, removed, markers, err := c.clean(s)
 		if err != nil {
 			return stats, err
 		}
 		if removed == 0 {
 			continue
 		}
-		if len(aborts) > 0 {
-			if err := abortRemoval(aborts); err != nil {
-				return stats, fmt.Errorf("before removing abort markers of %s: %w", s.file.Name(), err)
+		if len(markers) > 0 {
+			if err := markerRemoval(markers); err != nil {
+				return stats, fmt.Errorf("before removing transaction markers of %s: %w", s.file.Name(), err)
 			}
 		}
 		if err := l.swapSegment(s, out); err != nil {
@@ -213,22 +216,25 @@ func (l *Log) SetFirstUnstableOffset(offset int64) {
 	l.mu.Unlock()
 }
 
-// AbortMarker names an abort marker that compaction is about to remove.
-type AbortMarker struct {
+// RemovedMarker names a transaction marker that compaction is about to
+// remove.
+type RemovedMarker struct {
 	ProducerID int64
 	Offset     int64
+	Commit     bool // false: an abort marker
 }
 
-// SetAbortMarkerRemoval lets compaction remove abort markers whose
-// transactions have no data left: fn is called with the abort markers of
-// a segment before the segment without them is swapped in (and before any
+// SetMarkerRemoval lets compaction remove transaction markers whose
+// transactions have no data left: fn is called with the markers of a
+// segment before the segment without them is swapped in (and before any
 // reader can miss them), and an error keeps them. The replica layer uses
-// it to forget those aborted transactions. Until it is set, abort markers
-// are kept. fn runs on the compacting goroutine holding no lock of the log
-// but the compaction's own, so it may call the log (Sync, StartOffset).
-func (l *Log) SetAbortMarkerRemoval(fn func([]AbortMarker) error) {
+// it to forget those aborted transactions and to replace its producer
+// snapshots with one taken after the markers. Until it is set, markers are
+// kept. fn runs on the compacting goroutine holding no lock of the log but
+// the compaction's own, so it may call the log (Sync, StartOffset).
+func (l *Log) SetMarkerRemoval(fn func([]RemovedMarker) error) {
 	l.mu.Lock()
-	l.abortRemoval = fn
+	l.markerRemoval = fn
 	l.mu.Unlock()
 }
 
@@ -311,19 +317,19 @@ func (t *txnOutcomes) fate(pid, base int64) (decided, commit bool) {
 
 // cleaner filters the cleaned segments of one pass, in offset order.
 type cleaner struct {
-	latest       map[string]int64
-	txns         *txnOutcomes
-	horizon      int64 // tombstones and markers with older max timestamps may go
-	removeAborts bool
-	traversed    map[int64]bool // producer id -> a data batch of its current transaction was read
+	latest        map[string]int64
+	txns          *txnOutcomes
+	horizon       int64 // tombstones and markers with older max timestamps may go
+	removeMarkers bool
+	traversed     map[int64]bool // producer id -> a data batch of its current transaction was read
 }
 
 // clean returns s without the records compaction drops, the number of
-// records removed and the abort markers among them.
-func (c *cleaner) clean(s *segment) ([]byte, int, []AbortMarker, error) {
+// records removed and the transaction markers among them.
+func (c *cleaner) clean(s *segment) ([]byte, int, []RemovedMarker, error) {
 	var out []byte
 	var kept []Record
-	var aborts []AbortMarker
+	var markers []RemovedMarker
 	removed := 0
 	err := forEachStoredBatch(s, s.size, func(b model.Batch) error {
 		pid := b.ProducerID()
@@ -335,11 +341,9 @@ func (c *cleaner) clean(s *segment) ([]byte, int, []AbortMarker, error) {
 			if typ == ControlAbort || typ == ControlCommit {
 				traversed := c.traversed[pid]
 				delete(c.traversed, pid)
-				if !traversed && b.MaxTimestamp() < c.horizon && (typ == ControlCommit || c.removeAborts) {
+				if !traversed && b.MaxTimestamp() < c.horizon && c.removeMarkers {
 					removed += int(b.RecordCount())
-					if typ == ControlAbort {
-						aborts = append(aborts, AbortMarker{ProducerID: pid, Offset: b.BaseOffset()})
-					}
+					markers = append(markers, RemovedMarker{ProducerID: pid, Offset: b.BaseOffset(), Commit: typ == ControlCommit})
 					return nil
 				}
 			}
@@ -384,7 +388,7 @@ func (c *cleaner) clean(s *segment) ([]byte, int, []AbortMarker, error) {
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	return out, removed, aborts, nil
+	return out, removed, markers, nil
 }
 
 func cloneRecord(r *Record) Record {

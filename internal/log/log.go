@@ -55,8 +55,8 @@ type Log struct {
 	retired []retiredSegment // deleted or replaced, closed after FileDeleteDelay
 
 	// Set by the replica layer for compaction (see compact.go).
-	firstUnstable int64                     // oldest unstable transaction's first offset, -1 for none
-	abortRemoval  func([]AbortMarker) error // told before abort markers are removed; nil keeps them
+	firstUnstable int64                       // oldest unstable transaction's first offset, -1 for none
+	markerRemoval func([]RemovedMarker) error // told before transaction markers are removed; nil keeps them
 
 	syncMu   sync.Mutex
 	syncDone chan struct{} // syncMu: closed when the fsync in flight ends

@@ -235,18 +235,19 @@ func TestCompactionWithTransactions(t *testing.T) {
 	cases := []struct {
 		name      string
 		ops       []txnOp
-		passes    int           // compaction passes, a second apart (default 1)
-		retention time.Duration // delete.retention.ms (default 1ms: gone at the first pass)
-		noHook    bool          // no SetAbortMarkerRemoval
-		kept      []int64       // offsets of the records left, markers included
-		aborts    []AbortMarker // abort markers reported before removal
+		passes    int             // compaction passes, a second apart (default 1)
+		retention time.Duration   // delete.retention.ms (default 1ms: gone at the first pass)
+		noHook    bool            // no SetMarkerRemoval
+		kept      []int64         // offsets of the records left, markers included
+		aborts    []RemovedMarker // abort markers reported before removal
+		commits   []int64         // commit markers reported before removal, when not nil
 	}{
 		{name: "aborted record removed, earlier plain value stays", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
 		}, kept: []int64{0, 2}},
 		{name: "abort marker goes the pass after its data", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
-		}, passes: 2, kept: []int64{0}, aborts: []AbortMarker{{1, 2}}},
+		}, passes: 2, kept: []int64{0}, aborts: []RemovedMarker{{1, 2, false}}},
 		{name: "abort marker kept without the replica's hook", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", "2"), abortOp(1),
 		}, passes: 2, noHook: true, kept: []int64{0, 2}},
@@ -255,7 +256,7 @@ func TestCompactionWithTransactions(t *testing.T) {
 		}, passes: 2, retention: time.Hour, kept: []int64{0, 2}},
 		{name: "aborted tombstone deletes nothing", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", ""), abortOp(1),
-		}, passes: 2, kept: []int64{0}, aborts: []AbortMarker{{1, 2}}},
+		}, passes: 2, kept: []int64{0}, aborts: []RemovedMarker{{1, 2, false}}},
 		{name: "committed value replaces earlier plain one", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", "2", "b", "1"), commitOp(1),
 		}, passes: 2, kept: []int64{1, 2, 3}},
@@ -267,7 +268,10 @@ func TestCompactionWithTransactions(t *testing.T) {
 		}, kept: []int64{1, 2}},
 		{name: "commit marker goes the pass after its data", ops: []txnOp{
 			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
-		}, passes: 2, kept: []int64{2}},
+		}, passes: 2, kept: []int64{2}, commits: []int64{1}},
+		{name: "commit marker kept without the replica's hook", ops: []txnOp{
+			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
+		}, passes: 2, noHook: true, kept: []int64{1, 2}},
 		{name: "commit marker kept before delete.retention.ms", ops: []txnOp{
 			txnOpOf(1, "a", "1"), commitOp(1), plainOp("a", "2"),
 		}, passes: 2, retention: time.Hour, kept: []int64{1, 2}},
@@ -281,7 +285,7 @@ func TestCompactionWithTransactions(t *testing.T) {
 		{name: "interleaved producers, second pass", ops: []txnOp{
 			plainOp("b", "0"), txnOpOf(1, "a", "1"), txnOpOf(2, "b", "1"), commitOp(1),
 			txnOpOf(1, "c", "1"), abortOp(2), abortOp(1),
-		}, passes: 2, kept: []int64{0, 1, 3}, aborts: []AbortMarker{{2, 5}, {1, 6}}},
+		}, passes: 2, kept: []int64{0, 1, 3}, aborts: []RemovedMarker{{2, 5, false}, {1, 6, false}}},
 		{name: "open transaction and what follows untouched", ops: []txnOp{
 			plainOp("a", "1", "b", "1"), {roll: true}, txnOpOf(1, "a", "2"), plainOp("b", "2", "a", "3"), {roll: true},
 			plainOp("b", "4"), abortOp(2),
@@ -300,7 +304,7 @@ func TestCompactionWithTransactions(t *testing.T) {
 		{name: "decided transactions across segments", ops: []txnOp{
 			plainOp("a", "1"), txnOpOf(1, "a", "2"), {roll: true}, txnOpOf(2, "b", "1"), txnOpOf(1, "c", "1"),
 			{roll: true}, commitOp(1), abortOp(2), plainOp("c", "2"),
-		}, passes: 2, kept: []int64{1, 4, 6}, aborts: []AbortMarker{{2, 5}}},
+		}, passes: 2, kept: []int64{1, 4, 6}, aborts: []RemovedMarker{{2, 5, false}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -310,10 +314,17 @@ func TestCompactionWithTransactions(t *testing.T) {
 			cfg.SegmentBytes = 1 << 20 // segments roll where the table says
 			l := openLog(t, vfs.NewMem(), "/d", cfg, clk.now)
 			defer l.Close()
-			var aborts []AbortMarker
+			var aborts []RemovedMarker
+			var commits []int64
 			if !tc.noHook {
-				l.SetAbortMarkerRemoval(func(m []AbortMarker) error {
-					aborts = append(aborts, m...)
+				l.SetMarkerRemoval(func(ms []RemovedMarker) error {
+					for _, m := range ms {
+						if m.Commit {
+							commits = append(commits, m.Offset)
+						} else {
+							aborts = append(aborts, m)
+						}
+					}
 					return nil
 				})
 			}
@@ -378,6 +389,9 @@ func TestCompactionWithTransactions(t *testing.T) {
 			if !slices.Equal(aborts, tc.aborts) {
 				t.Fatalf("abort markers reported %v, want %v", aborts, tc.aborts)
 			}
+			if tc.commits != nil && !slices.Equal(commits, tc.commits) {
+				t.Fatalf("commit markers reported %v, want %v", commits, tc.commits)
+			}
 			if l.EndOffset() != end {
 				t.Fatalf("end moved %d -> %d", end, l.EndOffset())
 			}
@@ -400,7 +414,7 @@ func TestCompactionAbortHookErrorKeepsMarkers(t *testing.T) {
 	defer l.Close()
 	fail := errors.New("snapshot failed")
 	hookErr := fail
-	l.SetAbortMarkerRemoval(func([]AbortMarker) error { return hookErr })
+	l.SetMarkerRemoval(func([]RemovedMarker) error { return hookErr })
 	ts := clk.t.UnixMilli()
 	for _, b := range [][]byte{
 		txnDataBatch(t, 1, 0, ts, model.CompressionNone, "a", "1"),

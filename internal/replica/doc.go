@@ -33,11 +33,12 @@
 // Compaction of transactional data (log.Log.Compact) is fed from here: the
 // first offset of the oldest unstable transaction goes to the log
 // (SetFirstUnstableOffset) whenever it changes, and compaction cleans
-// nothing at or past it. Before compaction removes abort markers (after
-// their data is gone), the partition drops those aborted transactions and
-// replaces its snapshots with one without them (forgetAborted), so that
-// read_committed fetches and rebuilds never name an aborted transaction
-// whose marker is gone.
+// nothing at or past it. Before compaction removes transaction markers
+// (after their data is gone), the partition drops the aborted transactions
+// among them and replaces its older snapshots with one taken after them
+// (forgetMarkers), so that read_committed fetches never name an aborted
+// transaction whose marker is gone and a rebuild never starts from a
+// snapshot that saw a removed marker's transaction open.
 //
 // Locking: Partition.appendMu orders producer-state checks with appends and
 // guards the producer state; Partition.snapMu serialises snapshot writes

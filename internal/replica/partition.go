@@ -57,7 +57,7 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 	p.producers, p.snapEnd = ps, res.snapshot
 	ps.txns.onHighWatermark(p.hw) // every marker in the log is below it
 	l.SetFirstUnstableOffset(ps.txns.firstUnstable())
-	l.SetAbortMarkerRemoval(p.forgetAborted)
+	l.SetMarkerRemoval(p.forgetMarkers)
 	if res.scanned > 0 || res.snapshot < 0 && len(ps.producers) > 0 {
 		opts.Logger.Info("rebuilt producer state", "partition", tp.String(), "snapshot", res.snapshot,
 			"batches_scanned", res.scanned, "producers", len(ps.producers), "expired", res.expired,
@@ -269,13 +269,16 @@ func (p *Partition) writeSnapshot(end int64, data []byte) error {
 	return nil
 }
 
-// forgetAborted is the log's hook before compaction removes abort markers
-// (log.SetAbortMarkerRemoval; see txn.go): their aborted transactions are
-// dropped, and a snapshot without them replaces every snapshot on disk.
-// The log is synced up to the snapshot first, so that a crash cannot
-// leave it past the log end (and discarded for an older one). An error
-// keeps the markers.
-func (p *Partition) forgetAborted(markers []log.AbortMarker) error {
+// forgetMarkers is the log's hook before compaction removes transaction
+// markers (log.SetMarkerRemoval; see txn.go). The aborted transactions of
+// abort markers are dropped, and a snapshot taken now (after every removed
+// marker, which is below the high watermark) replaces every older snapshot
+// on disk: a rebuild replays only the log after its snapshot, so one taken
+// while a removed marker's transaction was open would see that transaction
+// open forever. The log is synced up to the snapshot first, so that a
+// crash cannot leave it past the log end (and discarded for an older one);
+// newer snapshots are kept. An error keeps the markers.
+func (p *Partition) forgetMarkers(markers []log.RemovedMarker) error {
 	p.appendMu.Lock()
 	ps := p.producers
 	p.mu.Lock()
@@ -291,20 +294,18 @@ func (p *Partition) forgetAborted(markers []log.AbortMarker) error {
 	p.snapMu.Lock()
 	defer p.snapMu.Unlock()
 	fsys, dir := p.log.FS(), p.log.Dir()
-	if end >= p.snapEnd {
-		// Written over one at the same offset, which may have been taken
-		// before the drop.
-		if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, snapshotName(end)), data); err != nil {
-			return err
-		}
-		p.snapEnd = end
-	} // else the newer one on disk was taken after the drop
+	// Written over one at the same offset, which may have been taken
+	// before the drop.
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, snapshotName(end)), data); err != nil {
+		return err
+	}
+	p.snapEnd = max(p.snapEnd, end)
 	offs, err := listSnapshots(fsys, dir)
 	if err != nil {
 		return err
 	}
 	for _, off := range offs {
-		if off != p.snapEnd {
+		if off < end {
 			if err := fsys.Remove(filepath.Join(dir, snapshotName(off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}

@@ -32,12 +32,13 @@ import (
 //
 // Compaction (log.Log.Compact) learns from here where it must stop: every
 // change of the oldest unstable transaction is passed on with
-// log.SetFirstUnstableOffset, under Partition.mu. Before it removes abort
-// markers it calls Partition.forgetAborted, which drops their aborted
-// transactions and replaces the snapshots, so that neither a fetch nor a
-// rebuild names an aborted transaction whose marker is gone: a
-// read_committed consumer would skip every later transactional batch of
-// that producer in the response, waiting for the marker.
+// log.SetFirstUnstableOffset, under Partition.mu. Before it removes
+// markers it calls Partition.forgetMarkers, which drops the aborted
+// transactions among them and replaces the older snapshots, so that no
+// fetch names an aborted transaction whose marker is gone (a read_committed
+// consumer would skip every later transactional batch of that producer in
+// the response, waiting for the marker) and no rebuild starts from a
+// snapshot that saw a removed marker's transaction open.
 
 // Marker is a transaction marker (control batch) written by the transaction
 // coordinator.
@@ -148,8 +149,11 @@ func (t *txnState) firstUnstable() int64 {
 
 // dropAborted forgets the aborted transactions whose markers compaction
 // is about to remove (their data is gone already).
-func (t *txnState) dropAborted(markers []log.AbortMarker) {
+func (t *txnState) dropAborted(markers []log.RemovedMarker) {
 	for _, m := range markers {
+		if m.Commit {
+			continue
+		}
 		i := sort.Search(len(t.aborted), func(i int) bool { return t.aborted[i].LastOffset >= m.Offset })
 		if i < len(t.aborted) && t.aborted[i].LastOffset == m.Offset && t.aborted[i].ProducerID == m.ProducerID {
 			t.aborted = slices.Delete(t.aborted, i, i+1)
@@ -388,7 +392,10 @@ func (s *producerState) checkGuard(g *TxnGuard) error {
 	if e != nil {
 		markers = e.markers
 	}
-	if markers != g.markers && (e == nil || e.txnFirst < 0) {
+	// No entry: no marker arrived since the guard (a marker makes or
+	// refreshes the entry, which then cannot expire in the meantime), or
+	// the entry expired between the two, which no marker causes.
+	if e != nil && markers != g.markers && e.txnFirst < 0 {
 		return fmt.Errorf("%w: the transaction of producer %d ended after the batch was verified", ErrInvalidTxnState, g.pid)
 	}
 	return nil
