@@ -69,9 +69,10 @@
 //     read_committed Java and franz-go consumers (every input once, nothing
 //     aborted, offsets committed in the transactions); the same across a
 //     broker restart (SIGTERM and kill -9); fencing of a producer by a second
-//     one with the same transactional.id; and a transaction abandoned open,
+//     one with the same transactional.id; a transaction abandoned open,
 //     holding read_committed readers at its first offset until its timeout
-//     aborts it.
+//     aborts it; and an operator ending such a transaction at once with the
+//     AdminClient (listTransactions, describeProducers, abortTransaction).
 //
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a

@@ -929,3 +929,53 @@ func atoiOr(s string, or int) int {
 	}
 	return n
 }
+
+// TestJavaAdminAbortsHangingTransaction is what an operator does about a
+// transaction left open by a producer that died (kafka-transactions.sh
+// find-hanging, then abort), with the Java AdminClient: ListTransactions
+// shows it Ongoing, DescribeProducers finds its open transaction on each
+// partition, Admin.abortTransaction (WriteTxnMarkers) ends it at once, long
+// before its timeout, and read_committed readers move past it without
+// seeing its records.
+func TestJavaAdminAbortsHangingTransaction(t *testing.T) {
+	t.Parallel()
+	javaHelper(t)
+	const (
+		n          = 12
+		partitions = 3
+		topic      = "txn-hanging"
+		txnID      = "txn-hanging"
+	)
+	b := startBroker(t)
+	ctx := groupCtx(t, 3*time.Minute)
+	createTopic(t, b.Addr, topic, partitions, nil)
+
+	// A 10-minute timeout: only the operator can end it within the test.
+	r := runTxnHelper(t, 2*time.Minute, "abandon", b.Addr, topic, txnID, fmt.Sprint(n), "transaction.timeout.ms=600000")
+	o := parseTxnHelper(t, r.stdout)
+	if r.err != nil || len(o.errors) > 0 || len(o.outs["abandoned"]) != n {
+		t.Fatalf("Java abandon: exit %v, errors %q, %d of %d records acknowledged", r.err, o.errors, len(o.outs["abandoned"]), n)
+	}
+	adm := kadm.NewClient(client(t, b.Addr))
+	hw, lso, err := txnStableOffsets(ctx, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := false
+	for p, h := range hw {
+		held = held || lso[p] < h
+	}
+	if !held {
+		t.Fatalf("the abandoned transaction holds no partition back: high watermarks %v, last stable offsets %v", hw, lso)
+	}
+
+	r = runTxnHelper(t, 2*time.Minute, "abort-hanging", b.Addr, topic, txnID)
+	checkSteps(t, r, []string{"list-ongoing", "find-hanging", "abort", "none-open", "stable"})
+
+	if got := txnReadTopic(t, ctx, b.Addr, topic, true); len(got) != 0 {
+		t.Fatalf("read_committed sees %d records of the aborted transaction", len(got))
+	}
+	if got := txnReadTopic(t, ctx, b.Addr, topic, false); len(got) != n {
+		t.Fatalf("read_uncommitted sees %d records, want the %d aborted ones still in the log", len(got), n)
+	}
+}

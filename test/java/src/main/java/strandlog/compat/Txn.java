@@ -19,11 +19,15 @@ import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -125,6 +129,10 @@ public final class Txn {
                     need(args, 5);
                     yield abandon(args[1], args[2], args[3], Integer.parseInt(args[4]), props(args, 5));
                 }
+                case "abort-hanging" -> {
+                    need(args, 4);
+                    yield abortHanging(args[1], args[2], args[3]);
+                }
                 case "produce-txn" -> {
                     need(args, 6);
                     yield produceTxn(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), props(args, 6));
@@ -147,7 +155,8 @@ public final class Txn {
                 + "       Txn read-committed BOOTSTRAP TOPIC EXPECTED [PROP=VALUE...]\n"
                 + "       Txn fence BOOTSTRAP TOPIC TXNID N\n"
                 + "       Txn abandon BOOTSTRAP TOPIC TXNID N [PROP=VALUE...]\n"
-                + "       Txn produce-txn BOOTSTRAP TOPIC TXNID PREFIX N [PROP=VALUE...]");
+                + "       Txn produce-txn BOOTSTRAP TOPIC TXNID PREFIX N [PROP=VALUE...]\n"
+                + "       Txn abort-hanging BOOTSTRAP TOPIC TXNID");
         System.exit(2);
     }
 
@@ -691,5 +700,78 @@ public final class Txn {
         // slf4j-simple: client warnings and errors to stderr, nothing chattier.
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", System.getProperty(
                 "org.slf4j.simpleLogger.defaultLogLevel", "warn"));
+    }
+
+    /**
+     * What an operator does about a transaction left open (kafka-transactions.sh find-hanging and abort): finds
+     * the transactional id with ListTransactions, the producers with an open transaction on each partition of
+     * TOPIC with DescribeProducers, aborts each with Admin.abortTransaction (WriteTxnMarkers to the partition),
+     * and checks that no open transaction is left and that read_committed end offsets reach the log end.
+     */
+    static int abortHanging(String bootstrap, String topic, String txnID) throws Exception {
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        ap.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(ap)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+            for (int i = 0; i < partitions; i++) {
+                tps.add(new TopicPartition(topic, i));
+            }
+            step("list-ongoing", () -> {
+                for (TransactionListing l : admin.listTransactions().all().get()) {
+                    if (l.transactionalId().equals(txnID)) {
+                        check(l.state().toString().equals("Ongoing"), "state " + l.state());
+                        return "producer=" + l.producerId() + " state=" + l.state();
+                    }
+                }
+                throw new IllegalStateException(txnID + " not listed");
+            });
+            List<AbortTransactionSpec> specs = new ArrayList<>();
+            step("find-hanging", () -> {
+                Map<TopicPartition, PartitionProducerState> states = admin.describeProducers(tps).all().get();
+                for (TopicPartition tp : tps) {
+                    for (ProducerState ps : states.get(tp).activeProducers()) {
+                        if (ps.currentTransactionStartOffset().isPresent()) {
+                            specs.add(new AbortTransactionSpec(tp, ps.producerId(), (short) ps.producerEpoch(),
+                                    ps.coordinatorEpoch().orElse(0)));
+                        }
+                    }
+                }
+                check(!specs.isEmpty(), "no partition has an open transaction");
+                return "open=" + specs.size();
+            });
+            step("abort", () -> {
+                for (AbortTransactionSpec spec : specs) {
+                    admin.abortTransaction(spec).all().get();
+                }
+                return "aborted=" + specs.size();
+            });
+            step("none-open", () -> {
+                Map<TopicPartition, PartitionProducerState> states = admin.describeProducers(tps).all().get();
+                for (TopicPartition tp : tps) {
+                    for (ProducerState ps : states.get(tp).activeProducers()) {
+                        check(ps.currentTransactionStartOffset().isEmpty(),
+                                tp + ": producer " + ps.producerId() + " still open at " + ps.currentTransactionStartOffset());
+                    }
+                }
+                return "";
+            });
+            step("stable", () -> {
+                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+                for (TopicPartition tp : tps) {
+                    latest.put(tp, OffsetSpec.latest());
+                }
+                var committed = admin.listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all().get();
+                var uncommitted = admin.listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).all().get();
+                for (TopicPartition tp : tps) {
+                    check(committed.get(tp).offset() == uncommitted.get(tp).offset(), tp + ": read_committed end "
+                            + committed.get(tp).offset() + ", log end " + uncommitted.get(tp).offset());
+                }
+                return "";
+            });
+        }
+        return failures == 0 ? 0 : 1;
     }
 }
