@@ -73,6 +73,17 @@
 //     holding read_committed readers at its first offset until its timeout
 //     aborts it; and an operator ending such a transaction at once with the
 //     AdminClient (listTransactions, describeProducers, abortTransaction).
+//   - txn_librdkafka_test.go: librdkafka through confluent-kafka for Python
+//     (test/python/txn_librdkafka.py, in the virtualenv .ci/run makes under
+//     ${XDG_CACHE_HOME:-~/.cache}/strand-py, or $STRAND_PY_VENV): the same
+//     consume-transform-produce loop (send_offsets_to_transaction with the
+//     consumer's positions, every fourth transaction aborted and the
+//     consumer rewound), read back by read_committed franz-go and librdkafka
+//     and by read_uncommitted franz-go, the group's offsets (require_stable)
+//     at the input's end; and fencing by a second producer with the same
+//     transactional.id (the first's produce and commit fail fatally). Being
+//     without KIP-890, librdkafka 2.16 keeps one producer epoch under both
+//     versions: the older flow served by a version-2 broker.
 //
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
