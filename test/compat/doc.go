@@ -84,6 +84,19 @@
 //     transactional.id (the first's produce and commit fail fatally). Being
 //     without KIP-890, librdkafka 2.16 keeps one producer epoch under both
 //     versions: the older flow served by a version-2 broker.
+//   - txn_streams_test.go: Kafka Streams (org.apache.kafka:kafka-streams,
+//     test/java Streams.java) with processing.guarantee=exactly_once_v2: a
+//     re-key (a repartition topic, purged with DeleteRecords) and a per-key
+//     count and sum in a persistent store (a compacted changelog), one
+//     output record per update. One instance is killed (SIGKILL) mid-stream
+//     with a transaction open and restarted on the same state directory
+//     (same transactional id: the dead one is fenced), that one killed too
+//     and replaced by one on a fresh state directory (the store restored
+//     from the changelog; the dead transaction ends by its timeout). The
+//     read_committed output counts 1, 2, 3, ... per key with no gap or
+//     repeat, the sums match the input, the group's offsets reach the
+//     input's end, and the internal topics have the configs Streams asked
+//     for.
 //
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
