@@ -131,9 +131,9 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 		ch <- ErrNotCoordinator
 		return ch
 	}
-	var recs []record
+	var recs []model.KeyValue
 	for _, tp := range sortedPartitions(g.offsets) {
-		recs = append(recs, record{key: offsetKey(g.id, tp)})
+		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 	}
 	// Offsets pending in open transactions go too, as in Kafka's
 	// deleteAllOffsets: a tombstone for each partition that has no
@@ -148,9 +148,9 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 		}
 	}
 	for _, tp := range sortedPartitions(pendingOnly) {
-		recs = append(recs, record{key: offsetKey(g.id, tp)})
+		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 	}
-	recs = append(recs, record{key: groupKey(g.id)})
+	recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
 	clear(g.offsets)
 	clear(g.txnOffsets)
 	g.die()

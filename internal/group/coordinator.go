@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // OffsetsTopic is the topic the coordinator keeps its state in.
@@ -119,7 +121,7 @@ func (c *Coordinator) startWriters(parts []Partition) {
 func (c *Coordinator) PartitionFor(groupID string) int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return partitionFor(groupID, c.partitionsLocked())
+	return model.CoordinatorPartition(groupID, c.partitionsLocked())
 }
 
 func (c *Coordinator) partitionsLocked() int32 {
@@ -137,7 +139,7 @@ func (c *Coordinator) writerFor(groupID string) (*writer, error) {
 	if err := c.ensureTopicLocked(); err != nil {
 		return nil, err
 	}
-	return c.writers[partitionFor(groupID, int32(len(c.writers)))], nil
+	return c.writers[model.CoordinatorPartition(groupID, int32(len(c.writers)))], nil
 }
 
 // lookup returns a group, creating an empty one if create is set. A group

@@ -28,7 +28,7 @@
 //     id until the transaction's marker; see below.
 //   - The __consumer_offsets topic's content (records.go for the format:
 //     Kafka's own key and value schemas, so its tools read it). A group's
-//     records go to partition abs(javaHashCode(group)) % partitions. The
+//     records go to partition model.CoordinatorPartition (Java hashCode, abs, modulo). The
 //     topic is created on first use (FindCoordinator, or a first write),
 //     internal and compacted, through the Topic interface the server
 //     implements; Load replays it on start.

@@ -67,7 +67,7 @@ func (c *Coordinator) Load() error {
 		g.mu.Unlock()
 		c.mu.Lock()
 		c.groups[id] = g
-		w := c.writers[partitionFor(id, int32(len(c.writers)))]
+		w := c.writers[model.CoordinatorPartition(id, int32(len(c.writers)))]
 		c.mu.Unlock()
 		// Transactions still open: their markers come through
 		// CompleteTxn.

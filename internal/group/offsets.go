@@ -69,7 +69,7 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 		return failAll(err)
 	}
 	now := c.clock.Now().UnixMilli()
-	var recs []record
+	var recs []model.KeyValue
 	var keep []int // request index of each record
 	vals := map[model.TopicPartition]offset{}
 	for i, o := range req.Offsets {
@@ -87,7 +87,7 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 		}
 		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 		vals[tp] = v
-		recs = append(recs, record{key: offsetKey(g.id, tp), value: offsetValue(v)})
+		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp), Value: offsetValue(v)})
 		keep = append(keep, i)
 	}
 	if len(recs) == 0 {
@@ -315,7 +315,7 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 		return ch
 	}
 	var res DeleteOffsetsResult
-	var recs []record
+	var recs []model.KeyValue
 	var gone []model.TopicPartition
 	for _, t := range topics {
 		subscribed := g.subscribedToTopic(t.Topic)
@@ -327,7 +327,7 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 			}
 			res.Errs = append(res.Errs, nil)
 			if _, ok := g.offsets[tp]; ok {
-				recs = append(recs, record{key: offsetKey(g.id, tp)})
+				recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 				gone = append(gone, tp)
 			}
 		}
@@ -382,7 +382,7 @@ func (g *group) expire(now time.Time) {
 		return
 	}
 	base, ok := g.expiryBase()
-	var recs []record
+	var recs []model.KeyValue
 	var gone []model.TopicPartition
 	if ok {
 		ms := now.UnixMilli()
@@ -396,7 +396,7 @@ func (g *group) expire(now time.Time) {
 			expired := o.ExpireTime >= 0 && ms >= o.ExpireTime ||
 				o.ExpireTime < 0 && ms-base(o) >= retention
 			if expired {
-				recs = append(recs, record{key: offsetKey(g.id, tp)})
+				recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 				gone = append(gone, tp)
 			}
 		}
@@ -410,7 +410,7 @@ func (g *group) expire(now time.Time) {
 	deleteGroup := g.state == stateEmpty && len(g.offsets) == 0 && len(g.txnOffsets) == 0 &&
 		len(g.pending) == 0 && g.pendingCommits == 0
 	if deleteGroup {
-		recs = append(recs, record{key: groupKey(g.id)})
+		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
 		g.die()
 		g.c.log.Info("deleted an empty group without offsets", "group", g.id)
 	}

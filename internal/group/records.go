@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -41,11 +39,6 @@ const (
 	groupValueVersion  = 3
 )
 
-// record is one key and value (nil value: a tombstone).
-type record struct {
-	key, value []byte
-}
-
 func offsetKey(group string, tp model.TopicPartition) []byte {
 	k := kmsg.NewOffsetCommitKey()
 	k.Version, k.Group, k.Topic, k.Partition = offsetKeyVersion, group, tp.Topic, tp.Partition
@@ -68,64 +61,6 @@ func groupKey(group string) []byte {
 	k.Version, k.Group = groupKeyVersion, group
 	return k.AppendTo(nil)
 }
-
-// batchProducer is the producer a batch is written for: none (id -1) for
-// the coordinator's own writes, the transaction's for a TxnOffsetCommit.
-type batchProducer struct {
-	id    int64
-	epoch int16
-}
-
-var noProducer = batchProducer{id: -1, epoch: -1}
-
-func (p batchProducer) transactional() bool { return p.id >= 0 }
-
-// encodeBatch builds one record batch v2 of recs, every record stamped ts
-// (ms), transactional when p is a producer. The log sets the base offset
-// and leader epoch.
-func encodeBatch(recs []record, ts int64, p batchProducer) []byte {
-	b := make([]byte, model.BatchHeaderSize, 256)
-	for i, r := range recs {
-		var body []byte
-		body = append(body, 0)                     // attributes
-		body = binary.AppendVarint(body, 0)        // timestamp delta
-		body = binary.AppendVarint(body, int64(i)) // offset delta
-		body = binary.AppendVarint(body, int64(len(r.key)))
-		body = append(body, r.key...)
-		if r.value == nil {
-			body = binary.AppendVarint(body, -1)
-		} else {
-			body = binary.AppendVarint(body, int64(len(r.value)))
-			body = append(body, r.value...)
-		}
-		body = binary.AppendVarint(body, 0) // headers
-		b = binary.AppendVarint(b, int64(len(body)))
-		b = append(b, body...)
-	}
-	be := binary.BigEndian
-	be.PutUint32(b[model.BatchLengthPos:], uint32(len(b)-model.BatchLengthOverhead))
-	be.PutUint32(b[model.BatchLeaderEpochPos:], 0xffffffff)
-	b[model.BatchMagicPos] = model.BatchMagic
-	seq := int32(-1)
-	if p.transactional() {
-		// Base sequence 0: the log takes a coordinator's batch without
-		// sequence checks (Kafka's AppendOrigin.COORDINATOR), but a
-		// transactional batch has a sequence, as Kafka writes it.
-		be.PutUint16(b[model.BatchAttributesPos:], uint16(model.AttrTransactional))
-		seq = 0
-	}
-	be.PutUint32(b[model.BatchLastDeltaPos:], uint32(len(recs)-1))
-	be.PutUint64(b[model.BatchBaseTimestampPos:], uint64(ts))
-	be.PutUint64(b[model.BatchMaxTimestampPos:], uint64(ts))
-	be.PutUint64(b[model.BatchProducerIDPos:], uint64(p.id))
-	be.PutUint16(b[model.BatchProducerEpochPos:], uint16(p.epoch))
-	be.PutUint32(b[model.BatchBaseSequencePos:], uint32(seq))
-	be.PutUint32(b[model.BatchRecordCountPos:], uint32(len(recs)))
-	be.PutUint32(b[model.BatchCRCPos:], crc32.Checksum(b[model.BatchAttributesPos:], castagnoli))
-	return b
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var errCompressed = errors.New("compressed batch")
 
@@ -169,7 +104,7 @@ func forEachRecord(data []byte, fn func(batch batchInfo, offset int64, key, valu
 			}
 			first = false
 		}
-		if rerr := eachRecord(b, each); rerr != nil {
+		if rerr := model.EachRecord(b, each); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
@@ -190,91 +125,4 @@ func controlType(key []byte) (int16, bool) {
 		return 0, false
 	}
 	return int16(binary.BigEndian.Uint16(key[2:])), true
-}
-
-func eachRecord(b model.Batch, fn func(offset int64, key, value []byte)) error {
-	recs := b.Records()
-	for i := int32(0); i < b.RecordCount(); i++ {
-		n, w := binary.Varint(recs)
-		if w <= 0 || n < 0 || int64(len(recs)-w) < n {
-			return fmt.Errorf("batch at %d: record %d truncated", b.BaseOffset(), i)
-		}
-		r := recordReader{b: recs[w : w+int(n)], p: 1} // after the attributes
-		recs = recs[w+int(n):]
-		r.varint() // timestamp delta
-		delta := r.varint()
-		key := r.bytes()
-		value := r.bytes()
-		if r.bad {
-			return fmt.Errorf("batch at %d: record %d malformed", b.BaseOffset(), i)
-		}
-		fn(b.BaseOffset()+delta, key, value)
-	}
-	return nil
-}
-
-// recordReader reads a record's fields; bad is set on the first that does
-// not fit.
-type recordReader struct {
-	b   []byte
-	p   int
-	bad bool
-}
-
-func (r *recordReader) varint() int64 {
-	if r.bad || r.p > len(r.b) {
-		r.bad = true
-		return 0
-	}
-	v, w := binary.Varint(r.b[r.p:])
-	if w <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.p += w
-	return v
-}
-
-// bytes reads a varint length and that many bytes; -1 is null.
-func (r *recordReader) bytes() []byte {
-	n := r.varint()
-	if r.bad || n < 0 {
-		return nil
-	}
-	if int64(len(r.b)-r.p) < n {
-		r.bad = true
-		return nil
-	}
-	v := r.b[r.p : r.p+int(n)]
-	r.p += int(n)
-	return v
-}
-
-// javaHashCode is Java's String.hashCode: 31*h + c over the UTF-16 code
-// units.
-func javaHashCode(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			hi, lo := utf16.EncodeRune(r)
-			h = 31*h + hi
-			h = 31*h + lo
-			continue
-		}
-		h = 31*h + r
-	}
-	return h
-}
-
-// partitionFor is Kafka's rule for a group's __consumer_offsets partition:
-// Utils.abs(groupId.hashCode()) % partitions, where abs(MinInt32) is 0.
-func partitionFor(group string, partitions int32) int32 {
-	h := javaHashCode(group)
-	switch {
-	case h == -1<<31:
-		h = 0
-	case h < 0:
-		h = -h
-	}
-	return h % partitions
 }

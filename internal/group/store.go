@@ -3,12 +3,13 @@ package group
 import (
 	"strings"
 
+	"github.com/strandlog/strand/internal/model"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // write appends recs to the group's __consumer_offsets partition; fn runs
 // under g.mu once they are durable (or failed to be). Caller holds g.mu.
-func (g *group) write(recs []record, fn func(base int64, err error)) error {
+func (g *group) write(recs []model.KeyValue, fn func(base int64, err error)) error {
 	w, err := g.c.writerFor(g.id)
 	if err != nil {
 		return err
@@ -24,7 +25,7 @@ func (g *group) write(recs []record, fn func(base int64, err error)) error {
 // runs (under g.mu, which the caller holds, and the writer's lock) as soon
 // as the batch is in the log, fn under g.mu once it is durable (or failed
 // to be). Caller holds g.mu.
-func (g *group) writeTxn(p batchProducer, recs []record, appended func(base int64), fn func(base int64, err error)) error {
+func (g *group) writeTxn(p model.Producer, recs []model.KeyValue, appended func(base int64), fn func(base int64, err error)) error {
 	w, err := g.c.writerFor(g.id)
 	if err != nil {
 		return err
@@ -39,8 +40,8 @@ func (g *group) writeTxn(p batchProducer, recs []record, appended func(base int6
 // writeMetadata stores the group's state with the members' assignments
 // (GroupMetadataValue); fn runs under g.mu once it is durable.
 func (g *group) writeMetadata(assignment map[string][]byte, fn func(error)) error {
-	rec := record{key: groupKey(g.id), value: g.metadataValue(assignment)}
-	return g.write([]record{rec}, func(_ int64, err error) { fn(err) })
+	rec := model.KeyValue{Key: groupKey(g.id), Value: g.metadataValue(assignment)}
+	return g.write([]model.KeyValue{rec}, func(_ int64, err error) { fn(err) })
 }
 
 func (g *group) metadataValue(assignment map[string][]byte) []byte {

@@ -99,7 +99,7 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		return failAll(err)
 	}
 	now := c.clock.Now().UnixMilli()
-	var recs []record
+	var recs []model.KeyValue
 	var keep []int // request index of each record
 	var tps []model.TopicPartition
 	var vals []offset
@@ -114,7 +114,7 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		}
 		v := offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: meta, CommitTime: now, ExpireTime: -1}
 		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-		recs = append(recs, record{key: offsetKey(g.id, tp), value: offsetValue(v)})
+		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp), Value: offsetValue(v)})
 		keep = append(keep, i)
 		tps = append(tps, tp)
 		vals = append(vals, v)
@@ -143,7 +143,7 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 			pend[tp] = v // in log order: the last write of a partition wins
 		}
 	}
-	err := g.writeTxn(batchProducer{id: pid, epoch: req.ProducerEpoch}, recs, appended, func(base int64, err error) {
+	err := g.writeTxn(model.Producer{ID: pid, Epoch: req.ProducerEpoch}, recs, appended, func(base int64, err error) {
 		g.pendingCommits--
 		defer g.wakeStable()
 		if err != nil {

@@ -2,6 +2,8 @@ package group
 
 import (
 	"sync"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // writer appends the coordinator's records to one __consumer_offsets
@@ -52,19 +54,19 @@ func newWriter(p Partition) *writer {
 // write appends recs as one batch stamped ts (ms). On success fn is called
 // later, from the writer's goroutine, with the batch's base offset and the
 // outcome of making it durable; on failure it is never called.
-func (w *writer) write(recs []record, ts int64, fn func(base int64, err error)) error {
-	return w.writeAs(noProducer, nil, recs, ts, nil, fn)
+func (w *writer) write(recs []model.KeyValue, ts int64, fn func(base int64, err error)) error {
+	return w.writeAs(model.NoProducer, nil, recs, ts, nil, fn)
 }
 
 // writeTxn appends recs as one transactional batch of producer p for group
 // g: once appended (before write returns), g is indexed under the producer
 // and appended runs with the base offset, both under w.mu.
-func (w *writer) writeTxn(p batchProducer, g *group, recs []record, ts int64, appended func(base int64), fn func(base int64, err error)) error {
+func (w *writer) writeTxn(p model.Producer, g *group, recs []model.KeyValue, ts int64, appended func(base int64), fn func(base int64, err error)) error {
 	return w.writeAs(p, g, recs, ts, appended, fn)
 }
 
-func (w *writer) writeAs(p batchProducer, g *group, recs []record, ts int64, appended func(base int64), fn func(base int64, err error)) error {
-	batch := encodeBatch(recs, ts, p)
+func (w *writer) writeAs(p model.Producer, g *group, recs []model.KeyValue, ts int64, appended func(base int64), fn func(base int64, err error)) error {
+	batch := model.EncodeBatch(recs, ts, p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -74,8 +76,8 @@ func (w *writer) writeAs(p batchProducer, g *group, recs []record, ts int64, app
 	if err != nil {
 		return err
 	}
-	if p.transactional() {
-		w.indexTxnLocked(p.id, g)
+	if p.ID >= 0 {
+		w.indexTxnLocked(p.ID, g)
 		appended(base)
 	}
 	w.queue = append(w.queue, pendingWrite{wait: wait, base: base, fn: fn})

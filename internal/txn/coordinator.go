@@ -197,7 +197,7 @@ func (c *Coordinator) PartitionFor(id string) int32 {
 	if c.parts != nil {
 		n = int32(len(c.parts))
 	}
-	return partitionFor(id, n)
+	return model.CoordinatorPartition(id, n)
 }
 
 // lookup returns a transactional id's entry, or nil when it is unknown.
@@ -248,22 +248,9 @@ func (c *Coordinator) nowMs() int64 { return c.clock.Now().UnixMilli() }
 // reach the log in the order of its states) and held again on return. On
 // failure t keeps its state.
 func (c *Coordinator) write(t *txn, next *meta) error {
-	c.mu.Lock()
-	parts, err := c.partitionsLocked()
-	c.mu.Unlock()
+	wait, err := c.appendState(t, next)
 	if err != nil {
 		return err
-	}
-	p := parts[partitionFor(t.id, int32(len(parts)))]
-	rec := record{key: txnKey(t.id)}
-	ts := c.nowMs()
-	if next != nil {
-		rec.value = txnValue(next)
-		ts = next.updateMs
-	}
-	_, wait, err := p.Append(encodeBatch([]record{rec}, ts))
-	if err != nil {
-		return fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
 	t.pending, t.ending = true, next != nil && next.state.preparing()
 	t.mu.Unlock()
@@ -287,18 +274,33 @@ func (c *Coordinator) write(t *txn, next *meta) error {
 // durability covers it. The transaction's answer and its next transaction
 // so skip one fsync. Caller holds t.mu.
 func (c *Coordinator) writeAhead(t *txn, next *meta) (func() error, error) {
+	wait, err := c.appendState(t, next)
+	if err != nil {
+		return nil, err
+	}
+	t.meta = *next
+	return wait, nil
+}
+
+// appendState appends next as t's record (nil: a tombstone) to its
+// partition and returns the wait for its durability.
+func (c *Coordinator) appendState(t *txn, next *meta) (func() error, error) {
 	c.mu.Lock()
 	parts, err := c.partitionsLocked()
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	p := parts[partitionFor(t.id, int32(len(parts)))]
-	rec := record{key: txnKey(t.id), value: txnValue(next)}
-	_, wait, err := p.Append(encodeBatch([]record{rec}, next.updateMs))
+	p := parts[model.CoordinatorPartition(t.id, int32(len(parts)))]
+	rec := model.KeyValue{Key: txnKey(t.id)}
+	ts := c.nowMs()
+	if next != nil {
+		rec.Value = txnValue(next)
+		ts = next.updateMs
+	}
+	_, wait, err := p.Append(model.EncodeBatch([]model.KeyValue{rec}, ts, model.NoProducer))
 	if err != nil {
 		return nil, fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
-	t.meta = *next
 	return wait, nil
 }

@@ -8,7 +8,7 @@
 //   - Every transactional id's state, stored in __transaction_state
 //     (records.go for the format: Kafka's TxnMetadataKey/TxnMetadataValue,
 //     so its tools read it). An id's records go to partition
-//     abs(javaHashCode(id)) % partitions. The topic is created on first
+//     model.CoordinatorPartition (Java hashCode, abs, modulo). The topic is created on first
 //     use (FindCoordinator through EnsureTopic, or a first InitProducerID),
 //     internal and compacted, through the Topic interface the server
 //     implements; Load replays it on start.

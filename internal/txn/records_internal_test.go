@@ -10,44 +10,6 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-func TestJavaHashCodeAndPartition(t *testing.T) {
-	tests := []struct {
-		id   string
-		hash int32
-		part int32 // of 50
-	}{
-		{"", 0, 0},
-		{"a", 97, 47},
-		{"hello", 99162322, 22},
-		{"polygenelubricants", math.MinInt32, 0}, // abs(MinInt32) is 0 in Kafka's Utils.abs
-		{"txn-😀", javaHashOf([]uint16{'t', 'x', 'n', '-', 0xD83D, 0xDE00}), -1},
-	}
-	for _, tc := range tests {
-		if got := javaHashCode(tc.id); got != tc.hash {
-			t.Errorf("javaHashCode(%q) = %d, want %d", tc.id, got, tc.hash)
-		}
-		want := tc.part
-		if want < 0 {
-			h := tc.hash
-			if h < 0 {
-				h = -h
-			}
-			want = h % 50
-		}
-		if got := partitionFor(tc.id, 50); got != want {
-			t.Errorf("partitionFor(%q, 50) = %d, want %d", tc.id, got, want)
-		}
-	}
-}
-
-func javaHashOf(units []uint16) int32 {
-	var h int32
-	for _, u := range units {
-		h = 31*h + int32(u)
-	}
-	return h
-}
-
 func TestValueRoundTrip(t *testing.T) {
 	tests := []meta{
 		{state: stateEmpty, pid: 7, epoch: 3, lastEpoch: -1, prevPID: -1, nextPID: -1, timeoutMs: 60000, startMs: -1, updateMs: 1234},
