@@ -69,27 +69,12 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 		return failAll(err)
 	}
 	now := c.clock.Now().UnixMilli()
-	var recs []model.KeyValue
-	var keep []int // request index of each record
-	vals := map[model.TopicPartition]offset{}
-	for i, o := range req.Offsets {
-		meta := ""
-		if o.Metadata != nil {
-			meta = *o.Metadata
-		}
-		if len(meta) > c.cfg.OffsetMetadataMaxBytes {
-			errs[i] = ErrOffsetMetadataTooLarge
-			continue
-		}
-		v := offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: meta, CommitTime: now, ExpireTime: -1}
-		if req.RetentionTime >= 0 {
-			v.ExpireTime = now + req.RetentionTime.Milliseconds()
-		}
-		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-		vals[tp] = v
-		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp), Value: offsetValue(v)})
-		keep = append(keep, i)
+	expire := int64(-1)
+	if req.RetentionTime >= 0 {
+		expire = now + req.RetentionTime.Milliseconds()
 	}
+	b := g.commitBatch(req.Offsets, now, expire, errs)
+	recs, keep := b.recs, b.keep
 	if len(recs) == 0 {
 		ch <- errs
 		return ch
@@ -106,10 +91,8 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 			return
 		}
 		if g.state != stateDead {
-			for j, i := range keep {
-				o := req.Offsets[i]
-				tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-				v := vals[tp]
+			for j, tp := range b.tps {
+				v := b.vals[j]
 				v.logOffset = base + int64(j)
 				g.setOffset(tp, v)
 			}
@@ -126,6 +109,37 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 	}
 	g.pendingCommits++
 	return ch
+}
+
+// commitBatch is a commit's offsets as records: keep is the request index
+// of each record, tps and vals its partition and offset. An offset whose
+// metadata is too large gets its error in errs and no record.
+type commitBatch struct {
+	recs []model.KeyValue
+	keep []int
+	tps  []model.TopicPartition
+	vals []offset
+}
+
+func (g *group) commitBatch(offsets []CommitOffset, now, expire int64, errs []error) commitBatch {
+	var b commitBatch
+	for i, o := range offsets {
+		meta := ""
+		if o.Metadata != nil {
+			meta = *o.Metadata
+		}
+		if len(meta) > g.c.cfg.OffsetMetadataMaxBytes {
+			errs[i] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		v := offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: meta, CommitTime: now, ExpireTime: expire}
+		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		b.recs = append(b.recs, model.KeyValue{Key: offsetKey(g.id, tp), Value: offsetValue(v)})
+		b.keep = append(b.keep, i)
+		b.tps = append(b.tps, tp)
+		b.vals = append(b.vals, v)
+	}
+	return b
 }
 
 // validateCommit is Kafka's ClassicGroup.validateOffsetCommit.

@@ -98,27 +98,8 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 	if err := g.validateTxnCommit(req); err != nil {
 		return failAll(err)
 	}
-	now := c.clock.Now().UnixMilli()
-	var recs []model.KeyValue
-	var keep []int // request index of each record
-	var tps []model.TopicPartition
-	var vals []offset
-	for i, o := range req.Offsets {
-		meta := ""
-		if o.Metadata != nil {
-			meta = *o.Metadata
-		}
-		if len(meta) > c.cfg.OffsetMetadataMaxBytes {
-			errs[i] = ErrOffsetMetadataTooLarge
-			continue
-		}
-		v := offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: meta, CommitTime: now, ExpireTime: -1}
-		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp), Value: offsetValue(v)})
-		keep = append(keep, i)
-		tps = append(tps, tp)
-		vals = append(vals, v)
-	}
+	b := g.commitBatch(req.Offsets, c.clock.Now().UnixMilli(), -1, errs)
+	recs, keep, tps, vals := b.recs, b.keep, b.tps, b.vals
 	if len(recs) == 0 {
 		ch <- errs
 		return ch
