@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/log"
@@ -38,15 +39,17 @@ type Partition struct {
 	// advanceHighWatermark could move the last stable offset past a
 	// transaction not yet recorded as open, or past a marker not yet
 	// recorded as deciding its transaction (which would then hold the last
-	// stable offset until the next move).
-	applied int64
+	// stable offset until the next move). Appends store it under appendMu
+	// after recording their transactions under mu, and advanceHighWatermark
+	// loads it under mu, so a plain append does not take mu.
+	applied atomic.Int64
 	waiters map[*Waiter]struct{}
 }
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
 	p := &Partition{TP: tp, TopicID: id, log: l, opts: opts, waiters: map[*Waiter]struct{}{}}
 	p.hw = l.EndOffset() // what survived recovery is the log
-	p.applied = p.hw
+	p.applied.Store(p.hw)
 	l.SetHighWatermark(p.hw)
 
 	start := time.Now()
@@ -154,15 +157,15 @@ func (p *Partition) append(data []byte, o origin, guard *TxnGuard) (AppendResult
 	now := p.opts.Now().UnixMilli()
 	ps := p.producers
 	opened := ps.commit(lres.Batches, lres.LogAppendTime, now)
-	p.mu.Lock()
-	for _, t := range opened {
-		ps.txns.open(t.pid, t.first)
-	}
 	if len(opened) > 0 {
+		p.mu.Lock()
+		for _, t := range opened {
+			ps.txns.open(t.pid, t.first)
+		}
 		p.log.SetFirstUnstableOffset(ps.txns.firstUnstable())
+		p.mu.Unlock()
 	}
-	p.applied = max(p.applied, lres.LastOffset+1)
-	p.mu.Unlock()
+	p.applied.Store(lres.LastOffset + 1) // appends are serialised: the log end only grows
 	snap, snapEnd := p.afterAppendLocked(now)
 	p.appendMu.Unlock()
 	p.maybeWriteSnapshot(snap, snapEnd)
@@ -332,7 +335,7 @@ func (p *Partition) advanceHighWatermark() {
 		hw = min(hw, p.log.SyncedOffset())
 	}
 	p.mu.Lock()
-	hw = min(hw, p.applied)
+	hw = min(hw, p.applied.Load())
 	if hw <= p.hw {
 		p.mu.Unlock()
 		return
@@ -384,7 +387,7 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 func (p *Partition) Truncated() {
 	p.mu.Lock()
 	p.hw = min(p.hw, p.log.EndOffset())
-	p.applied = min(p.applied, p.log.EndOffset())
+	p.applied.Store(min(p.applied.Load(), p.log.EndOffset()))
 	for w := range p.waiters {
 		w.wake()
 	}

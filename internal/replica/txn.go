@@ -329,8 +329,8 @@ func (p *Partition) WriteMarker(m Marker) (int64, func() error, error) {
 	}
 	p.mu.Lock()
 	ps.applyMarker(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, lres.BaseOffset, now)
-	p.applied = max(p.applied, lres.BaseOffset+1)
 	p.mu.Unlock()
+	p.applied.Store(lres.BaseOffset + 1)
 	snap, snapEnd := p.afterAppendLocked(now)
 	p.appendMu.Unlock()
 	p.maybeWriteSnapshot(snap, snapEnd)
