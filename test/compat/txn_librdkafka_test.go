@@ -5,14 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Transactions with librdkafka, through confluent-kafka for Python
@@ -132,21 +130,7 @@ func testLibrdkafkaTransform(t *testing.T, tv int) {
 	createTopic(t, b.Addr, in, partitions, nil)
 	createTopic(t, b.Addr, out, partitions, nil)
 
-	// The input, plain (idempotent, not transactional) franz-go records.
-	prod := client(t, b.Addr, kgo.DefaultProduceTopic(in))
-	inputs := map[string]rec{} // by value
-	var rs []*kgo.Record
-	for i := range n {
-		rs = append(rs, &kgo.Record{Key: []byte(helperKey(i)), Value: fmt.Appendf(nil, "in-%d", i)})
-	}
-	if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatalf("producing the input: %v", err)
-	}
-	inEnds := map[int32]int64{}
-	for _, r := range rs {
-		inputs[string(r.Value)] = rec{P: r.Partition, O: r.Offset, K: string(r.Key), V: string(r.Value)}
-		inEnds[r.Partition] = max(inEnds[r.Partition], r.Offset+1)
-	}
+	inputs, inEnds := produceTransformInput(t, ctx, b.Addr, in, n)
 
 	r := runLibrdkafkaTxn(t, 3*time.Minute, "transform", b.Addr, in, out, group, txnID, fmt.Sprint(n),
 		fmt.Sprint(abortEvery), "compat.max.poll.records=10", "compat.deadline.ms=150000")
@@ -160,59 +144,7 @@ func testLibrdkafkaTransform(t *testing.T, tv int) {
 	t.Logf("transaction.version=%d: %d transactions committed, %d aborted, in %v", tv, len(o.committed),
 		len(o.aborted), r.elapsed.Round(time.Millisecond))
 
-	// The helper's own account: every transaction it ended printed its
-	// records, the committed ones cover the input once.
-	if len(o.aborted) == 0 {
-		t.Errorf("no transaction was aborted (every %d-th should be)", abortEvery)
-	}
-	if o.rewinds != len(o.aborted) {
-		t.Errorf("%d rewinds for %d aborted transactions", o.rewinds, len(o.aborted))
-	}
-	for _, p := range o.rewindProblems {
-		t.Errorf("after an abort the consumer went elsewhere than to the committed offsets: %s", p)
-	}
-	var committedOut, allOut []rec
-	txnOf := map[rec]int{}
-	for tag, recs := range o.outs {
-		txn, err := strconv.Atoi(tag)
-		if err != nil {
-			t.Fatalf("out line with tag %q", tag)
-		}
-		cn, committed := o.committed[txn]
-		an, aborted := o.aborted[txn]
-		switch {
-		case committed && cn != len(recs), aborted && an != len(recs):
-			t.Errorf("transaction %d printed %d records, ended with %d", txn, len(recs), max(cn, an))
-		case !committed && !aborted:
-			t.Errorf("transaction %d printed records but did not end", txn)
-		}
-		for _, x := range recs {
-			txnOf[x] = txn
-			allOut = append(allOut, x)
-			if committed {
-				committedOut = append(committedOut, x)
-			}
-		}
-	}
-	times := map[string]int{}
-	for _, x := range committedOut {
-		v, txn, ok := transformedValue(x.V)
-		in, known := inputs[v]
-		switch {
-		case !ok || !known:
-			t.Errorf("output record %+v is not a transformed input value", x)
-		case txn != txnOf[x]:
-			t.Errorf("output record %+v was written by transaction %d", x, txnOf[x])
-		case x.K != in.K:
-			t.Errorf("output record %+v has key %s, its input %+v key %s", x, x.K, in, in.K)
-		}
-		times[v]++
-	}
-	for v := range inputs {
-		if times[v] != 1 {
-			t.Errorf("input %s committed to the output %d times, want once", v, times[v])
-		}
-	}
+	committedOut, allOut, txnOf := checkTransformAccount(t, o, inputs, abortEvery)
 	if t.Failed() {
 		return
 	}
