@@ -180,45 +180,7 @@ func compacted(recs []visibleRec, limit int64) []visibleRec {
 // markers whose data is gone removed and their aborted transactions
 // forgotten.
 func TestCompactionPreservesCommittedView(t *testing.T) {
-	e := newEnv(t, nil)
-	e.cfg.Compact, e.cfg.Delete = true, false
-	e.cfg.DeleteRetention = time.Millisecond
-	if err := e.p.Log().SetConfig(e.cfg); err != nil {
-		t.Fatal(err)
-	}
-	seqs := map[int64]int32{}
-	write := func(pid int64, txn bool, kv ...string) {
-		t.Helper()
-		var seq int32 = -1
-		epoch := int16(-1)
-		if pid >= 0 {
-			seq, epoch = seqs[pid], 0
-			seqs[pid] += int32(len(kv) / 2)
-		}
-		_, wait, err := e.p.Append(keyedBatch(pid, epoch, seq, txn, e.clock.Now().UnixMilli(), kv...))
-		if err == nil {
-			err = wait()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	marker := func(pid int64, commit bool) {
-		t.Helper()
-		_, wait, err := e.p.WriteMarker(Marker{ProducerID: pid, Commit: commit})
-		if err == nil {
-			err = wait()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	roll := func() {
-		t.Helper()
-		if err := e.p.Log().Roll(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, write, marker, roll := compactingEnv(t, nil)
 	compact := func() {
 		t.Helper()
 		for range 2 { // markers go the pass after their data
@@ -340,14 +302,43 @@ func TestCompactionPreservesCommittedView(t *testing.T) {
 // from that snapshot, would replay only the log after it, never see the
 // marker, and hold the last stable offset at the transaction for good.
 func TestCompactionRemovedCommitMarkerAndOldSnapshot(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.ProducerSnapshotEvery = 1000 })
+	e, write, marker, roll := compactingEnv(t, func(o *Options) { o.ProducerSnapshotEvery = 1000 })
+	write(-1, false, "a", "1") // 0
+	write(5, true, "a", "2")   // 1: the transaction opens
+	e.restart(true)            // a clean restart snapshots it open at 2
+	marker(5, true)            // 2
+	roll()
+	write(-1, false, "a", "3") // 3: supersedes the transaction's record
+	roll()
+	write(-1, false, "z", "1") // 4
+	for range 2 {              // the data goes, then its marker
+		time.Sleep(5 * time.Millisecond)
+		if _, err := e.p.Log().Compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.restart(false) // a crash: no snapshot on close
+	if lso, hw := e.p.LastStableOffset(), e.p.HighWatermark(); lso != hw {
+		t.Fatalf("after the crash: last stable offset %d, high watermark %d", lso, hw)
+	}
+}
+
+// compactingEnv is a partition of a compacted topic whose tombstones and
+// markers go as soon as compaction may remove them, with writers that fail
+// the test on error: write appends kv pairs (transactional for a producer
+// id >= 0, sequences counted per producer), marker ends a producer's
+// transaction, roll seals the active segment.
+func compactingEnv(t *testing.T, edit func(*Options)) (e *env, write func(pid int64, txn bool, kv ...string),
+	marker func(pid int64, commit bool), roll func()) {
+	t.Helper()
+	e = newEnv(t, edit)
 	e.cfg.Compact, e.cfg.Delete = true, false
 	e.cfg.DeleteRetention = time.Millisecond
 	if err := e.p.Log().SetConfig(e.cfg); err != nil {
 		t.Fatal(err)
 	}
 	seqs := map[int64]int32{}
-	write := func(pid int64, txn bool, kv ...string) {
+	write = func(pid int64, txn bool, kv ...string) {
 		t.Helper()
 		var seq int32 = -1
 		epoch := int16(-1)
@@ -363,32 +354,21 @@ func TestCompactionRemovedCommitMarkerAndOldSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(-1, false, "a", "1")                                        // 0
-	write(5, true, "a", "2")                                          // 1: the transaction opens
-	e.restart(true)                                                   // a clean restart snapshots it open at 2
-	_, w, err := e.p.WriteMarker(Marker{ProducerID: 5, Commit: true}) // 2
-	if err == nil {
-		err = w()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.p.Log().Roll(); err != nil {
-		t.Fatal(err)
-	}
-	write(-1, false, "a", "3") // 3: supersedes the transaction's record
-	if err := e.p.Log().Roll(); err != nil {
-		t.Fatal(err)
-	}
-	write(-1, false, "z", "1") // 4
-	for range 2 {              // the data goes, then its marker
-		time.Sleep(5 * time.Millisecond)
-		if _, err := e.p.Log().Compact(); err != nil {
+	marker = func(pid int64, commit bool) {
+		t.Helper()
+		_, wait, err := e.p.WriteMarker(Marker{ProducerID: pid, Commit: commit})
+		if err == nil {
+			err = wait()
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.restart(false) // a crash: no snapshot on close
-	if lso, hw := e.p.LastStableOffset(), e.p.HighWatermark(); lso != hw {
-		t.Fatalf("after the crash: last stable offset %d, high watermark %d", lso, hw)
+	roll = func() {
+		t.Helper()
+		if err := e.p.Log().Roll(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return e, write, marker, roll
 }
