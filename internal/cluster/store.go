@@ -2,15 +2,11 @@ package cluster
 
 import (
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,147 +20,113 @@ var (
 	ErrInvalidPartitions = errors.New("cluster: invalid number of partitions")
 	// ErrProducerIDsExhausted: every producer id has been handed out.
 	ErrProducerIDsExhausted = errors.New("cluster: producer ids exhausted")
+	// ErrInvalidReplicationFactor: more replicas than brokers can hold.
+	ErrInvalidReplicationFactor = errors.New("cluster: invalid replication factor")
+	// ErrInvalidReplicaAssignment: an explicit assignment that cannot be.
+	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
+	// ErrTopicIDTaken: a new topic's id is in use (a random id collided).
+	ErrTopicIDTaken = errors.New("cluster: topic id in use")
+	// ErrStaleBrokerEpoch: a change names a broker registration that has
+	// been replaced.
+	ErrStaleBrokerEpoch = errors.New("cluster: stale broker epoch")
+	// ErrNotAvailable: the metadata log cannot take changes now (no quorum,
+	// no leader, shutting down). Retriable; reads still answer.
+	ErrNotAvailable = errors.New("cluster: metadata quorum not available")
 )
 
-// TopicID is Kafka's topic UUID.
-type TopicID [16]byte
-
-func (id TopicID) String() string { return base64.RawURLEncoding.EncodeToString(id[:]) }
-
-// Topic is one topic's metadata.
-type Topic struct {
-	Name       string            `json:"name"`
-	ID         TopicID           `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"` // overrides of the broker defaults
-	Internal   bool              `json:"internal,omitempty"`
+// backend orders and keeps the records of the metadata log: a file on a
+// single node, a Raft log in a cluster.
+type backend interface {
+	// propose appends a record and returns its result once it has applied
+	// to this broker's image.
+	propose(data []byte) (result, error)
+	// controller is the node that orders records now (the quorum's
+	// leader), or -1 while there is none.
+	controller() int32
+	close() error
 }
 
-func (t Topic) clone() Topic {
-	t.Configs = maps.Clone(t.Configs)
-	return t
-}
-
-// Broker is one broker's address.
-type Broker struct {
-	NodeID int32
-	Host   string
-	Port   int32
-}
-
-type state struct {
-	ClusterID     string            `json:"cluster_id"`
-	Topics        []Topic           `json:"topics"`
-	BrokerConfigs map[string]string `json:"broker_configs,omitempty"`
-	// NodeConfigs are the dynamic configs set for one broker, by node id;
-	// they win over BrokerConfigs (the cluster-wide defaults).
-	NodeConfigs map[int32]map[string]string `json:"node_configs,omitempty"`
-	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
-	// every id below it may have been handed out, none at or above it has.
-	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`
-}
-
-// Store is the metadata of a single-node cluster, kept in one file.
+// Store is a broker's view of the cluster metadata: the image of the
+// metadata log as of the last record applied here, and the way to append
+// records to that log. Reads answer from the image at once; changes are
+// proposed as records and return once applied here, with the outcome of
+// the checks made when the record applied.
 type Store struct {
-	path string
+	node int32 // this broker
+	be   backend
 
-	mu      sync.Mutex
-	st      state
-	byName  map[string]*Topic
-	byID    map[TopicID]*Topic
-	version int64 // bumped on every change; metadata caches compare it
+	mu      sync.RWMutex
+	im      image
+	version int64 // bumped on every applied record; metadata caches compare it
 
-	// The block of producer ids being handed out: [pidNext, pidEnd), below
-	// the persisted st.ProducerIDBlockEnd.
+	changed chan struct{} // a token after each apply: see Changes
+
+	// The block of producer ids being handed out: [pidNext, pidEnd).
+	pidMu           sync.Mutex
 	pidNext, pidEnd int64
 }
 
-const fileName = "cluster-metadata.json"
+func newStore(node int32) *Store {
+	s := &Store{node: node, changed: make(chan struct{}, 1)}
+	s.im.index()
+	return s
+}
 
-// Open loads the metadata kept in dir, or starts a new cluster with a fresh
-// id.
-func Open(dir string) (*Store, error) {
-	s := &Store{path: filepath.Join(dir, fileName)}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		var id TopicID
-		rand.Read(id[:])
-		s.st.ClusterID = id.String()
-		s.index()
-		return s, s.save()
-	case err != nil:
+// applyLocked applies one record to the image. s.mu must be held.
+func (s *Store) applyLocked(index uint64, data []byte) result {
+	res := s.im.apply(index, data)
+	s.version++
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return res
+}
+
+// Changes yields a token whenever records have applied since the last one
+// was taken: the broker then compares what it serves with the image.
+func (s *Store) Changes() <-chan struct{} { return s.changed }
+
+// Close stops the metadata log.
+func (s *Store) Close() error { return s.be.close() }
+
+func (s *Store) propose(kind string, body any) (any, error) {
+	data, err := encodeRecord(kind, body)
+	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &s.st); err != nil {
-		return nil, fmt.Errorf("%s: %w", s.path, err)
+	res, err := s.be.propose(data)
+	if err != nil {
+		return nil, err
 	}
-	s.index()
-	return s, nil
+	return res.val, res.err
 }
 
-func (s *Store) index() {
-	s.byName = map[string]*Topic{}
-	s.byID = map[TopicID]*Topic{}
-	for i := range s.st.Topics {
-		t := &s.st.Topics[i]
-		s.byName[t.Name] = t
-		s.byID[t.ID] = t
-	}
-	s.version++
-}
+// Controller is the active controller's node id, or -1 while there is none.
+func (s *Store) Controller() int32 { return s.be.controller() }
 
-// save writes the state atomically and durably: a change is acknowledged
-// only once it would survive a crash.
-func (s *Store) save() error {
-	b, err := json.MarshalIndent(s.st, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(s.path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// NodeID is the broker this view belongs to.
+func (s *Store) NodeID() int32 { return s.node }
 
-// ClusterID is the cluster's id, fixed when the data directory was created.
+// ClusterID is the cluster's id, fixed when the cluster was made.
 func (s *Store) ClusterID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st.ClusterID
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.im.ClusterID
 }
 
 // Version changes whenever the metadata does.
 func (s *Store) Version() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.version
 }
 
 // Topic returns the topic called name.
 func (s *Store) Topic(name string) (Topic, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.byName[name]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.im.byName[name]
 	if !ok {
 		return Topic{}, false
 	}
@@ -173,9 +135,9 @@ func (s *Store) Topic(name string) (Topic, bool) {
 
 // TopicByID returns the topic with id.
 func (s *Store) TopicByID(id TopicID) (Topic, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.byID[id]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.im.byID[id]
 	if !ok {
 		return Topic{}, false
 	}
@@ -184,14 +146,50 @@ func (s *Store) TopicByID(id TopicID) (Topic, bool) {
 
 // Topics returns every topic, sorted by name.
 func (s *Store) Topics() []Topic {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Topic, 0, len(s.st.Topics))
-	for _, t := range s.st.Topics {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Topic, 0, len(s.im.Topics))
+	for _, t := range s.im.Topics {
 		out = append(out, t.clone())
 	}
 	slices.SortFunc(out, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// Partition returns the state of one partition.
+func (s *Store) Partition(topic string, partition int32) (Partition, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.im.byName[topic]
+	if !ok || partition < 0 || int(partition) >= len(t.States) {
+		return Partition{}, false
+	}
+	return t.States[partition].clone(), true
+}
+
+// Brokers returns every registered broker, by node id.
+func (s *Store) Brokers() []Broker {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.im.Brokers)
+}
+
+// Broker returns the registration of node.
+func (s *Store) Broker(node int32) (Broker, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.im.broker(node)
+	if b == nil {
+		return Broker{}, false
+	}
+	return *b, true
+}
+
+// LiveBrokers counts the unfenced brokers: those topics can be placed on.
+func (s *Store) LiveBrokers() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.im.live())
 }
 
 // ValidateTopicName applies Kafka's rules: 1 to 249 characters of
@@ -209,172 +207,191 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
-// CreateTopic adds a topic with a new id.
-func (s *Store) CreateTopic(name string, partitions int32, configs map[string]string, internal bool) (Topic, error) {
-	if err := ValidateTopicName(name); err != nil {
-		return Topic{}, err
-	}
-	if partitions <= 0 {
-		return Topic{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.byName[name]; ok {
-		return Topic{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
-	}
-	if other, ok := s.collidingLocked(name); ok {
-		return Topic{}, fmt.Errorf("%w: topic '%s' collides with existing topic: %s", ErrInvalidTopic, name, other)
-	}
-	t := Topic{Name: name, Partitions: partitions, Configs: maps.Clone(configs), Internal: internal}
-	for t.ID == (TopicID{}) || s.byID[t.ID] != nil {
-		rand.Read(t.ID[:])
-	}
-	return t, s.change(func() { s.st.Topics = append(s.st.Topics, t) })
-}
-
 // CollidingTopic returns an existing topic whose name differs from name only
 // by '.' against '_' (Kafka refuses such pairs, since metric names would
 // collide).
 func (s *Store) CollidingTopic(name string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.collidingLocked(name)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.im.collidingTopic(name)
 }
 
-func (s *Store) collidingLocked(name string) (string, bool) {
-	if !strings.ContainsAny(name, "._") {
-		return "", false
-	}
-	unified := strings.ReplaceAll(name, ".", "_")
-	var found []string
-	for other := range s.byName {
-		if other != name && strings.ReplaceAll(other, ".", "_") == unified {
-			found = append(found, other)
+// TopicSpec is a topic to create.
+type TopicSpec struct {
+	Name       string
+	Partitions int32
+	// ReplicationFactor is the replicas per partition; ignored when
+	// Assignment is set.
+	ReplicationFactor int16
+	// Assignment, when set, names each partition's replicas (the first one
+	// preferred as leader).
+	Assignment [][]int32
+	Configs    map[string]string
+	Internal   bool
+}
+
+// CheckTopic runs the checks CreateTopic makes against the current image,
+// without creating anything (CreateTopics with validateOnly).
+func (s *Store) CheckTopic(spec TopicSpec) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	probe := image{Brokers: s.im.Brokers}
+	probe.index()
+	res := probe.createTopic(spec.record(TopicID{1}, 0))
+	if res.err == nil {
+		_, exists := s.im.byName[spec.Name]
+		other, collides := s.im.collidingTopic(spec.Name)
+		switch {
+		case exists:
+			res.err = fmt.Errorf("%w: %s", ErrTopicExists, spec.Name)
+		case collides:
+			res.err = fmt.Errorf("%w: topic '%s' collides with existing topic: %s", ErrInvalidTopic, spec.Name, other)
 		}
 	}
-	if len(found) == 0 {
-		return "", false
-	}
-	return slices.Min(found), true
+	return res.err
 }
 
-// change applies fn to the state and saves it, undoing fn if the save fails.
-func (s *Store) change(fn func()) error {
-	before, err := json.Marshal(s.st)
+func (spec TopicSpec) record(id TopicID, seed uint32) createTopicRecord {
+	return createTopicRecord{Name: spec.Name, ID: id, Partitions: spec.Partitions, Factor: spec.ReplicationFactor,
+		Assignment: spec.Assignment, Configs: spec.Configs, Internal: spec.Internal, Seed: seed}
+}
+
+// CreateTopic adds a topic with a new id, its partitions placed on the
+// live brokers.
+func (s *Store) CreateTopic(spec TopicSpec) (Topic, error) {
+	if err := ValidateTopicName(spec.Name); err != nil {
+		return Topic{}, err
+	}
+	var id TopicID
+	rand.Read(id[:])
+	v, err := s.propose(kindCreateTopic, spec.record(id, randomSeed()))
 	if err != nil {
-		return err
+		return Topic{}, err
 	}
-	fn()
-	s.index()
-	if err := s.save(); err != nil {
-		s.st = state{}
-		_ = json.Unmarshal(before, &s.st)
-		s.index()
-		return err
-	}
-	return nil
+	return v.(Topic), nil
+}
+
+func randomSeed() uint32 {
+	var b [4]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint32(b[:])
 }
 
 // DeleteTopic removes a topic and returns what it was.
 func (s *Store) DeleteTopic(name string) (Topic, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.byName[name]
-	if !ok {
-		return Topic{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	v, err := s.propose(kindDeleteTopic, deleteTopicRecord{Name: name})
+	if err != nil {
+		return Topic{}, err
 	}
-	gone := t.clone()
-	return gone, s.change(func() {
-		s.st.Topics = slices.DeleteFunc(s.st.Topics, func(x Topic) bool { return x.Name == name })
-	})
+	return v.(Topic), nil
 }
 
-// SetPartitions raises a topic's partition count.
-func (s *Store) SetPartitions(name string, count int32) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.byName[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	if count <= t.Partitions {
-		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", ErrInvalidPartitions, name, t.Partitions)
-	}
-	return s.change(func() { s.byName[name].Partitions = count })
+// SetPartitions raises a topic's partition count; assignment, when set,
+// names the new partitions' replicas.
+func (s *Store) SetPartitions(name string, count int32, assignment [][]int32) error {
+	_, err := s.propose(kindCreatePartitions, createPartitionsRecord{Name: name, Count: count,
+		Assignment: assignment, Seed: randomSeed()})
+	return err
 }
 
 // SetTopicConfigs replaces a topic's config overrides.
 func (s *Store) SetTopicConfigs(name string, configs map[string]string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.byName[name]; !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	return s.change(func() { s.byName[name].Configs = maps.Clone(configs) })
+	_, err := s.propose(kindTopicConfigs, topicConfigsRecord{Name: name, Configs: configs})
+	return err
 }
 
 // BrokerConfigs returns the dynamic broker config overrides.
 func (s *Store) BrokerConfigs() map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.st.BrokerConfigs)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.im.BrokerConfigs)
 }
 
 // SetBrokerConfigs replaces the dynamic broker config overrides.
 func (s *Store) SetBrokerConfigs(configs map[string]string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.change(func() { s.st.BrokerConfigs = maps.Clone(configs) })
+	_, err := s.propose(kindBrokerConfigs, brokerConfigsRecord{Configs: configs})
+	return err
 }
 
-// ProducerIDBlockSize is how many producer ids are reserved at a time: one
-// durable metadata write per block, as Kafka's controller allocates them.
-const ProducerIDBlockSize = 1000
+// NodeConfigs returns the dynamic config overrides of broker node.
+func (s *Store) NodeConfigs(node int32) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.im.NodeConfigs[node])
+}
 
-// NextProducerID returns a producer id never handed out before, by this run
-// or an earlier one (InitProducerId). Ids are reserved a block at a time: the
-// end of the block is saved durably before any id of it is used, so a crash
-// skips the rest of a block but never repeats an id.
+// SetNodeConfigs replaces the dynamic config overrides of broker node.
+func (s *Store) SetNodeConfigs(node int32, configs map[string]string) error {
+	_, err := s.propose(kindNodeConfigs, nodeConfigsRecord{NodeID: node, Configs: configs})
+	return err
+}
+
+// NextProducerID returns a producer id never handed out before, by any
+// broker of this run or an earlier one (InitProducerId). Ids are reserved a
+// block at a time through the metadata log, so a crash skips the rest of a
+// block but never repeats an id.
 func (s *Store) NextProducerID() (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.pidMu.Lock()
+	defer s.pidMu.Unlock()
 	if s.pidNext >= s.pidEnd {
-		start := s.st.ProducerIDBlockEnd
-		if start > math.MaxInt64-ProducerIDBlockSize {
-			return -1, ErrProducerIDsExhausted
-		}
-		end := start + ProducerIDBlockSize
-		s.st.ProducerIDBlockEnd = end
-		if err := s.save(); err != nil {
-			s.st.ProducerIDBlockEnd = start
+		v, err := s.propose(kindProducerIDs, producerIDsRecord{NodeID: s.node})
+		if err != nil {
 			return -1, fmt.Errorf("cluster: reserving producer ids: %w", err)
 		}
-		s.pidNext, s.pidEnd = start, end
+		start := v.(int64)
+		s.pidNext, s.pidEnd = start, start+ProducerIDBlockSize
 	}
 	id := s.pidNext
 	s.pidNext++
 	return id, nil
 }
 
-// NodeConfigs returns the dynamic config overrides of broker node.
-func (s *Store) NodeConfigs(node int32) map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.st.NodeConfigs[node])
+// RegisterBroker registers this broker's process (a new incarnation on
+// every start) and returns the registration with its broker epoch.
+func (s *Store) RegisterBroker(host string, port int32, rack string, unfenced bool) (Broker, error) {
+	var inc TopicID
+	rand.Read(inc[:])
+	v, err := s.propose(kindRegisterBroker, registerBrokerRecord{NodeID: s.node, Incarnation: inc.String(),
+		Host: host, Port: port, Rack: rack, Unfenced: unfenced})
+	if err != nil {
+		return Broker{}, err
+	}
+	return v.(Broker), nil
 }
 
-// SetNodeConfigs replaces the dynamic config overrides of broker node.
-func (s *Store) SetNodeConfigs(node int32, configs map[string]string) error {
+// FenceBroker stops the registration epoch of node from leading.
+func (s *Store) FenceBroker(node int32, epoch int64) error {
+	_, err := s.propose(kindFenceBroker, fenceRecord{NodeID: node, Epoch: epoch})
+	return err
+}
+
+// UnfenceBroker lets the registration epoch of node lead.
+func (s *Store) UnfenceBroker(node int32, epoch int64) error {
+	_, err := s.propose(kindUnfenceBroker, fenceRecord{NodeID: node, Epoch: epoch})
+	return err
+}
+
+// snapshot encodes the image.
+func (s *Store) snapshot() ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return json.Marshal(&s.im)
+}
+
+// restore replaces the image with a snapshot's.
+func (s *Store) restore(data []byte) error {
+	var im image
+	if err := json.Unmarshal(data, &im); err != nil {
+		return fmt.Errorf("cluster: metadata snapshot: %w", err)
+	}
+	im.index()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.change(func() {
-		if len(configs) == 0 {
-			delete(s.st.NodeConfigs, node)
-			return
-		}
-		if s.st.NodeConfigs == nil {
-			s.st.NodeConfigs = map[int32]map[string]string{}
-		}
-		s.st.NodeConfigs[node] = maps.Clone(configs)
-	})
+	s.im = im
+	s.version++
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/internal/log"
@@ -17,8 +18,12 @@ type Broker struct {
 	Advertise         string // host:port clients are told to connect to; Listen when empty
 	NodeID            int32
 	DefaultPartitions int32 // num.partitions
-	AutoCreateTopics  bool  // auto.create.topics.enable
-	MaxRequestBytes   int32 // socket.request.max.bytes: larger frames close the connection
+	// DefaultReplicationFactor is default.replication.factor; topics get
+	// at most as many replicas as there are live brokers.
+	DefaultReplicationFactor int16
+	Rack                     string // broker.rack
+	AutoCreateTopics         bool   // auto.create.topics.enable
+	MaxRequestBytes          int32  // socket.request.max.bytes: larger frames close the connection
 	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
@@ -44,20 +49,37 @@ type Broker struct {
 	TransactionMaxTimeout      time.Duration // transaction.max.timeout.ms
 	TransactionalIDExpiration  time.Duration // transactional.id.expiration.ms
 	TransactionAbortCheck      time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
+
+	// The cluster. Without QuorumVoters the broker is a cluster of one
+	// that keeps its metadata in a file.
+	//
+	// QuorumVoters is controller.quorum.voters: the metadata quorum's
+	// voters as "id@host:port,...", their controller listeners.
+	QuorumVoters string
+	// ControllerListen is the controller listener's host:port: where this
+	// node takes the metadata quorum's traffic.
+	ControllerListen string
+	// ClusterID, when set, is the id the cluster must have: a new cluster
+	// takes it, and a data directory of another cluster is refused.
+	ClusterID string
+	// BrokerSessionTimeout is broker.session.timeout.ms: a broker the
+	// active controller has not heard from for this long is fenced.
+	BrokerSessionTimeout time.Duration
 }
 
 // Defaults is the embedded single-node default: ./strand-data, 127.0.0.1:9092,
 // Kafka's topic defaults with fsync on every acknowledged write.
 func Defaults() Broker {
 	return Broker{
-		DataDir:           "strand-data",
-		Listen:            "127.0.0.1:9092",
-		NodeID:            0,
-		DefaultPartitions: 1,
-		AutoCreateTopics:  true,
-		MaxRequestBytes:   100 << 20,
-		Log:               log.Defaults(),
-		RetentionCheck:    5 * time.Minute,
+		DataDir:                  "strand-data",
+		Listen:                   "127.0.0.1:9092",
+		NodeID:                   0,
+		DefaultPartitions:        1,
+		DefaultReplicationFactor: 1,
+		AutoCreateTopics:         true,
+		MaxRequestBytes:          100 << 20,
+		Log:                      log.Defaults(),
+		RetentionCheck:           5 * time.Minute,
 
 		GroupInitialRebalanceDelay: 3 * time.Second,
 		GroupMinSessionTimeout:     6 * time.Second,
@@ -73,6 +95,8 @@ func Defaults() Broker {
 		TransactionMaxTimeout:      15 * time.Minute,
 		TransactionalIDExpiration:  7 * 24 * time.Hour,
 		TransactionAbortCheck:      10 * time.Second,
+
+		BrokerSessionTimeout: 9 * time.Second,
 	}
 }
 
@@ -105,6 +129,10 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("node id %d: must not be negative", b.NodeID)
 	case b.DefaultPartitions <= 0:
 		return fmt.Errorf("default partitions %d: must be positive", b.DefaultPartitions)
+	case b.DefaultReplicationFactor <= 0:
+		return fmt.Errorf("default replication factor %d: must be positive", b.DefaultReplicationFactor)
+	case b.BrokerSessionTimeout <= 0:
+		return fmt.Errorf("broker session timeout %v: must be positive", b.BrokerSessionTimeout)
 	case b.MaxRequestBytes < 1024:
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
 	case b.GroupInitialRebalanceDelay < 0:
@@ -130,10 +158,46 @@ func (b Broker) Validate() error {
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %w", b.Listen, err)
 	}
+	voters, err := b.Voters()
+	if err != nil {
+		return err
+	}
+	if _, voter := voters[b.NodeID]; voter && b.ControllerListen == "" {
+		return fmt.Errorf("node %d is a controller quorum voter: it needs a controller listener", b.NodeID)
+	}
+	if b.ControllerListen != "" {
+		if _, _, err := net.SplitHostPort(b.ControllerListen); err != nil {
+			return fmt.Errorf("controller listener %q: %w", b.ControllerListen, err)
+		}
+	}
 	if b.Advertise != "" {
 		if _, _, err := b.AdvertisedAddr(); err != nil {
 			return err
 		}
 	}
 	return b.Log.Validate()
+}
+
+// Voters parses QuorumVoters ("1@host:port,2@host:port") into each
+// voter's controller address by node id; none for a single node.
+func (b Broker) Voters() (map[int32]string, error) {
+	if strings.TrimSpace(b.QuorumVoters) == "" {
+		return nil, nil
+	}
+	voters := map[int32]string{}
+	for _, v := range strings.Split(b.QuorumVoters, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(v), "@")
+		n, err := strconv.ParseInt(id, 10, 32)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("controller quorum voters %q: %q is not id@host:port", b.QuorumVoters, v)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("controller quorum voters %q: %q: %w", b.QuorumVoters, v, err)
+		}
+		if _, dup := voters[int32(n)]; dup {
+			return nil, fmt.Errorf("controller quorum voters %q: node %d named twice", b.QuorumVoters, n)
+		}
+		voters[int32(n)] = addr
+	}
+	return voters, nil
 }

@@ -40,6 +40,9 @@ import (
 //   - v8+: the error message names the reason.
 //   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
 //     only the coordinator writes them.
+//   - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; v10+
+//     names the leader and its listener (KIP-951's CurrentLeader and
+//     NodeEndpoints), so the client goes there without asking for metadata.
 //
 //   - Transactional batches: before v12 the partition must be in the
 //     producer's ongoing transaction (added with AddPartitionsToTxn), else
@@ -76,7 +79,10 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	if fail == nil && req.TransactionID != nil {
 		admitted = b.admitTxnPartitions(ctx, req)
 	}
-	var parts []producePart
+	var (
+		parts   []producePart
+		leaders endpoints
+	)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -94,10 +100,20 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 			pp, err := b.produceOne(ctx, req, admitted, rt.Topic, rp, sp)
 			if err != nil {
 				setProduceError(sp, req.Version, err)
+				if leader, epoch, ok := leaderHint(err); ok && req.Version >= 10 {
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+					if leaders == nil {
+						leaders = endpoints{}
+					}
+					b.addEndpoint(leaders, leader)
+				}
 				continue
 			}
 			parts = append(parts, pp)
 		}
+	}
+	if req.Version >= 10 {
+		resp.Brokers = leaders.produce()
 	}
 	return &Response{Body: resp, Defer: func(context.Context) (*Response, error) {
 		for _, pp := range parts {
@@ -131,9 +147,9 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 		// append to internal topic").
 		return producePart{}, fmt.Errorf("%w: cannot append to internal topic %s", cluster.ErrInvalidTopic, topic)
 	}
-	p, ok := b.Replicas.Get(model.TopicPartition{Topic: topic, Partition: rp.Partition})
-	if !ok {
-		return producePart{}, replica.ErrUnknownPartition
+	p, err := b.leading(model.TopicPartition{Topic: topic, Partition: rp.Partition})
+	if err != nil {
+		return producePart{}, err
 	}
 	if err := oneBatch(rp.Records); err != nil {
 		return producePart{}, err
@@ -156,7 +172,6 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 	var (
 		res  replica.AppendResult
 		wait func() error
-		err  error
 	)
 	if guard != nil {
 		res, wait, err = p.AppendVerified(rp.Records, *guard)

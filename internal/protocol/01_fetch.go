@@ -136,6 +136,7 @@ func (f *fetchResult) response() *Response {
 // fetchOnce reads every requested partition once.
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 	res := &fetchResult{resp: req.ResponseKind().(*kmsg.FetchResponse), empty: true}
+	var leaders endpoints
 	budget := fetchLimit(req)
 	readCommitted := req.IsolationLevel == 1
 	for _, rt := range req.Topics {
@@ -174,6 +175,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 					// Kafka answers a partition error with unknown offsets.
 					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 				}
+				if leader, epoch, ok := leaderHint(err); ok && req.Version >= 12 {
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+					if leaders == nil {
+						leaders = endpoints{}
+					}
+					b.addEndpoint(leaders, leader)
+				}
 			}
 			if sp.ErrorCode != 0 {
 				res.failed = true
@@ -182,14 +190,17 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 		}
 		res.resp.Topics = append(res.resp.Topics, st)
 	}
+	if req.Version >= 16 {
+		res.resp.Brokers = leaders.fetch()
+	}
 	return res
 }
 
 func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRequestTopicPartition,
 	sp *kmsg.FetchResponseTopicPartition, budget *int64, readCommitted bool) error {
-	p, ok := b.Replicas.Get(model.TopicPartition{Topic: topic, Partition: rp.Partition})
-	if !ok {
-		return replica.ErrUnknownPartition
+	p, err := b.leading(model.TopicPartition{Topic: topic, Partition: rp.Partition})
+	if err != nil {
+		return err
 	}
 	res.partitions = append(res.partitions, p)
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/model"
-	"github.com/strandlog/strand/internal/replica"
 )
 
 // ListOffsets: v1-9
@@ -55,9 +54,9 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Response, err
 
 func (b *Broker) listOffset(tp model.TopicPartition, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted bool,
 	sp *kmsg.ListOffsetsResponseTopicPartition) error {
-	p, ok := b.Replicas.Get(tp)
-	if !ok {
-		return replica.ErrUnknownPartition
+	p, err := b.leading(tp)
+	if err != nil {
+		return err
 	}
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
 		return err
@@ -71,7 +70,6 @@ func (b *Broker) listOffset(tp model.TopicPartition, rp kmsg.ListOffsetsRequestT
 	var (
 		offset, ts int64
 		found      bool
-		err        error
 	)
 	switch rp.Timestamp {
 	case -1:

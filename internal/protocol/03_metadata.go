@@ -14,9 +14,13 @@ import (
 // Metadata: v0-12
 //
 // Behaviour:
-//   - Lists this broker and the requested topics (all topics for a null
-//     list, or an empty one at v0), each partition led by this broker with
-//     itself as the only replica and in-sync replica.
+//   - Lists the live (unfenced) brokers and the requested topics (all topics
+//     for a null list, or an empty one at v0): each partition's leader,
+//     leader epoch, replicas, in-sync replicas and offline replicas (those on
+//     fenced or unregistered brokers), from this broker's metadata image. A
+//     partition without a leader is LEADER_NOT_AVAILABLE with leader -1.
+//   - The controller id is the active controller's (the metadata quorum's
+//     leader), or -1 while there is none.
 //   - Topics unknown by name are created with the default partition count
 //     when the broker allows it (auto.create.topics.enable) and the request
 //     does too (v4+; always before v4). They are created before answering, so
@@ -32,17 +36,27 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 	req := r.Body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = b.Config.NodeID, b.Host, b.Port
-	resp.Brokers = append(resp.Brokers, br)
+	live := map[int32]bool{}
+	for _, cb := range b.Cluster.Brokers() {
+		if cb.Fenced {
+			continue
+		}
+		live[cb.NodeID] = true
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = cb.NodeID, cb.Host, cb.Port
+		if cb.Rack != "" {
+			br.Rack = kmsg.StringPtr(cb.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	clusterID := b.Cluster.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.Config.NodeID
+	resp.ControllerID = b.Cluster.Controller()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.Cluster.Topics() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(t))
+			resp.Topics = append(resp.Topics, metadataTopic(t, live))
 		}
 		return reply(resp)
 	}
@@ -74,7 +88,8 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 		}
 		var err error
 		if !found && autoCreate {
-			t, err = b.Topics.CreateTopic(*rt.Topic, b.Config.DefaultPartitions, nil, false)
+			t, err = b.Topics.CreateTopic(cluster.TopicSpec{Name: *rt.Topic, Partitions: b.Config.DefaultPartitions,
+				ReplicationFactor: b.defaultReplicationFactor()}, false)
 			if errors.Is(err, cluster.ErrTopicExists) { // created meanwhile
 				t, found = b.Cluster.Topic(*rt.Topic)
 				err = nil
@@ -95,24 +110,30 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.metadataTopic(t))
+		resp.Topics = append(resp.Topics, metadataTopic(t, live))
 	}
 	return reply(resp)
 }
 
-func (b *Broker) metadataTopic(t cluster.Topic) kmsg.MetadataResponseTopic {
+func metadataTopic(t cluster.Topic, live map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
-	for p := range t.Partitions {
+	for p, st := range t.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p
-		mp.Leader = b.Config.NodeID
-		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{b.Config.NodeID}
-		mp.ISR = []int32{b.Config.NodeID}
+		mp.Partition = int32(p)
+		mp.Leader, mp.LeaderEpoch = st.Leader, st.LeaderEpoch
+		if st.Leader == cluster.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mp.Replicas, mp.ISR = st.Replicas, st.ISR
+		for _, r := range st.Replicas {
+			if !live[r] {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

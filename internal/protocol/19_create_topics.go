@@ -25,10 +25,15 @@ import (
 //     (config.TopicLogConfig, over the broker's defaults including the
 //     dynamic ones); a null value or anything else is INVALID_CONFIG.
 //   - Replica assignments (RF and partition count then -1) may only name
-//     this broker, once per partition, for partitions 0..n-1:
+//     registered brokers, once per partition, for partitions 0..n-1:
 //     INVALID_REPLICA_ASSIGNMENT otherwise. Without them the replication
-//     factor must be 1 or -1 (INVALID_REPLICATION_FACTOR: this is a single
-//     node) and the partition count positive or -1 (num.partitions).
+//     factor must be positive or -1 (default.replication.factor) and at
+//     most the live broker count, and the partition count positive or -1
+//     (num.partitions). Until partition data is replicated, a factor above
+//     1 is refused the same way (INVALID_REPLICATION_FACTOR).
+//   - Partitions are placed by the metadata log when the creation applies
+//     (cluster.Store.CreateTopic): leaders spread over the live brokers,
+//     racks alternating.
 //   - More than 10000 new partitions in one request is POLICY_VIOLATION for
 //     every topic of it (Kafka 4.0's controller limit).
 //   - ValidateOnly runs every check and answers as a creation would, without
@@ -132,11 +137,12 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		return err
 	}
 
-	partitions, err := b.topicPartitions(rt)
+	spec, err := b.topicSpec(rt)
 	if err != nil {
 		return err
 	}
-	t, err := b.Topics.CreateTopic(name, partitions, configs, validateOnly)
+	spec.Name, spec.Configs = name, configs
+	t, err := b.Topics.CreateTopic(spec, validateOnly)
 	if errors.Is(err, cluster.ErrTopicExists) { // created meanwhile
 		return newAPIError(cluster.ErrTopicExists, "Topic '%s' already exists.", name)
 	}
@@ -146,7 +152,7 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 	if !validateOnly {
 		st.TopicID = t.ID
 	}
-	st.NumPartitions, st.ReplicationFactor = partitions, 1
+	st.NumPartitions, st.ReplicationFactor = spec.Partitions, spec.ReplicationFactor
 	for _, e := range layers.topicEntries(configs, nil) {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name, c.Value, c.Source = e.name, kmsg.StringPtr(e.value), int8(e.source)
@@ -155,63 +161,89 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 	return nil
 }
 
-// topicPartitions checks a new topic's replica assignments, or its
-// replication factor and partition count, and returns its partition count.
-func (b *Broker) topicPartitions(rt *kmsg.CreateTopicsRequestTopic) (int32, error) {
+// topicSpec checks a new topic's replica assignments, or its replication
+// factor and partition count, and returns them.
+func (b *Broker) topicSpec(rt *kmsg.CreateTopicsRequestTopic) (cluster.TopicSpec, error) {
+	var spec cluster.TopicSpec
 	if len(rt.ReplicaAssignment) == 0 {
+		spec.Partitions, spec.ReplicationFactor = rt.NumPartitions, rt.ReplicationFactor
 		switch {
 		case rt.ReplicationFactor < -1 || rt.ReplicationFactor == 0:
-			return 0, newAPIError(errInvalidReplicationFactor,
+			return spec, newAPIError(errInvalidReplicationFactor,
 				"Replication factor must be larger than 0, or -1 to use the default value.")
 		case rt.NumPartitions < -1 || rt.NumPartitions == 0:
-			return 0, newAPIError(cluster.ErrInvalidPartitions,
+			return spec, newAPIError(cluster.ErrInvalidPartitions,
 				"Number of partitions was set to an invalid non-positive value.")
-		case rt.ReplicationFactor > 1:
-			return 0, newAPIError(errInvalidReplicationFactor,
-				"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.",
-				rt.ReplicationFactor, rt.ReplicationFactor)
-		case rt.NumPartitions == -1:
-			return b.Config.DefaultPartitions, nil
 		}
-		return rt.NumPartitions, nil
+		if spec.Partitions == -1 {
+			spec.Partitions = b.Config.DefaultPartitions
+		}
+		if spec.ReplicationFactor == -1 {
+			spec.ReplicationFactor = b.defaultReplicationFactor()
+		}
+		return spec, b.checkReplicationFactor(spec.ReplicationFactor)
 	}
 	if rt.ReplicationFactor != -1 {
-		return 0, newAPIError(errInvalidRequest,
+		return spec, newAPIError(errInvalidRequest,
 			"A manual partition assignment was specified, but replication factor was not set to -1.")
 	}
 	if rt.NumPartitions != -1 {
-		return 0, newAPIError(errInvalidRequest,
+		return spec, newAPIError(errInvalidRequest,
 			"A manual partition assignment was specified, but numPartitions was not set to -1.")
 	}
-	seen := map[int32]bool{}
+	byPartition := map[int32][]int32{}
 	for _, a := range rt.ReplicaAssignment {
-		if seen[a.Partition] {
-			return 0, newAPIError(errInvalidReplicaAssignment,
+		if _, ok := byPartition[a.Partition]; ok {
+			return spec, newAPIError(errInvalidReplicaAssignment,
 				"Found multiple manual partition assignments for partition %d", a.Partition)
 		}
-		seen[a.Partition] = true
+		byPartition[a.Partition] = a.Replicas
 		if err := b.checkReplicas(a.Replicas); err != nil {
-			return 0, err
+			return spec, err
 		}
 	}
-	n := int32(len(rt.ReplicaAssignment))
-	for p := range n {
-		if !seen[p] {
-			return 0, newAPIError(errInvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
+	spec.Partitions = int32(len(rt.ReplicaAssignment))
+	for p := range spec.Partitions {
+		replicas, ok := byPartition[p]
+		if !ok {
+			return spec, newAPIError(errInvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
 		}
+		spec.Assignment = append(spec.Assignment, replicas)
 	}
-	return n, nil
+	spec.ReplicationFactor = int16(len(spec.Assignment[0]))
+	return spec, b.checkReplicationFactor(spec.ReplicationFactor)
 }
 
-// checkReplicas checks one partition's manual assignment: exactly this
-// broker, as Kafka checks against the brokers registered.
+// defaultReplicationFactor is default.replication.factor, capped at what
+// the cluster can hold now.
+func (b *Broker) defaultReplicationFactor() int16 {
+	return int16(max(1, min(int(b.Config.DefaultReplicationFactor), b.Cluster.LiveBrokers(), cluster.MaxReplicationFactor)))
+}
+
+// checkReplicationFactor refuses more replicas than live brokers, as
+// Kafka's controller does, and more than partitions can have yet.
+func (b *Broker) checkReplicationFactor(factor int16) error {
+	if live := b.Cluster.LiveBrokers(); int(factor) > live {
+		return newAPIError(errInvalidReplicationFactor,
+			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.",
+			factor, factor, live)
+	}
+	if factor > cluster.MaxReplicationFactor {
+		return newAPIError(errInvalidReplicationFactor,
+			"Unable to replicate the partition %d time(s): partitions are not replicated between brokers yet.", factor)
+	}
+	return nil
+}
+
+// checkReplicas checks one partition's manual assignment: registered
+// brokers, each once, as Kafka checks.
 func (b *Broker) checkReplicas(replicas []int32) error {
 	if len(replicas) == 0 {
 		return newAPIError(errInvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
 	sorted := slices.Sorted(slices.Values(replicas))
 	for i, id := range sorted {
-		if id != b.Config.NodeID {
+		if _, ok := b.Cluster.Broker(id); !ok {
 			return newAPIError(errInvalidReplicaAssignment,
 				"The manual partition assignment includes broker %d, but no such broker is registered.", id)
 		}

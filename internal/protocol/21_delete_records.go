@@ -49,9 +49,9 @@ func handleDeleteRecords(_ context.Context, b *Broker, r *Request) (*Response, e
 }
 
 func (b *Broker) deleteRecords(tp model.TopicPartition, offset int64) (int64, error) {
-	p, ok := b.Replicas.Get(tp)
-	if !ok {
-		return -1, replica.ErrUnknownPartition
+	p, err := b.leading(tp)
+	if err != nil {
+		return -1, err
 	}
 	if !p.Log().Config().Delete {
 		return -1, newAPIError(errPolicyViolation,

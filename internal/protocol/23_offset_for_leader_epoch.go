@@ -6,7 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/model"
-	"github.com/strandlog/strand/internal/replica"
 )
 
 // OffsetForLeaderEpoch: v2-4
@@ -48,9 +47,9 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Resp
 
 func (b *Broker) epochEndOffset(tp model.TopicPartition, rp *kmsg.OffsetForLeaderEpochRequestTopicPartition,
 	sp *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {
-	p, ok := b.Replicas.Get(tp)
-	if !ok {
-		return replica.ErrUnknownPartition
+	p, err := b.leading(tp)
+	if err != nil {
+		return err
 	}
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
 		return err

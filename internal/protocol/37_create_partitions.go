@@ -19,8 +19,9 @@ import (
 //   - A topic named twice is INVALID_REQUEST (one answer for it); an unknown
 //     topic UNKNOWN_TOPIC_OR_PARTITION; a count that is not above the
 //     current one INVALID_PARTITIONS.
-//   - Assignments, when given, must be one per new partition, each exactly
-//     [this broker]: INVALID_REPLICA_ASSIGNMENT otherwise.
+//   - Assignments, when given, must be one per new partition, each naming
+//     registered brokers once: INVALID_REPLICA_ASSIGNMENT otherwise. Without
+//     them the new partitions are spread over the live brokers.
 //   - More than 10000 new partitions in one request is POLICY_VIOLATION for
 //     every topic of it (the limit Kafka's controller applies to creations).
 //
@@ -83,6 +84,7 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 			"The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, t.Partitions, rt.Count)
 	}
 	additional := rt.Count - t.Partitions
+	var assignment [][]int32
 	if rt.Assignment != nil {
 		if int32(len(rt.Assignment)) != additional {
 			return newAPIError(errInvalidReplicaAssignment,
@@ -93,9 +95,10 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 			if err := b.checkReplicas(a.Replicas); err != nil {
 				return err
 			}
+			assignment = append(assignment, a.Replicas)
 		}
 	}
-	err := b.Topics.CreatePartitions(rt.Topic, rt.Count, validateOnly)
+	err := b.Topics.CreatePartitions(rt.Topic, rt.Count, assignment, validateOnly)
 	if errors.Is(err, cluster.ErrUnknownTopic) {
 		return newAPIError(cluster.ErrUnknownTopic, "%s", kerr.UnknownTopicOrPartition.Description)
 	}

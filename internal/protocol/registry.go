@@ -84,9 +84,9 @@ func Ranges() []kmsg.ApiVersionsResponseApiKey {
 // TopicAdmin changes topics: cluster metadata and the partitions served
 // together (the server implements it over cluster and replica).
 type TopicAdmin interface {
-	CreateTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (cluster.Topic, error)
+	CreateTopic(spec cluster.TopicSpec, validateOnly bool) (cluster.Topic, error)
 	DeleteTopic(name string) (cluster.Topic, error)
-	CreatePartitions(name string, count int32, validateOnly bool) error
+	CreatePartitions(name string, count int32, assignment [][]int32, validateOnly bool) error
 	SetTopicConfigs(name string, configs map[string]string, validateOnly bool) error
 	SetBrokerConfigs(configs map[string]string, validateOnly bool) error
 }

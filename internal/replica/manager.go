@@ -101,6 +101,17 @@ func (m *Manager) Get(tp model.TopicPartition) (*Partition, bool) {
 	return p, ok
 }
 
+// Partitions returns every partition held.
+func (m *Manager) Partitions() []*Partition {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
 // Delete stops serving a partition and removes its data.
 func (m *Manager) Delete(tp model.TopicPartition) error {
 	m.mu.Lock()

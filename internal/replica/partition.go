@@ -15,7 +15,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-// Partition is one partition this broker leads.
+// Partition is one partition this broker holds a replica of.
 type Partition struct {
 	TP      model.TopicPartition
 	TopicID [16]byte
@@ -23,9 +23,15 @@ type Partition struct {
 
 	opts *Options
 
-	appendMu    sync.Mutex
-	leaderEpoch int32
-	producers   *producerState // appendMu, but producers.txns: mu (see txn.go)
+	// role is the leadership this broker has of the partition: the leader
+	// epoch in the high 32 bits, 1 in the low bit while it leads. Requests
+	// read it without a lock on every produce and fetch; the metadata
+	// image sets it (SetRole). One word, so that a reader never sees an
+	// epoch with the other epoch's leadership.
+	role atomic.Uint64
+
+	appendMu  sync.Mutex
+	producers *producerState // appendMu, but producers.txns: mu (see txn.go)
 
 	snapMu  sync.Mutex // after appendMu when both are held
 	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
@@ -48,6 +54,7 @@ type Partition struct {
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
 	p := &Partition{TP: tp, TopicID: id, log: l, opts: opts, waiters: map[*Waiter]struct{}{}}
+	p.role.Store(1)      // leading at epoch 0
 	p.hw = l.EndOffset() // what survived recovery is the log
 	p.applied.Store(p.hw)
 	l.SetHighWatermark(p.hw)
@@ -79,12 +86,33 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 func (p *Partition) Log() *log.Log { return p.log }
 
 // LeaderEpoch is the current leader epoch (0 on a single node).
-func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
+func (p *Partition) LeaderEpoch() int32 { return int32(uint32(p.role.Load() >> 32)) }
+
+// IsLeader reports whether this broker leads the partition.
+func (p *Partition) IsLeader() bool { return p.role.Load()&1 == 1 }
+
+// SetRole records this broker's leadership of the partition as the
+// metadata names it: leading or not, at a leader epoch. A partition opens
+// leading at epoch 0.
+func (p *Partition) SetRole(leader bool, epoch int32) {
+	role := uint64(uint32(epoch)) << 32
+	if leader {
+		role |= 1
+	}
+	if p.role.Swap(role) != role {
+		// Parked fetches answer under the new role.
+		p.mu.Lock()
+		for w := range p.waiters {
+			w.wake()
+		}
+		p.mu.Unlock()
+	}
+}
 
 // CheckLeaderEpoch fences a request by the leader epoch it names; a
 // negative epoch names none.
 func (p *Partition) CheckLeaderEpoch(seen int32) error {
-	switch cur := p.leaderEpoch; {
+	switch cur := p.LeaderEpoch(); {
 	case seen < 0 || seen == cur:
 		return nil
 	case seen < cur:
@@ -149,7 +177,7 @@ func (p *Partition) append(data []byte, o origin, guard *TxnGuard) (AppendResult
 		return res, p.waitFor(dup.lastOffset + 1), nil
 	}
 	// Control batches only through WriteMarker: the log refuses them here.
-	lres, err := p.log.Append(data, log.AppendOptions{LeaderEpoch: p.leaderEpoch})
+	lres, err := p.log.Append(data, log.AppendOptions{LeaderEpoch: p.LeaderEpoch()})
 	if err != nil || lres.BaseOffset < 0 {
 		p.appendMu.Unlock()
 		return AppendResult{AppendResult: lres}, noWait, err

@@ -319,7 +319,7 @@ func (p *Partition) WriteMarker(m Marker) (int64, func() error, error) {
 		return -1, noWait, err
 	}
 	now := p.opts.Now().UnixMilli()
-	lres, err := p.log.Append(markerBatch(m, now), log.AppendOptions{LeaderEpoch: p.leaderEpoch, Internal: true})
+	lres, err := p.log.Append(markerBatch(m, now), log.AppendOptions{LeaderEpoch: p.LeaderEpoch(), Internal: true})
 	if err != nil || lres.BaseOffset < 0 {
 		p.appendMu.Unlock()
 		if err == nil {

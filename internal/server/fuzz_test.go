@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/protocol"
@@ -246,7 +247,7 @@ func newFuzzServer(tb testing.TB) *Server {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Shutdown(context.Background()) })
-	if _, err := s.broker.Topics.CreateTopic("t", 2, nil, false); err != nil {
+	if _, err := s.broker.Topics.CreateTopic(cluster.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}, false); err != nil {
 		tb.Fatal(err)
 	}
 	return s

@@ -89,24 +89,15 @@ func (o offsetsPartition) HighWatermark() int64 { return o.p.HighWatermark() }
 // createInternal creates an internal topic (a coordinator's), or returns
 // it if it exists.
 func (a *topicAdmin) createInternal(name string, partitions int32, configs map[string]string) (cluster.Topic, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if t, ok := a.s.cluster.Topic(name); ok {
 		return t, nil
 	}
-	cfg, err := config.TopicLogConfig(a.defaults(), configs)
-	if err != nil {
-		return cluster.Topic{}, err
-	}
-	t, err := a.s.cluster.CreateTopic(name, partitions, configs, true)
-	if err != nil {
-		return t, err
-	}
-	for p := range partitions {
-		if _, err := a.s.replicas.Open(model.TopicPartition{Topic: name, Partition: p}, t.ID, cfg); err != nil {
-			return t, err
+	t, err := a.CreateTopic(cluster.TopicSpec{Name: name, Partitions: partitions, Configs: configs, Internal: true,
+		ReplicationFactor: int16(min(a.s.cluster.LiveBrokers(), cluster.MaxReplicationFactor))}, false)
+	if errors.Is(err, cluster.ErrTopicExists) { // made meanwhile
+		if t, ok := a.s.cluster.Topic(name); ok {
+			return t, nil
 		}
 	}
-	a.s.logger.Info("created internal topic", "topic", name, "partitions", partitions)
-	return t, nil
+	return t, err
 }

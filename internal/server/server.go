@@ -14,7 +14,6 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
-	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
@@ -26,6 +25,7 @@ type Server struct {
 	logger *slog.Logger
 
 	cluster  *cluster.Store
+	rec      *reconciler
 	logs     *log.Manager
 	replicas *replica.Manager
 	topics   *topicAdmin
@@ -54,10 +54,20 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{},
+		rec: newReconciler()}
 	var err error
-	if s.cluster, err = cluster.Open(cfg.DataDir); err != nil {
+	if s.cluster, err = cluster.OpenFile(cfg.DataDir, cfg.NodeID); err != nil {
 		return nil, err
+	}
+	// Registered at the configured address now, so that topics can be
+	// placed here before Start; Start registers the address it got.
+	if host, port, err := cfg.AdvertisedAddr(); err == nil {
+		if _, err := s.cluster.RegisterBroker(host, port, cfg.Rack, true); err != nil {
+			return nil, fmt.Errorf("registering broker %d: %w", cfg.NodeID, err)
+		}
+	} else if _, err := s.cluster.RegisterBroker("127.0.0.1", 0, cfg.Rack, true); err != nil {
+		return nil, fmt.Errorf("registering broker %d: %w", cfg.NodeID, err)
 	}
 	s.logs, err = log.NewManager(cfg.DataDir, log.ManagerOptions{Logger: logger, RetentionCheck: cfg.RetentionCheck})
 	if err != nil {
@@ -93,40 +103,16 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// openPartitions serves every partition of every topic, and removes the data
-// of topics whose deletion a crash interrupted.
+// openPartitions serves every partition the metadata places here, and
+// removes the data of topics whose deletion a crash interrupted.
 func (s *Server) openPartitions() error {
-	defaults, err := config.ApplyDynamic(s.cfg, s.cluster.BrokerConfigs(), s.cluster.NodeConfigs(s.cfg.NodeID))
-	if err != nil {
+	if _, err := config.ApplyDynamic(s.cfg, s.cluster.BrokerConfigs(), s.cluster.NodeConfigs(s.cfg.NodeID)); err != nil {
 		return fmt.Errorf("dynamic broker configs: %w", err)
 	}
-	known := map[model.TopicPartition]bool{}
-	for _, t := range s.cluster.Topics() {
-		cfg, err := config.TopicLogConfig(defaults.Log, t.Configs)
-		if err != nil {
-			return fmt.Errorf("topic %s: %w", t.Name, err)
-		}
-		for p := range t.Partitions {
-			tp := model.TopicPartition{Topic: t.Name, Partition: p}
-			known[tp] = true
-			if _, err := s.replicas.Open(tp, t.ID, cfg); err != nil {
-				return err
-			}
-		}
-	}
-	stored, err := s.logs.Stored()
-	if err != nil {
+	if err := s.reconcile(); err != nil {
 		return err
 	}
-	for _, tp := range stored {
-		if !known[tp] {
-			s.logger.Info("removing the data of a deleted topic", "partition", tp.String())
-			if err := s.logs.Delete(tp); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.removeOrphans()
 }
 
 // Start listens and serves until Shutdown.
@@ -149,9 +135,16 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.broker.Host, s.broker.Port = host, port
+	if b, ok := s.cluster.Broker(s.cfg.NodeID); !ok || b.Host != host || b.Port != port {
+		if _, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, true); err != nil {
+			ln.Close()
+			return fmt.Errorf("registering broker %d: %w", s.cfg.NodeID, err)
+		}
+	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goroutines.Go(s.acceptLoop)
+	s.goroutines.Go(s.followMetadata)
 	return nil
 }
 
@@ -221,5 +214,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.groups.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.
-	return errors.Join(s.replicas.Close(), s.logs.Close())
+	return errors.Join(s.replicas.Close(), s.logs.Close(), s.cluster.Close())
 }

@@ -1,20 +1,18 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/log"
-	"github.com/strandlog/strand/internal/model"
 )
 
-// topicAdmin changes topics in the cluster metadata and in the partitions
-// served, in the order that a crash between the two leaves repairable:
-// metadata first on creation (partitions open on restart), metadata first
-// on deletion too (orphaned data is removed on restart).
+// topicAdmin changes topics in the cluster metadata, then brings the
+// partitions this broker holds in line with it (reconcile), so that a crash
+// between the two is repaired by the reconcile at the next start:
+// partitions open, orphaned data is removed.
 //
 // The topic defaults are the broker's static settings with the dynamic
 // broker configs (cluster-wide, then this node's) applied. mu serialises the
@@ -37,39 +35,32 @@ func (a *topicAdmin) defaults() log.Config {
 	return b.Log
 }
 
-func (a *topicAdmin) CreateTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (cluster.Topic, error) {
+func (a *topicAdmin) CreateTopic(spec cluster.TopicSpec, validateOnly bool) (cluster.Topic, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := cluster.ValidateTopicName(name); err != nil {
+	if err := cluster.ValidateTopicName(spec.Name); err != nil {
 		return cluster.Topic{}, err
 	}
-	if partitions <= 0 {
-		return cluster.Topic{}, fmt.Errorf("%w: %d", cluster.ErrInvalidPartitions, partitions)
+	if spec.Partitions <= 0 {
+		return cluster.Topic{}, fmt.Errorf("%w: %d", cluster.ErrInvalidPartitions, spec.Partitions)
 	}
-	cfg, err := config.TopicLogConfig(a.defaults(), configs)
-	if err != nil {
+	if _, err := config.TopicLogConfig(a.defaults(), spec.Configs); err != nil {
 		return cluster.Topic{}, err
 	}
 	if validateOnly {
-		if t, ok := a.s.cluster.Topic(name); ok {
-			return t, fmt.Errorf("%w: %s", cluster.ErrTopicExists, name)
+		if err := a.s.cluster.CheckTopic(spec); err != nil {
+			return cluster.Topic{}, err
 		}
-		if other, ok := a.s.cluster.CollidingTopic(name); ok {
-			return cluster.Topic{}, fmt.Errorf("%w: topic '%s' collides with existing topic: %s", cluster.ErrInvalidTopic, name, other)
-		}
-		return cluster.Topic{Name: name, Partitions: partitions, Configs: configs}, nil
+		return cluster.Topic{Name: spec.Name, Partitions: spec.Partitions, Configs: spec.Configs}, nil
 	}
-	t, err := a.s.cluster.CreateTopic(name, partitions, configs, false)
+	t, err := a.s.cluster.CreateTopic(spec)
 	if err != nil {
 		return t, err
 	}
-	for p := range partitions {
-		if _, err := a.s.replicas.Open(model.TopicPartition{Topic: name, Partition: p}, t.ID, cfg); err != nil {
-			return t, err
-		}
-	}
-	a.s.logger.Info("created topic", "topic", name, "partitions", partitions)
-	return t, nil
+	a.s.logger.Info("created topic", "topic", spec.Name, "partitions", spec.Partitions, "internal", spec.Internal)
+	// This broker's replicas serve before the answer; other brokers open
+	// theirs as the creation applies there.
+	return t, a.s.reconcile()
 }
 
 func (a *topicAdmin) DeleteTopic(name string) (cluster.Topic, error) {
@@ -79,15 +70,11 @@ func (a *topicAdmin) DeleteTopic(name string) (cluster.Topic, error) {
 	if err != nil {
 		return t, err
 	}
-	var errs []error
-	for p := range t.Partitions {
-		errs = append(errs, a.s.replicas.Delete(model.TopicPartition{Topic: name, Partition: p}))
-	}
 	a.s.logger.Info("deleted topic", "topic", name)
-	return t, errors.Join(errs...)
+	return t, a.s.reconcile()
 }
 
-func (a *topicAdmin) CreatePartitions(name string, count int32, validateOnly bool) error {
+func (a *topicAdmin) CreatePartitions(name string, count int32, assignment [][]int32, validateOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t, ok := a.s.cluster.Topic(name)
@@ -97,19 +84,13 @@ func (a *topicAdmin) CreatePartitions(name string, count int32, validateOnly boo
 	if count <= t.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", cluster.ErrInvalidPartitions, name, t.Partitions)
 	}
-	cfg, err := config.TopicLogConfig(a.defaults(), t.Configs)
-	if err != nil || validateOnly {
+	if _, err := config.TopicLogConfig(a.defaults(), t.Configs); err != nil || validateOnly {
 		return err
 	}
-	if err := a.s.cluster.SetPartitions(name, count); err != nil {
+	if err := a.s.cluster.SetPartitions(name, count, assignment); err != nil {
 		return err
 	}
-	for p := t.Partitions; p < count; p++ {
-		if _, err := a.s.replicas.Open(model.TopicPartition{Topic: name, Partition: p}, t.ID, cfg); err != nil {
-			return err
-		}
-	}
-	return nil
+	return a.s.reconcile()
 }
 
 func (a *topicAdmin) SetTopicConfigs(name string, configs map[string]string, validateOnly bool) error {
@@ -118,14 +99,13 @@ func (a *topicAdmin) SetTopicConfigs(name string, configs map[string]string, val
 	if _, ok := a.s.cluster.Topic(name); !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
 	}
-	cfg, err := config.TopicLogConfig(a.defaults(), configs)
-	if err != nil || validateOnly {
+	if _, err := config.TopicLogConfig(a.defaults(), configs); err != nil || validateOnly {
 		return err
 	}
 	if err := a.s.cluster.SetTopicConfigs(name, configs); err != nil {
 		return err
 	}
-	return a.s.replicas.SetConfig(name, cfg)
+	return a.s.reconcile()
 }
 
 // SetBrokerConfigs replaces the cluster-wide dynamic broker configs. Only
@@ -159,14 +139,10 @@ func (a *topicAdmin) setDynamic(clusterDefaults, node map[string]string, validat
 		return err
 	}
 	// Every topic must remain valid with its overrides on the new defaults.
-	topics := a.s.cluster.Topics()
-	cfgs := make(map[string]log.Config, len(topics))
-	for _, t := range topics {
-		cfg, err := config.TopicLogConfig(b.Log, t.Configs)
-		if err != nil {
+	for _, t := range a.s.cluster.Topics() {
+		if _, err := config.TopicLogConfig(b.Log, t.Configs); err != nil {
 			return fmt.Errorf("topic %s would be invalid: %w", t.Name, err)
 		}
-		cfgs[t.Name] = cfg
 	}
 	if validateOnly {
 		return nil
@@ -174,10 +150,6 @@ func (a *topicAdmin) setDynamic(clusterDefaults, node map[string]string, validat
 	if err := store(); err != nil {
 		return err
 	}
-	var errs []error
-	for name, cfg := range cfgs {
-		errs = append(errs, a.s.replicas.SetConfig(name, cfg))
-	}
 	a.s.logger.Info("changed dynamic broker configs", "cluster", clusterDefaults, "node", node)
-	return errors.Join(errs...)
+	return a.s.reconcile()
 }

@@ -1,0 +1,238 @@
+package cluster
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// backendKind opens stores of one backend for the contract suite: open
+// starts (or restarts, on the same storage) broker node's view.
+type backendKind struct {
+	name string
+	// newCluster returns a function that opens node's store, on storage
+	// kept for the test's lifetime.
+	newCluster func(t *testing.T) (open func(node int32) *Store)
+}
+
+// backends lists every backend; each test of the suite runs over all.
+var backends = []backendKind{
+	{name: "file", newCluster: func(t *testing.T) func(int32) *Store {
+		dir := t.TempDir()
+		return func(node int32) *Store {
+			s, err := OpenFile(dir, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}},
+}
+
+// forEachBackend runs fn over every backend with a registered, live
+// broker 1.
+func forEachBackend(t *testing.T, fn func(t *testing.T, open func() *Store)) {
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) {
+			openNode := bk.newCluster(t)
+			var cur *Store
+			open := func() *Store {
+				if cur != nil {
+					if err := cur.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cur = openNode(1)
+				if _, ok := cur.Broker(1); !ok {
+					if _, err := cur.RegisterBroker("127.0.0.1", 9092, "", true); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return cur
+			}
+			t.Cleanup(func() {
+				if cur != nil {
+					cur.Close()
+				}
+			})
+			fn(t, open)
+		})
+	}
+}
+
+func TestContractTopics(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		if s.ClusterID() == "" {
+			t.Fatal("no cluster id")
+		}
+		id := s.ClusterID()
+		created, err := s.CreateTopic(TopicSpec{Name: "orders", Partitions: 3, ReplicationFactor: 1,
+			Configs: map[string]string{"retention.ms": "1000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.ID == (TopicID{}) || created.Partitions != 3 || len(created.States) != 3 {
+			t.Fatalf("created %+v", created)
+		}
+		for p, st := range created.States {
+			if st.Leader != 1 || len(st.Replicas) != 1 || st.Replicas[0] != 1 || len(st.ISR) != 1 || st.LeaderEpoch != 0 {
+				t.Fatalf("partition %d: %+v", p, st)
+			}
+		}
+		for _, tc := range []struct {
+			spec TopicSpec
+			want error
+		}{
+			{TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}, ErrTopicExists},
+			{TopicSpec{Name: "ord.ers", Partitions: 1, ReplicationFactor: 1}, nil},
+			{TopicSpec{Name: "ord_ers", Partitions: 1, ReplicationFactor: 1}, ErrInvalidTopic},
+			{TopicSpec{Name: "bad/name", Partitions: 1, ReplicationFactor: 1}, ErrInvalidTopic},
+			{TopicSpec{Name: "zero", Partitions: 0, ReplicationFactor: 1}, ErrInvalidPartitions},
+			{TopicSpec{Name: "wide", Partitions: 1, ReplicationFactor: 2}, ErrInvalidReplicationFactor},
+			{TopicSpec{Name: "nofactor", Partitions: 1, ReplicationFactor: 0}, ErrInvalidReplicationFactor},
+			{TopicSpec{Name: "stranger", Partitions: 1, Assignment: [][]int32{{7}}}, ErrInvalidReplicaAssignment},
+			{TopicSpec{Name: "twice", Partitions: 1, Assignment: [][]int32{{1, 1}}}, ErrInvalidReplicationFactor},
+			{TopicSpec{Name: "short", Partitions: 2, Assignment: [][]int32{{1}}}, ErrInvalidReplicaAssignment},
+			{TopicSpec{Name: "explicit", Partitions: 1, Assignment: [][]int32{{1}}}, nil},
+		} {
+			if err := s.CheckTopic(tc.spec); !errors.Is(err, tc.want) {
+				t.Errorf("CheckTopic(%s) = %v, want %v", tc.spec.Name, err, tc.want)
+			}
+			_, err := s.CreateTopic(tc.spec)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("CreateTopic(%s) = %v, want %v", tc.spec.Name, err, tc.want)
+			}
+		}
+		if err := s.SetPartitions("orders", 5, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPartitions("orders", 4, nil); !errors.Is(err, ErrInvalidPartitions) {
+			t.Fatalf("shrinking: %v", err)
+		}
+		if err := s.SetPartitions("missing", 4, nil); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("unknown topic: %v", err)
+		}
+		if err := s.SetTopicConfigs("orders", map[string]string{"cleanup.policy": "compact"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeleteTopic("ord.ers"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeleteTopic("ord.ers"); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("deleting twice: %v", err)
+		}
+
+		s = open() // everything survives a restart
+		if s.ClusterID() != id {
+			t.Fatalf("cluster id %s after restart, was %s", s.ClusterID(), id)
+		}
+		got, ok := s.Topic("orders")
+		if !ok || got.ID != created.ID || got.Partitions != 5 || len(got.States) != 5 ||
+			!maps.Equal(got.Configs, map[string]string{"cleanup.policy": "compact"}) {
+			t.Fatalf("after restart: %+v", got)
+		}
+		if byID, ok := s.TopicByID(created.ID); !ok || byID.Name != "orders" {
+			t.Fatalf("by id: %+v %v", byID, ok)
+		}
+		names := []string{}
+		for _, tp := range s.Topics() {
+			names = append(names, tp.Name)
+		}
+		if want := []string{"explicit", "orders"}; !slices.Equal(names, want) {
+			t.Fatalf("topics %v, want %v", names, want)
+		}
+		// The name is free again; a topic made under it gets a new id.
+		again, err := s.CreateTopic(TopicSpec{Name: "ord_ers", Partitions: 1, ReplicationFactor: 1})
+		if err != nil || again.ID == created.ID {
+			t.Fatalf("recreate: %+v %v", again, err)
+		}
+	})
+}
+
+func TestContractConfigsAndProducerIDs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		if err := s.SetBrokerConfigs(map[string]string{"log.retention.ms": "5"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetNodeConfigs(1, map[string]string{"log.segment.bytes": "1048576"}); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]bool{}
+		for range ProducerIDBlockSize + 5 {
+			id, err := s.NextProducerID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("producer id %d handed out twice", id)
+			}
+			seen[id] = true
+		}
+		s = open()
+		if got := s.BrokerConfigs(); got["log.retention.ms"] != "5" {
+			t.Fatalf("broker configs %v", got)
+		}
+		if got := s.NodeConfigs(1); got["log.segment.bytes"] != "1048576" {
+			t.Fatalf("node configs %v", got)
+		}
+		if err := s.SetNodeConfigs(1, nil); err != nil || len(s.NodeConfigs(1)) != 0 {
+			t.Fatalf("clearing node configs: %v %v", err, s.NodeConfigs(1))
+		}
+		// A restart never repeats an id, even from a block cut short.
+		for range 10 {
+			id, err := s.NextProducerID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("producer id %d handed out again after a restart", id)
+			}
+		}
+	})
+}
+
+func TestContractBrokerFencing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		if _, err := s.CreateTopic(TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.Broker(1)
+		if err := s.FenceBroker(1, b.Epoch+100); !errors.Is(err, ErrStaleBrokerEpoch) {
+			t.Fatalf("fencing a stale epoch: %v", err)
+		}
+		if err := s.FenceBroker(1, b.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Partition("t", 0); st.Leader != NoLeader || st.LeaderEpoch != 1 || len(st.ISR) != 1 {
+			t.Fatalf("fenced: %+v", st)
+		}
+		if s.LiveBrokers() != 0 {
+			t.Fatalf("%d live brokers, want 0", s.LiveBrokers())
+		}
+		if _, err := s.CreateTopic(TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, ErrInvalidReplicationFactor) {
+			t.Fatalf("creating with no live broker: %v", err)
+		}
+		if err := s.UnfenceBroker(1, b.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Partition("t", 1); st.Leader != 1 || st.LeaderEpoch != 2 || st.PartitionEpoch != 2 {
+			t.Fatalf("unfenced: %+v", st)
+		}
+		// A restart that registers again, ready at once, keeps leadership
+		// and epochs as they are.
+		s = open()
+		if _, err := s.RegisterBroker("127.0.0.1", 9093, "", true); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Partition("t", 1); st.Leader != 1 || st.LeaderEpoch != 2 {
+			t.Fatalf("after re-registering: %+v", st)
+		}
+		if nb, _ := s.Broker(1); nb.Port != 9093 || nb.Epoch <= b.Epoch || nb.Incarnation == b.Incarnation {
+			t.Fatalf("re-registered %+v after %+v", nb, b)
+		}
+	})
+}

@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"encoding/base64"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// TopicID is Kafka's topic UUID.
+type TopicID [16]byte
+
+func (id TopicID) String() string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// NoLeader is a partition's leader while none of its replicas can lead.
+const NoLeader int32 = -1
+
+// Partition is one partition's placement and leadership, as Kafka's
+// PartitionRecord holds it.
+type Partition struct {
+	Replicas []int32 `json:"replicas"`
+	ISR      []int32 `json:"isr"`
+	// Leader is a node id, or NoLeader.
+	Leader      int32 `json:"leader"`
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// PartitionEpoch grows with every change of the record: it fences
+	// in-sync set changes decided on an older view.
+	PartitionEpoch int32 `json:"partition_epoch"`
+}
+
+func (p Partition) clone() Partition {
+	p.Replicas, p.ISR = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+	return p
+}
+
+// HasReplica reports whether node holds a replica of the partition.
+func (p Partition) HasReplica(node int32) bool { return slices.Contains(p.Replicas, node) }
+
+// Topic is one topic's metadata.
+type Topic struct {
+	Name       string            `json:"name"`
+	ID         TopicID           `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"` // overrides of the broker defaults
+	Internal   bool              `json:"internal,omitempty"`
+	// States holds each partition's placement, by partition number; its
+	// length is Partitions.
+	States []Partition `json:"states,omitempty"`
+}
+
+func (t Topic) clone() Topic {
+	t.Configs = maps.Clone(t.Configs)
+	t.States = slices.Clone(t.States)
+	for i := range t.States {
+		t.States[i] = t.States[i].clone()
+	}
+	return t
+}
+
+// Broker is one registered broker.
+type Broker struct {
+	NodeID int32  `json:"node_id"`
+	Host   string `json:"host"`
+	Port   int32  `json:"port"`
+	Rack   string `json:"rack,omitempty"`
+	// Incarnation is the registering process's random id: a restart
+	// registers again with a new one.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Epoch is the index of the registration in the metadata log (Kafka's
+	// broker epoch): it tells a stale process of the same node apart.
+	Epoch int64 `json:"epoch"`
+	// Fenced brokers lead nothing; a registered broker starts fenced and is
+	// unfenced by the controller once it is alive and caught up.
+	Fenced bool `json:"fenced,omitempty"`
+}
+
+// image is the cluster metadata as of one point of the metadata log. Every
+// change is a record applied by apply (records.go), in log order, on every
+// broker alike, so two images that applied the same records are equal.
+type image struct {
+	ClusterID     string            `json:"cluster_id"`
+	Topics        []Topic           `json:"topics"`
+	Brokers       []Broker          `json:"brokers,omitempty"` // sorted by node id
+	BrokerConfigs map[string]string `json:"broker_configs,omitempty"`
+	// NodeConfigs are the dynamic configs set for one broker, by node id;
+	// they win over BrokerConfigs (the cluster-wide defaults).
+	NodeConfigs map[int32]map[string]string `json:"node_configs,omitempty"`
+	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
+	// every id below it may have been handed out, none at or above it has.
+	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`
+	// Applied is the index of the last record applied.
+	Applied uint64 `json:"applied,omitempty"`
+
+	// Indexes over Topics, rebuilt by index.
+	byName map[string]*Topic
+	byID   map[TopicID]*Topic
+}
+
+func (im *image) index() {
+	im.byName = make(map[string]*Topic, len(im.Topics))
+	im.byID = make(map[TopicID]*Topic, len(im.Topics))
+	for i := range im.Topics {
+		t := &im.Topics[i]
+		im.byName[t.Name] = t
+		im.byID[t.ID] = t
+	}
+}
+
+// broker returns the registration of node, or nil.
+func (im *image) broker(node int32) *Broker {
+	i, ok := slices.BinarySearchFunc(im.Brokers, node, func(b Broker, n int32) int { return int(b.NodeID) - int(n) })
+	if !ok {
+		return nil
+	}
+	return &im.Brokers[i]
+}
+
+// live returns the node ids of the unfenced brokers, sorted.
+func (im *image) live() []int32 {
+	var ids []int32
+	for _, b := range im.Brokers {
+		if !b.Fenced {
+			ids = append(ids, b.NodeID)
+		}
+	}
+	return ids
+}
+
+func (im *image) collidingTopic(name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	unified := strings.ReplaceAll(name, ".", "_")
+	var found []string
+	for other := range im.byName {
+		if other != name && strings.ReplaceAll(other, ".", "_") == unified {
+			found = append(found, other)
+		}
+	}
+	if len(found) == 0 {
+		return "", false
+	}
+	return slices.Min(found), true
+}

@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// applyAll applies records to a fresh image, as a broker replaying the
+// metadata log does, and returns the image and the last result.
+func applyAll(t *testing.T, recs ...[]byte) (*image, result) {
+	t.Helper()
+	im := &image{}
+	im.index()
+	var res result
+	for i, r := range recs {
+		res = im.apply(uint64(i+1), r)
+	}
+	return im, res
+}
+
+func rec(t *testing.T, kind string, body any) []byte {
+	t.Helper()
+	b, err := encodeRecord(kind, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func registerAll(t *testing.T, racks ...string) [][]byte {
+	var recs [][]byte
+	for i, r := range racks {
+		recs = append(recs, rec(t, kindRegisterBroker, registerBrokerRecord{NodeID: int32(i + 1), Host: "h", Port: 1, Rack: r, Unfenced: true}))
+	}
+	return recs
+}
+
+func TestPlacementSpreadsLeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		racks      []string
+		partitions int32
+	}{
+		{"3 brokers", []string{"", "", ""}, 6},
+		{"5 brokers", []string{"", "", "", "", ""}, 10},
+		{"5 brokers, uneven", []string{"", "", "", "", ""}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := registerAll(t, tc.racks...)
+			recs = append(recs, rec(t, kindCreateTopic, createTopicRecord{Name: "t", ID: TopicID{9}, Partitions: tc.partitions, Factor: 1, Seed: 7}))
+			im, res := applyAll(t, recs...)
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			counts := map[int32]int{}
+			for _, st := range im.byName["t"].States {
+				counts[st.Leader]++
+			}
+			n := int32(len(tc.racks))
+			lo, hi := int(tc.partitions/n), int((tc.partitions+n-1)/n)
+			for node := int32(1); node <= n; node++ {
+				if c := counts[node]; c < lo || c > hi {
+					t.Fatalf("broker %d leads %d partitions, want %d-%d: %v", node, c, lo, hi, counts)
+				}
+			}
+		})
+	}
+}
+
+func TestRackOrderAlternates(t *testing.T) {
+	recs := registerAll(t, "a", "a", "b", "b", "c")
+	im, _ := applyAll(t, recs...)
+	got := im.rackOrder(im.live())
+	if want := []int32{1, 3, 5, 2, 4}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("rack order %v, want %v", got, want)
+	}
+}
+
+// Two brokers that apply the same records hold equal images, whatever the
+// records' outcomes, and a record that fails changes nothing.
+func TestApplyIsDeterministic(t *testing.T) {
+	recs := registerAll(t, "", "", "")
+	recs = append(recs,
+		rec(t, kindCreateTopic, createTopicRecord{Name: "a", ID: TopicID{1}, Partitions: 4, Factor: 1, Seed: 3}),
+		rec(t, kindCreateTopic, createTopicRecord{Name: "a", ID: TopicID{2}, Partitions: 4, Factor: 1}), // exists
+		rec(t, kindCreateTopic, createTopicRecord{Name: "b", ID: TopicID{1}, Partitions: 4, Factor: 1}), // id taken
+		rec(t, kindFenceBroker, fenceRecord{NodeID: 2, Epoch: 2}),
+		rec(t, kindCreatePartitions, createPartitionsRecord{Name: "a", Count: 6, Seed: 1}),
+		[]byte("not json"),
+		rec(t, "unknown-kind", struct{}{}),
+		rec(t, kindUnfenceBroker, fenceRecord{NodeID: 2, Epoch: 2}),
+		rec(t, kindProducerIDs, producerIDsRecord{NodeID: 3}),
+	)
+	one, _ := applyAll(t, recs...)
+	two, _ := applyAll(t, recs...)
+	a, _ := json.Marshal(one)
+	b, _ := json.Marshal(two)
+	if string(a) != string(b) {
+		t.Fatalf("images differ:\n%s\n%s", a, b)
+	}
+	if len(one.Topics) != 1 || one.Topics[0].Partitions != 6 || one.ProducerIDBlockEnd != ProducerIDBlockSize {
+		t.Fatalf("image %s", a)
+	}
+	// Partitions added while broker 2 was fenced are not placed on it.
+	for i, st := range one.Topics[0].States[4:] {
+		if st.Leader == 2 {
+			t.Fatalf("new partition %d placed on a fenced broker: %+v", i+4, st)
+		}
+	}
+}
+
+// A metadata file from before partitions had placements loads with every
+// partition on this node.
+func TestOpenFileBeforePlacements(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"cluster_id":"abc","topics":[{"name":"t","id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"partitions":2}],"producer_id_block_end":2000}`
+	if err := os.WriteFile(filepath.Join(dir, fileName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenFile(dir, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, ok := s.Topic("t")
+	if !ok || len(tp.States) != 2 || s.ClusterID() != "abc" {
+		t.Fatalf("%+v %v", tp, ok)
+	}
+	for _, st := range tp.States {
+		if st.Leader != 4 || !reflect.DeepEqual(st.Replicas, []int32{4}) || !reflect.DeepEqual(st.ISR, []int32{4}) {
+			t.Fatalf("%+v", st)
+		}
+	}
+	if id, err := s.NextProducerID(); err != nil || id != 2000 {
+		t.Fatalf("producer id %d %v, want 2000", id, err)
+	}
+}
