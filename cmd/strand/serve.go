@@ -30,6 +30,8 @@ func serveCommand() *cobra.Command {
 		fsyncInterval int64
 		logLevel      string
 		cpuProfile    string
+		listeners     string
+		advertised    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,6 +43,9 @@ wins over the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnvAndFile(cmd.Flags(), configFile); err != nil {
+				return err
+			}
+			if err := applyListeners(&cfg, listeners, advertised); err != nil {
 				return err
 			}
 			cfg.Log.RetentionTime = msDuration(retentionMs)
@@ -75,7 +80,14 @@ wins over the file.`,
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the partitions and metadata")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to accept Kafka clients on")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "host:port clients are told to connect to (default: the listen address)")
+	f.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the other the clients' (overrides --listen)")
+	f.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port for the clients' listener (overrides --advertise)")
 	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "this broker's id")
+	f.StringVar(&cfg.QuorumVoters, "controller-quorum-voters", cfg.QuorumVoters, "the metadata quorum's voters, id@host:port,... of their CONTROLLER listeners; empty for a single node")
+	f.StringVar(&cfg.ClusterID, "cluster-id", cfg.ClusterID, "the cluster's id: a new cluster takes it, a data directory of another cluster is refused (default: generated)")
+	f.StringVar(&cfg.Rack, "rack", cfg.Rack, "this broker's rack (broker.rack): replicas spread over racks")
+	f.DurationVar(&cfg.BrokerSessionTimeout, "broker-session-timeout", cfg.BrokerSessionTimeout, "a broker the active controller has not heard from for this long is fenced (broker.session.timeout.ms)")
+	f.Int16Var(&cfg.DefaultReplicationFactor, "default-replication-factor", cfg.DefaultReplicationFactor, "replicas of topics created without a factor (default.replication.factor)")
 	f.Int32Var(&cfg.DefaultPartitions, "default-partitions", cfg.DefaultPartitions, "partitions of auto-created topics (num.partitions)")
 	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create unknown topics on first use (auto.create.topics.enable)")
 	f.Int32Var(&cfg.MaxRequestBytes, "max-request-size", cfg.MaxRequestBytes, "largest request frame accepted (socket.request.max.bytes)")
@@ -104,6 +116,50 @@ wins over the file.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
 	f.MarkHidden("cpuprofile")
 	return cmd
+}
+
+// applyListeners reads Kafka's listener syntax into the listen and
+// controller addresses: the listener named CONTROLLER takes the metadata
+// quorum's traffic, the other one the clients'.
+func applyListeners(cfg *config.Broker, listeners, advertised string) error {
+	parse := func(list, flag string) (client, controller string, err error) {
+		for _, l := range strings.Split(list, ",") {
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			name, addr, ok := strings.Cut(l, "://")
+			if !ok || addr == "" {
+				return "", "", fmt.Errorf("--%s: %q is not NAME://host:port", flag, l)
+			}
+			switch {
+			case strings.EqualFold(name, "CONTROLLER"):
+				controller = addr
+			case client != "":
+				return "", "", fmt.Errorf("--%s: one client listener is served, got a second: %q", flag, l)
+			default:
+				client = addr
+			}
+		}
+		return client, controller, nil
+	}
+	client, controller, err := parse(listeners, "listeners")
+	if err != nil {
+		return err
+	}
+	if client != "" {
+		cfg.Listen = client
+	}
+	if controller != "" {
+		cfg.ControllerListen = controller
+	}
+	if client, _, err = parse(advertised, "advertised-listeners"); err != nil {
+		return err
+	}
+	if client != "" {
+		cfg.Advertise = client
+	}
+	return nil
 }
 
 func msDuration(ms int64) time.Duration {

@@ -40,8 +40,12 @@ func TestImportRules(t *testing.T) {
 			return strings.HasPrefix(d, module) && !strings.HasPrefix(d, module+"/internal/log") && d != module+"/internal/model"
 		}, "replica imports only the log and model"},
 		{"internal/cluster", func(d string) bool {
-			return strings.HasPrefix(d, module) && d != module+"/internal/model"
-		}, "cluster imports only model"},
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/cluster/raft" &&
+				d != module+"/internal/log/vfs"
+		}, "cluster imports only model, its Raft glue and the vfs that glue stores through"},
+		{"internal/cluster/raft", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/log/vfs"
+		}, "the Raft glue imports only the vfs it stores through"},
 		{"internal/group", func(d string) bool {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "group reaches its partitions through the interfaces it declares: it imports only model"},
@@ -66,7 +70,7 @@ func TestImportRules(t *testing.T) {
 			if d == module+"/internal/server" && pkg != "cmd/strand" && pkg != "internal/testutil" {
 				t.Errorf("%s imports the server: only cmd/strand (and testutil) may", pkg)
 			}
-			if strings.HasPrefix(d, "github.com/hashicorp/raft") && !strings.HasPrefix(pkg, "internal/cluster/raft") {
+			if strings.HasPrefix(d, "go.etcd.io/raft") && pkg != "internal/cluster/raft" {
 				t.Errorf("%s imports the Raft library: only internal/cluster/raft may", pkg)
 			}
 		}

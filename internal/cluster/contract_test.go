@@ -2,9 +2,16 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/strandlog/strand/internal/cluster/raft"
+	"github.com/strandlog/strand/internal/log/vfs"
 )
 
 // backendKind opens stores of one backend for the contract suite: open
@@ -16,8 +23,42 @@ type backendKind struct {
 	newCluster func(t *testing.T) (open func(node int32) *Store)
 }
 
+// raftCluster returns a backend of a metadata quorum of voters nodes on a
+// simulated network and in-memory disks; the store under test is node 1's,
+// and the others run for the whole test.
+func raftCluster(voters int) func(t *testing.T) func(int32) *Store {
+	return func(t *testing.T) func(int32) *Store {
+		net := raft.NewMemNetwork(1)
+		ids := map[int32]string{}
+		for i := range voters {
+			ids[int32(i+1)] = fmt.Sprintf("node-%d", i+1)
+		}
+		disks := map[int32]*vfs.MemFS{}
+		open := func(node int32) *Store {
+			if disks[node] == nil {
+				disks[node] = vfs.NewMem()
+			}
+			s, err := OpenRaft(RaftConfig{NodeID: node, Voters: ids, Listen: ids[node], Dir: "/data",
+				FS: disks[node], Transport: net.Endpoint(raftID(node)), TickInterval: 5 * time.Millisecond,
+				SessionTimeout: -1, ProposeTimeout: 10 * time.Second,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		for node := int32(2); node <= int32(voters); node++ {
+			s := open(node)
+			t.Cleanup(func() { s.Close() })
+		}
+		return open
+	}
+}
+
 // backends lists every backend; each test of the suite runs over all.
 var backends = []backendKind{
+	{name: "raft-1", newCluster: raftCluster(1)},
+	{name: "raft-3", newCluster: raftCluster(3)},
 	{name: "file", newCluster: func(t *testing.T) func(int32) *Store {
 		dir := t.TempDir()
 		return func(node int32) *Store {
@@ -44,6 +85,9 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, open func() *Store)) {
 					}
 				}
 				cur = openNode(1)
+				if _, err := cur.EnsureClusterID(""); err != nil {
+					t.Fatal(err)
+				}
 				if _, ok := cur.Broker(1); !ok {
 					if _, err := cur.RegisterBroker("127.0.0.1", 9092, "", true); err != nil {
 						t.Fatal(err)

@@ -115,6 +115,13 @@ func (s *Store) ClusterID() string {
 	return s.im.ClusterID
 }
 
+// Applied is the index of the last change applied to this broker's image.
+func (s *Store) Applied() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return int64(s.im.Applied)
+}
+
 // Version changes whenever the metadata does.
 func (s *Store) Version() int64 {
 	s.mu.RLock()
@@ -270,6 +277,8 @@ func (s *Store) CreateTopic(spec TopicSpec) (Topic, error) {
 	}
 	return v.(Topic), nil
 }
+
+func randRead(b []byte) { rand.Read(b) }
 
 func randomSeed() uint32 {
 	var b [4]byte

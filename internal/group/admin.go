@@ -45,6 +45,10 @@ func (c *Coordinator) describe(id string) GroupDescription {
 		d.Err = ErrInvalidGroupID
 		return d
 	}
+	if err := c.serves(id); err != nil {
+		d.Err = err
+		return d
+	}
 	g, ok := c.lookup(id, false)
 	if !ok {
 		return d
@@ -110,6 +114,10 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	ch := make(chan error, 1)
 	if id == "" {
 		ch <- ErrInvalidGroupID
+		return ch
+	}
+	if err := c.serves(id); err != nil {
+		ch <- err
 		return ch
 	}
 	g, ok := c.lookup(id, false)

@@ -15,10 +15,10 @@ const OffsetsTopic = "__consumer_offsets"
 // implements it over the cluster metadata and the replica manager.
 type Topic interface {
 	// Partitions returns the topic's partitions in order, or none when it
-	// does not exist.
+	// does not exist; a partition this broker does not lead is nil.
 	Partitions() ([]Partition, error)
 	// Create creates the topic (internal, compacted) with n partitions
-	// unless it exists, and returns its partitions.
+	// unless it exists, and returns its partitions as Partitions does.
 	Create(n int32) ([]Partition, error)
 }
 
@@ -43,9 +43,13 @@ type Coordinator struct {
 	log      *slog.Logger
 	fetchers fetchIndex
 
-	mu      sync.Mutex
-	groups  map[string]*group
-	writers []*writer // one per __consumer_offsets partition; nil until it exists
+	mu     sync.Mutex
+	groups map[string]*group
+	// writers has one entry per __consumer_offsets partition (nil until
+	// the topic exists): the partition's writer while this broker leads it
+	// and has loaded it, else nil.
+	writers []*writer
+	loading map[int32]bool // partitions being loaded
 	closed  bool
 	expiry  Stopper
 }
@@ -54,7 +58,8 @@ type Coordinator struct {
 // before serving requests.
 func New(cfg Config, topic Topic) *Coordinator {
 	cfg = cfg.withDefaults()
-	return &Coordinator{cfg: cfg, topic: topic, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{}}
+	return &Coordinator{cfg: cfg, topic: topic, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{},
+		loading: map[int32]bool{}}
 }
 
 // Close answers parked requests with NOT_COORDINATOR (as Kafka does when a
@@ -83,7 +88,9 @@ func (c *Coordinator) Close() {
 		g.mu.Unlock()
 	}
 	for _, w := range writers {
-		w.close()
+		if w != nil {
+			w.close()
+		}
 	}
 }
 
@@ -102,6 +109,13 @@ func (c *Coordinator) ensureTopicLocked() error {
 	if c.closed {
 		return ErrNotCoordinator
 	}
+	// Made meanwhile by another broker: its partitions may hold groups
+	// already, so those this broker leads are loaded (LoadPartition), not
+	// started empty.
+	if parts, err := c.topic.Partitions(); err == nil && len(parts) > 0 {
+		c.writers = make([]*writer, len(parts))
+		return nil
+	}
 	parts, err := c.topic.Create(c.cfg.OffsetsPartitions)
 	if err != nil {
 		return fmt.Errorf("%w: creating __consumer_offsets: %v", ErrCoordinatorNotAvailable, err)
@@ -110,11 +124,37 @@ func (c *Coordinator) ensureTopicLocked() error {
 	return nil
 }
 
+// startWriters serves the partitions of a topic just created: empty, they
+// need no loading. Those led elsewhere stay nil.
 func (c *Coordinator) startWriters(parts []Partition) {
 	c.writers = make([]*writer, len(parts))
 	for i, p := range parts {
-		c.writers[i] = newWriter(p)
+		if p != nil {
+			c.writers[i] = newWriter(p)
+		}
 	}
+}
+
+// serves checks that this broker coordinates groupID now: its partition is
+// led and loaded here. Before __consumer_offsets exists every group is
+// served, the first write creating the topic.
+func (c *Coordinator) serves(groupID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return ErrNotCoordinator
+	case c.writers == nil:
+		return nil
+	}
+	i := model.CoordinatorPartition(groupID, int32(len(c.writers)))
+	switch {
+	case c.writers[i] != nil:
+		return nil
+	case c.loading[i]:
+		return ErrCoordinatorLoadInProgress
+	}
+	return ErrNotCoordinator
 }
 
 // PartitionFor is the __consumer_offsets partition that holds a group.
@@ -139,7 +179,10 @@ func (c *Coordinator) writerFor(groupID string) (*writer, error) {
 	if err := c.ensureTopicLocked(); err != nil {
 		return nil, err
 	}
-	return c.writers[model.CoordinatorPartition(groupID, int32(len(c.writers)))], nil
+	if w := c.writers[model.CoordinatorPartition(groupID, int32(len(c.writers)))]; w != nil {
+		return w, nil
+	}
+	return nil, ErrNotCoordinator
 }
 
 // lookup returns a group, creating an empty one if create is set. A group

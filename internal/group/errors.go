@@ -18,13 +18,16 @@ var (
 	// ErrNotCoordinator: the coordinator is shutting down, or its
 	// __consumer_offsets partition failed to take a write (Kafka answers
 	// NOT_COORDINATOR for both, and clients find the coordinator again).
-	ErrNotCoordinator          = errors.New("group: not coordinator")
-	ErrGroupIDNotFound         = errors.New("group: group id not found")
-	ErrNonEmptyGroup           = errors.New("group: group is not empty")
-	ErrGroupSubscribedToTopic  = errors.New("group: group is subscribed to the topic")
-	ErrOffsetMetadataTooLarge  = errors.New("group: offset metadata too large")
-	ErrUnknownServerError      = errors.New("group: internal error")
-	ErrInvalidCommitOffsetSize = errors.New("group: offset commit too large to store")
+	ErrNotCoordinator = errors.New("group: not coordinator")
+	// ErrCoordinatorLoadInProgress: this broker has just become the
+	// group's coordinator and is still replaying its partition.
+	ErrCoordinatorLoadInProgress = errors.New("group: coordinator load in progress")
+	ErrGroupIDNotFound           = errors.New("group: group id not found")
+	ErrNonEmptyGroup             = errors.New("group: group is not empty")
+	ErrGroupSubscribedToTopic    = errors.New("group: group is subscribed to the topic")
+	ErrOffsetMetadataTooLarge    = errors.New("group: offset metadata too large")
+	ErrUnknownServerError        = errors.New("group: internal error")
+	ErrInvalidCommitOffsetSize   = errors.New("group: offset commit too large to store")
 	// ErrUnstableOffsetCommit is a partition's error in an OffsetFetch
 	// with RequireStable while an open transaction has an offset of it
 	// pending.

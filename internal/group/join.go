@@ -58,6 +58,9 @@ func (c *Coordinator) Join(req JoinRequest) <-chan JoinResult {
 	if req.SessionTimeout < c.cfg.MinSessionTimeout || req.SessionTimeout > c.cfg.MaxSessionTimeout {
 		return fail(ErrInvalidSessionTimeout, req.MemberID)
 	}
+	if err := c.serves(req.Group); err != nil {
+		return fail(err, req.MemberID)
+	}
 	unknown := req.MemberID == ""
 	g, ok := c.lookup(req.Group, unknown)
 	if !ok {

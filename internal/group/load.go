@@ -1,8 +1,10 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,16 +15,10 @@ import (
 // loadReadBytes is how much of a partition Load reads at a time.
 const loadReadBytes = 1 << 20
 
-// Load rebuilds the groups from __consumer_offsets, if it exists: every
-// partition is replayed from its start to its high watermark, the last
-// record of each key winning and tombstones deleting; offsets of
-// transactional batches count once a commit marker of their producer
-// follows them, and stay pending when no marker does yet. A group stored
-// with members comes back Stable with them, each given a full session to
-// heartbeat again (so consumers that kept running across a restart carry
-// on without a rebalance); one without comes back Empty. Call Load once,
-// before serving (and before the transaction coordinator resumes markers:
-// CompleteTxn before Load is lost).
+// Load rebuilds the groups of every __consumer_offsets partition this
+// broker leads (LoadPartition for each), if the topic exists, and starts the
+// expiry of stale offsets. Call Load once, before serving (and before the
+// transaction coordinator resumes markers: CompleteTxn before Load is lost).
 func (c *Coordinator) Load() error {
 	parts, err := c.topic.Partitions()
 	if err != nil {
@@ -36,27 +32,71 @@ func (c *Coordinator) Load() error {
 	if len(parts) == 0 {
 		return nil
 	}
-	start := time.Now()
-	loaded := map[string]*loadedGroup{}
-	var records int
-	for i, p := range parts {
-		n, err := replay(p, loaded)
-		records += n
-		if err != nil {
-			if errors.Is(err, errCompressed) {
-				c.log.Error("skipped unreadable records in __consumer_offsets", "partition", i, "err", err)
-				continue
-			}
-			return fmt.Errorf("group: replaying __consumer_offsets-%d: %w", i, err)
-		}
-	}
-	c.mu.Lock()
-	c.startWriters(parts)
-	c.mu.Unlock()
 	if int32(len(parts)) != c.cfg.OffsetsPartitions {
 		c.log.Warn("__consumer_offsets keeps the partition count it was created with",
 			"partitions", len(parts), "offsets.topic.num.partitions", c.cfg.OffsetsPartitions)
 	}
+	for i, p := range parts {
+		if p == nil {
+			continue // led elsewhere
+		}
+		if err := c.LoadPartition(int32(i), int32(len(parts)), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadPartition makes this broker the coordinator of the groups of
+// __consumer_offsets partition i (of n), which it now leads: the partition
+// is replayed from its start to its high watermark, the last record of each
+// key winning and tombstones deleting; offsets of transactional batches
+// count once a commit marker of their producer follows them, and stay
+// pending when no marker does yet. A group stored with members comes back
+// Stable with them, each given a full session to heartbeat again (so
+// consumers that kept running across a move carry on without a
+// rebalance); one without comes back Empty. Requests for the partition's
+// groups are COORDINATOR_LOAD_IN_PROGRESS until it is done. Loading a
+// partition already served does nothing.
+func (c *Coordinator) LoadPartition(i, n int32, p Partition) error {
+	c.mu.Lock()
+	if c.closed || i < 0 || i >= n {
+		c.mu.Unlock()
+		return ErrNotCoordinator
+	}
+	if c.writers == nil {
+		c.writers = make([]*writer, n)
+	}
+	if int(i) >= len(c.writers) || c.writers[i] != nil || c.loading[i] {
+		c.mu.Unlock()
+		return nil
+	}
+	c.loading[i] = true
+	c.mu.Unlock()
+
+	start := time.Now()
+	loaded := map[string]*loadedGroup{}
+	records, err := replay(p, loaded)
+	if err != nil {
+		if !errors.Is(err, errCompressed) {
+			c.mu.Lock()
+			delete(c.loading, i)
+			c.mu.Unlock()
+			return fmt.Errorf("group: replaying __consumer_offsets-%d: %w", i, err)
+		}
+		c.log.Error("skipped unreadable records in __consumer_offsets", "partition", i, "err", err)
+	}
+	w := newWriter(p)
+	c.mu.Lock()
+	delete(c.loading, i)
+	if c.closed {
+		c.mu.Unlock()
+		w.close()
+		return ErrNotCoordinator
+	}
+	c.writers[i] = w
+	c.mu.Unlock()
+	groups := 0
 	for id, lg := range loaded {
 		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txns) == 0 {
 			continue
@@ -67,16 +107,58 @@ func (c *Coordinator) Load() error {
 		g.mu.Unlock()
 		c.mu.Lock()
 		c.groups[id] = g
-		w := c.writers[model.CoordinatorPartition(id, int32(len(c.writers)))]
 		c.mu.Unlock()
+		groups++
 		// Transactions still open: their markers come through
 		// CompleteTxn.
 		for pid := range lg.txns {
 			w.indexTxn(pid, g)
 		}
 	}
-	c.log.Info("loaded groups", "groups", len(c.groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
+	level := slog.LevelInfo
+	if groups == 0 {
+		level = slog.LevelDebug
+	}
+	c.log.Log(context.Background(), level, "loaded groups", "partition", i, "groups", groups, "records", records,
+		"took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// UnloadPartition stops coordinating the groups of __consumer_offsets
+// partition i, which this broker no longer leads: their parked requests
+// are answered NOT_COORDINATOR, and their state is dropped (the new leader
+// loads it from the partition). Writes in flight are reported first.
+func (c *Coordinator) UnloadPartition(i int32) {
+	c.mu.Lock()
+	if i < 0 || int(i) >= len(c.writers) || c.writers[i] == nil {
+		c.mu.Unlock()
+		return
+	}
+	w := c.writers[i]
+	c.writers[i] = nil
+	var gone []*group
+	for id, g := range c.groups {
+		if model.CoordinatorPartition(id, int32(len(c.writers))) == i {
+			gone = append(gone, g)
+			delete(c.groups, id)
+		}
+	}
+	c.mu.Unlock()
+	w.close()
+	for _, g := range gone {
+		g.mu.Lock()
+		g.unload()
+		g.mu.Unlock()
+	}
+	c.log.Info("unloaded groups", "partition", i, "groups", len(gone))
+}
+
+// Serves reports whether this broker coordinates the groups of
+// __consumer_offsets partition i.
+func (c *Coordinator) Serves(i int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return i >= 0 && int(i) < len(c.writers) && c.writers[i] != nil
 }
 
 // loadedGroup is what replay found of a group.

@@ -37,6 +37,9 @@ func (c *Coordinator) Sync(req SyncRequest) <-chan SyncResult {
 	if req.Group == "" {
 		return fail(ErrInvalidGroupID)
 	}
+	if err := c.serves(req.Group); err != nil {
+		return fail(err)
+	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {
 		return fail(ErrUnknownMemberID)
@@ -151,6 +154,9 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	if req.Group == "" {
 		return ErrInvalidGroupID
 	}
+	if err := c.serves(req.Group); err != nil {
+		return err
+	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {
 		return ErrUnknownMemberID
@@ -209,6 +215,9 @@ type LeaveResult struct {
 func (c *Coordinator) Leave(req LeaveRequest) LeaveResult {
 	if req.Group == "" {
 		return LeaveResult{Err: ErrInvalidGroupID}
+	}
+	if err := c.serves(req.Group); err != nil {
+		return LeaveResult{Err: err}
 	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {

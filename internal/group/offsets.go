@@ -47,6 +47,9 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 	if req.Group == "" {
 		return failAll(ErrInvalidGroupID)
 	}
+	if err := c.serves(req.Group); err != nil {
+		return failAll(err)
+	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {
 		switch {
@@ -232,6 +235,9 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic, requireS
 	if groupID == "" {
 		return nil, ErrInvalidGroupID
 	}
+	if err := c.serves(groupID); err != nil {
+		return nil, err
+	}
 	g, ok := c.lookup(groupID, false)
 	var offsets map[model.TopicPartition]offset
 	unstable := func(model.TopicPartition) bool { return false }
@@ -308,6 +314,10 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 	ch := make(chan DeleteOffsetsResult, 1)
 	if groupID == "" {
 		ch <- DeleteOffsetsResult{Err: ErrInvalidGroupID}
+		return ch
+	}
+	if err := c.serves(groupID); err != nil {
+		ch <- DeleteOffsetsResult{Err: err}
 		return ch
 	}
 	g, ok := c.lookup(groupID, false)

@@ -83,6 +83,9 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		// rather than commit outside the transaction.
 		return failAll(fmt.Errorf("%w: transactional commit without a producer id", ErrUnknownServerError))
 	}
+	if err := c.serves(req.Group); err != nil {
+		return failAll(err)
+	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {
 		if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {

@@ -5,18 +5,25 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // FindCoordinator: v0-6
 //
 // Behaviour:
-//   - Groups (key type 0): this broker coordinates every group. The first
-//     request creates __consumer_offsets (internal, compacted,
+//   - Groups (key type 0): the coordinator of a group is the leader of its
+//     __consumer_offsets partition (Kafka's hash of the group id). The
+//     first request creates __consumer_offsets (internal, compacted,
 //     offsets.topic.num.partitions partitions) as Kafka does, and answers
 //     at once rather than COORDINATOR_NOT_AVAILABLE first.
-//   - Transactions (key type 1): this broker coordinates every
-//     transactional id; the first request creates __transaction_state
-//     (transaction.state.log.num.partitions partitions), as Kafka does.
+//   - Transactions (key type 1): likewise with __transaction_state
+//     (transaction.state.log.num.partitions partitions).
+//   - A partition without a leader is COORDINATOR_NOT_AVAILABLE; clients
+//     retry.
 //   - v4+: several keys per request, each answered (KIP-699).
 //
 // Not supported: share groups (key type 2, v6) and unknown key types are
@@ -34,24 +41,36 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		var err *kerr.Error
+		var (
+			err   *kerr.Error
+			topic string
+		)
 		switch req.CoordinatorType {
 		case 0:
+			topic = group.OffsetsTopic
 			if b.Groups.EnsureTopic() != nil {
 				err = kerr.CoordinatorNotAvailable
 			}
 		case 1:
+			topic = txn.StateTopic
 			if b.Txns.EnsureTopic() != nil {
 				err = kerr.CoordinatorNotAvailable
 			}
 		default:
 			err = kerr.InvalidRequest
 		}
+		var coordinator cluster.Broker
+		if err == nil {
+			var ok bool
+			if coordinator, ok = b.coordinator(topic, key); !ok {
+				err = kerr.CoordinatorNotAvailable
+			}
+		}
 		if err != nil {
 			c.ErrorCode, c.ErrorMessage = err.Code, &err.Description
 			c.NodeID, c.Port = -1, -1
 		} else {
-			c.NodeID, c.Host, c.Port = b.Config.NodeID, b.Host, b.Port
+			c.NodeID, c.Host, c.Port = coordinator.NodeID, coordinator.Host, coordinator.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
@@ -61,4 +80,20 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 		resp.Coordinators = nil
 	}
 	return reply(resp)
+}
+
+// coordinator returns the broker leading key's partition of a
+// coordinator's topic (this broker's advertised address when it is the
+// one, so that a listener on port 0 is named as it was bound).
+func (b *Broker) coordinator(topic, key string) (cluster.Broker, bool) {
+	t, ok := b.Cluster.Topic(topic)
+	if !ok {
+		return cluster.Broker{}, false
+	}
+	st := t.States[model.CoordinatorPartition(key, t.Partitions)]
+	if st.Leader == b.Config.NodeID {
+		return cluster.Broker{NodeID: st.Leader, Host: b.Host, Port: b.Port}, true
+	}
+	br, ok := b.Cluster.Broker(st.Leader)
+	return br, ok && !br.Fenced
 }

@@ -12,15 +12,15 @@ import (
 // DescribeCluster: v0-2
 //
 // Behaviour:
-//   - The cluster id, this broker as the only broker (never fenced, no rack)
-//     and as the controller.
+//   - The cluster id, the registered brokers (unfenced ones; fenced ones too
+//     with IncludeFencedBrokers, v2, marked IsFenced) with their racks, and
+//     the active controller (-1 while the quorum has no leader).
 //   - EndpointType (v1+) 1 (brokers) is served; 2 (controllers) is
 //     MISMATCHED_ENDPOINT_TYPE, as on a Kafka broker's listener; any other is
 //     UNSUPPORTED_ENDPOINT_TYPE.
 //   - Cluster authorized operations are -2147483648 (not computed) unless
 //     asked for; asked, every operation on CLUSTER, as Kafka answers
 //     without an authorizer.
-//   - IncludeFencedBrokers (v2) changes nothing: no broker is fenced.
 
 func init() { register(60, 0, 2, handleDescribeCluster) }
 
@@ -55,10 +55,18 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response,
 		return reply(resp)
 	}
 	resp.ClusterID = b.Cluster.ClusterID()
-	resp.ControllerID = b.Config.NodeID
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.Config.NodeID, b.Host, b.Port
-	resp.Brokers = append(resp.Brokers, br)
+	resp.ControllerID = b.Cluster.Controller()
+	for _, cb := range b.Cluster.Brokers() {
+		if cb.Fenced && !req.IncludeFencedBrokers {
+			continue
+		}
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port, br.IsFenced = cb.NodeID, cb.Host, cb.Port, cb.Fenced
+		if cb.Rack != "" {
+			br.Rack = kmsg.StringPtr(cb.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	resp.ClusterAuthorizedOperations = math.MinInt32
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

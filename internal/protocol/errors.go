@@ -74,6 +74,7 @@ var codes = []struct {
 	{group.ErrGroupMaxSizeReached, kerr.GroupMaxSizeReached.Code},
 	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable.Code},
 	{group.ErrNotCoordinator, kerr.NotCoordinator.Code},
+	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress.Code},
 	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound.Code},
 	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup.Code},
 	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic.Code},

@@ -109,6 +109,14 @@ type Broker struct {
 	// FetchObserver, when set, is told where consumers fetch (the group
 	// coordinator's rebalance history).
 	FetchObserver group.FetchObserver
+	// Peers, when set, sends requests to other brokers (forwarding).
+	Peers Peers
+}
+
+// Peers sends a request to another broker of the cluster and returns its
+// answer (peer.Client).
+type Peers interface {
+	Request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error)
 }
 
 // Handle serves one request whose key and version are Supported.

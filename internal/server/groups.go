@@ -8,7 +8,6 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
-	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -53,11 +52,9 @@ func (o offsetsTopic) Create(n int32) ([]group.Partition, error) {
 func (o offsetsTopic) partitions(t cluster.Topic) ([]group.Partition, error) {
 	parts := make([]group.Partition, t.Partitions)
 	for i := range t.Partitions {
-		p, ok := o.s.replicas.Get(model.TopicPartition{Topic: t.Name, Partition: i})
-		if !ok {
-			return nil, fmt.Errorf("%s-%d is not served", t.Name, i)
+		if p, ok := o.s.leadingReplica(t.Name, i); ok {
+			parts[i] = offsetsPartition{p}
 		}
-		parts[i] = offsetsPartition{p}
 	}
 	return parts, nil
 }

@@ -3,10 +3,14 @@ package server
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // reconciler keeps the partitions this broker holds in line with the
@@ -17,10 +21,19 @@ import (
 // whenever the metadata log applies records (Store.Changes), and it is
 // idempotent: running it again changes nothing.
 //
+// Data is removed only once the image is known to be caught up: a broker
+// restarting in a cluster starts from an image that may lag the metadata
+// log (its last snapshot, then the entries as they replay), and a topic
+// missing from a lagging image must not cost the partition's data. A
+// single node's image is complete from the start; a cluster member's once
+// its own registration has applied (it follows everything committed
+// before it).
+//
 // Locking: mu serialises runs; configs is guarded by mu.
 type reconciler struct {
-	mu      chan struct{} // a one-token semaphore, so a run can be skipped when one is pending
-	configs map[string]log.Config
+	mu       chan struct{} // a one-token semaphore
+	configs  map[string]log.Config
+	removals atomic.Bool // the image is caught up: data it no longer places here may go
 }
 
 func newReconciler() *reconciler {
@@ -56,7 +69,7 @@ func (s *Server) reconcile() error {
 			if cfgErr != nil {
 				continue
 			}
-			if p, ok := s.replicas.Get(tp); ok && p.TopicID != t.ID {
+			if p, ok := s.replicas.Get(tp); ok && p.TopicID != t.ID && s.rec.removals.Load() {
 				// The topic was deleted and made again under its name.
 				errs = append(errs, s.replicas.Delete(tp))
 			}
@@ -74,6 +87,9 @@ func (s *Server) reconcile() error {
 			errs = append(errs, s.replicas.SetConfig(t.Name, cfg))
 		}
 		s.rec.configs[t.Name] = cfg
+	}
+	if !s.rec.removals.Load() {
+		return errors.Join(errs...)
 	}
 	for _, p := range s.replicas.Partitions() {
 		if id, ok := want[p.TP]; !ok || id != p.TopicID {
@@ -93,6 +109,9 @@ func (s *Server) removeOrphans() error {
 		return err
 	}
 	for _, tp := range stored {
+		if tp.String() == cluster.MetadataDir {
+			continue // the metadata log, kept beside the partitions as in Kafka
+		}
 		if _, ok := s.replicas.Get(tp); !ok {
 			s.logger.Info("removing the data of a deleted topic", "partition", tp.String())
 			if err := s.logs.Delete(tp); err != nil {
@@ -114,6 +133,39 @@ func (s *Server) followMetadata() {
 			if err := s.reconcile(); err != nil {
 				s.logger.Warn("serving the metadata's partitions failed", "err", err)
 			}
+			s.syncCoordinators()
+		}
+	}
+}
+
+// leadingReplica returns partition i of topic when this broker leads it.
+func (s *Server) leadingReplica(topic string, i int32) (*replica.Partition, bool) {
+	p, ok := s.replicas.Get(model.TopicPartition{Topic: topic, Partition: i})
+	if !ok || !p.IsLeader() {
+		return nil, false
+	}
+	return p, true
+}
+
+// syncCoordinators makes the group coordinator serve exactly the
+// __consumer_offsets partitions this broker leads: it loads those it has
+// come to lead and unloads those it no longer does. It runs after every
+// reconciliation, from followMetadata only, never under a coordinator's
+// lock (a coordinator creating its topic reconciles while holding it).
+func (s *Server) syncCoordinators() {
+	t, ok := s.cluster.Topic(group.OffsetsTopic)
+	if !ok {
+		return
+	}
+	for i := range t.Partitions {
+		p, leads := s.leadingReplica(t.Name, i)
+		switch serves := s.groups.Serves(i); {
+		case leads && !serves:
+			if err := s.groups.LoadPartition(i, t.Partitions, offsetsPartition{p}); err != nil {
+				s.logger.Warn("loading groups failed", "partition", i, "err", err)
+			}
+		case !leads && serves:
+			s.groups.UnloadPartition(i)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
@@ -26,6 +28,7 @@ type Server struct {
 
 	cluster  *cluster.Store
 	rec      *reconciler
+	peers    *peer.Client
 	logs     *log.Manager
 	replicas *replica.Manager
 	topics   *topicAdmin
@@ -57,17 +60,8 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{},
 		rec: newReconciler()}
 	var err error
-	if s.cluster, err = cluster.OpenFile(cfg.DataDir, cfg.NodeID); err != nil {
+	if s.cluster, err = openMetadata(cfg, logger); err != nil {
 		return nil, err
-	}
-	// Registered at the configured address now, so that topics can be
-	// placed here before Start; Start registers the address it got.
-	if host, port, err := cfg.AdvertisedAddr(); err == nil {
-		if _, err := s.cluster.RegisterBroker(host, port, cfg.Rack, true); err != nil {
-			return nil, fmt.Errorf("registering broker %d: %w", cfg.NodeID, err)
-		}
-	} else if _, err := s.cluster.RegisterBroker("127.0.0.1", 0, cfg.Rack, true); err != nil {
-		return nil, fmt.Errorf("registering broker %d: %w", cfg.NodeID, err)
 	}
 	s.logs, err = log.NewManager(cfg.DataDir, log.ManagerOptions{Logger: logger, RetentionCheck: cfg.RetentionCheck})
 	if err != nil {
@@ -86,8 +80,12 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		s.logs.Close()
 		return nil, err
 	}
+	s.peers = peer.New(cfg.NodeID, func(node int32) (string, bool) {
+		b, ok := s.cluster.Broker(node)
+		return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), ok && b.Port > 0
+	})
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
-		Groups: s.groups, FetchObserver: s.groups, Logger: logger.With("component", "protocol")}
+		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, Logger: logger.With("component", "protocol")}
 	// Then __transaction_state; transactions that were deciding when the
 	// broker stopped get their markers (through the broker, which writes
 	// them) once it is loaded.
@@ -109,6 +107,11 @@ func (s *Server) openPartitions() error {
 	if _, err := config.ApplyDynamic(s.cfg, s.cluster.BrokerConfigs(), s.cluster.NodeConfigs(s.cfg.NodeID)); err != nil {
 		return fmt.Errorf("dynamic broker configs: %w", err)
 	}
+	if s.clustered() {
+		// Removals wait for the image to catch up (see reconciler).
+		return s.reconcile()
+	}
+	s.rec.removals.Store(true)
 	if err := s.reconcile(); err != nil {
 		return err
 	}
@@ -135,22 +138,30 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.broker.Host, s.broker.Port = host, port
-	if b, ok := s.cluster.Broker(s.cfg.NodeID); !ok || b.Host != host || b.Port != port {
-		if _, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, true); err != nil {
-			ln.Close()
-			return fmt.Errorf("registering broker %d: %w", s.cfg.NodeID, err)
+	if !s.clustered() {
+		if b, ok := s.cluster.Broker(s.cfg.NodeID); !ok || b.Host != host || b.Port != port {
+			if _, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, true); err != nil {
+				ln.Close()
+				return fmt.Errorf("registering broker %d: %w", s.cfg.NodeID, err)
+			}
 		}
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goroutines.Go(s.acceptLoop)
 	s.goroutines.Go(s.followMetadata)
+	if s.clustered() {
+		s.goroutines.Go(func() { s.register(host, port) })
+	}
 	return nil
 }
 
 // Groups is the group coordinator (for tests and, later, the admin API:
 // rebalance history).
 func (s *Server) Groups() *group.Coordinator { return s.groups }
+
+// Metadata is this broker's view of the cluster metadata.
+func (s *Server) Metadata() *cluster.Store { return s.cluster }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -214,5 +225,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.groups.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.
-	return errors.Join(s.replicas.Close(), s.logs.Close(), s.cluster.Close())
+	return errors.Join(s.peers.Close(), s.replicas.Close(), s.logs.Close(), s.cluster.Close())
 }

@@ -52,11 +52,9 @@ func (st stateTopic) Create(n int32) ([]txn.Partition, error) {
 func (st stateTopic) partitions(t cluster.Topic) ([]txn.Partition, error) {
 	parts := make([]txn.Partition, t.Partitions)
 	for i := range t.Partitions {
-		p, ok := st.s.replicas.Get(model.TopicPartition{Topic: t.Name, Partition: i})
-		if !ok {
-			return nil, fmt.Errorf("%s-%d is not served", t.Name, i)
+		if p, ok := st.s.leadingReplica(t.Name, i); ok {
+			parts[i] = statePartition{p}
 		}
-		parts[i] = statePartition{p}
 	}
 	return parts, nil
 }

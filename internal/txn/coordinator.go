@@ -18,7 +18,7 @@ const StateTopic = "__transaction_state"
 // implements it over the cluster metadata and the replica manager.
 type Topic interface {
 	// Partitions returns the topic's partitions in order, or none when it
-	// does not exist.
+	// does not exist; a partition this broker does not lead is nil.
 	Partitions() ([]Partition, error)
 	// Create creates the topic (internal, compacted) with n partitions
 	// unless it exists, and returns its partitions.
@@ -292,6 +292,9 @@ func (c *Coordinator) appendState(t *txn, next *meta) (func() error, error) {
 		return nil, err
 	}
 	p := parts[model.CoordinatorPartition(t.id, int32(len(parts)))]
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s's partition is led by another broker", ErrNotCoordinator, t.id)
+	}
 	rec := model.KeyValue{Key: txnKey(t.id)}
 	ts := c.nowMs()
 	if next != nil {

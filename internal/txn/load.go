@@ -28,6 +28,9 @@ func (c *Coordinator) Load() error {
 	loaded := map[string]meta{}
 	var records int
 	for i, p := range parts {
+		if p == nil {
+			continue // led elsewhere
+		}
 		n, err := c.replay(i, p, loaded)
 		records += n
 		if err != nil {

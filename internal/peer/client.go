@@ -1,0 +1,185 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrUnknownPeer: the broker is not registered, so it has no address.
+var ErrUnknownPeer = errors.New("peer: unknown broker")
+
+// maxResponseBytes bounds a peer's answer, so a confused peer cannot make
+// this broker allocate without limit.
+const maxResponseBytes = 256 << 20
+
+// Resolver returns a broker's client listener address.
+type Resolver func(node int32) (addr string, ok bool)
+
+// Client holds this broker's connections to its peers.
+type Client struct {
+	self    int32
+	resolve Resolver
+	format  *kmsg.RequestFormatter
+
+	mu     sync.Mutex
+	conns  map[int32]*conn
+	closed bool
+}
+
+// New returns a client for broker self, finding peers through resolve.
+func New(self int32, resolve Resolver) *Client {
+	return &Client{self: self, resolve: resolve, conns: map[int32]*conn{},
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(fmt.Sprintf("strand-broker-%d", self)))}
+}
+
+// Request sends req (at the version it is set to) to broker node and
+// returns the answer, or an error once ctx ends.
+func (c *Client) Request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
+	addr, ok := c.resolve(node)
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownPeer, node)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, net.ErrClosed
+	}
+	cn := c.conns[node]
+	if cn == nil {
+		cn = &conn{}
+		c.conns[node] = cn
+	}
+	c.mu.Unlock()
+	return cn.request(ctx, addr, c.format, req)
+}
+
+// Close closes every connection; requests after it fail.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[int32]*conn{}
+	c.mu.Unlock()
+	for _, cn := range conns {
+		cn.mu.Lock()
+		cn.drop()
+		cn.mu.Unlock()
+	}
+	return nil
+}
+
+// conn is one connection to a peer, dialled on demand.
+type conn struct {
+	mu      sync.Mutex
+	nc      net.Conn
+	rd      *bufio.Reader
+	addr    string
+	corr    int32
+	backoff time.Duration
+	retryAt time.Time // no dial before this, after a failure
+}
+
+func (cn *conn) drop() {
+	if cn.nc != nil {
+		cn.nc.Close()
+		cn.nc, cn.rd = nil, nil
+	}
+}
+
+func (cn *conn) fail(err error) error {
+	cn.drop()
+	cn.backoff = min(max(2*cn.backoff, 20*time.Millisecond), time.Second)
+	cn.retryAt = time.Now().Add(cn.backoff)
+	return err
+}
+
+func (cn *conn) request(ctx context.Context, addr string, f *kmsg.RequestFormatter, req kmsg.Request) (kmsg.Response, error) {
+	// The lock is taken in a way ctx can interrupt.
+	locked := make(chan struct{})
+	go func() { cn.mu.Lock(); close(locked) }()
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		go func() { <-locked; cn.mu.Unlock() }()
+		return nil, ctx.Err()
+	}
+	defer cn.mu.Unlock()
+
+	if cn.nc != nil && cn.addr != addr { // the peer moved
+		cn.drop()
+	}
+	if cn.nc == nil {
+		if wait := time.Until(cn.retryAt); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, cn.fail(err)
+		}
+		cn.nc, cn.rd, cn.addr = nc, bufio.NewReader(nc), addr
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	cn.nc.SetDeadline(deadline)
+	cn.corr++
+	corr := cn.corr
+	if _, err := cn.nc.Write(f.AppendRequest(nil, req, corr)); err != nil {
+		return nil, cn.fail(err)
+	}
+	resp, err := cn.readResponse(req, corr)
+	if err != nil {
+		return nil, cn.fail(err)
+	}
+	cn.backoff = 0
+	return resp, nil
+}
+
+func (cn *conn) readResponse(req kmsg.Request, corr int32) (kmsg.Response, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(cn.rd, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n < 4 || n > maxResponseBytes {
+		return nil, fmt.Errorf("peer: response of %d bytes", n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(cn.rd, buf); err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(buf)); got != corr {
+		return nil, fmt.Errorf("peer: response to request %d, want %d", got, corr)
+	}
+	body := buf[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != 18 { // ApiVersions answers keep the old header
+		rd := kbin.Reader{Src: body}
+		kmsg.SkipTags(&rd)
+		if err := rd.Complete(); err != nil {
+			return nil, fmt.Errorf("peer: bad response header tags: %w", err)
+		}
+		body = rd.Src
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("peer: decoding %s: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
