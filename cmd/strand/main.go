@@ -16,6 +16,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCommand())
+	root.AddCommand(devClusterCommand())
 	root.AddCommand(benchCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strand:", err)

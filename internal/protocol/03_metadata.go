@@ -19,8 +19,11 @@ import (
 //     leader epoch, replicas, in-sync replicas and offline replicas (those on
 //     fenced or unregistered brokers), from this broker's metadata image. A
 //     partition without a leader is LEADER_NOT_AVAILABLE with leader -1.
-//   - The controller id is the active controller's (the metadata quorum's
-//     leader), or -1 while there is none.
+//   - The controller id is this broker's own, as a Kafka broker in KRaft
+//     mode names a live broker rather than the quorum's leader: every
+//     broker takes admin requests and proposes their changes to the
+//     metadata quorum itself, so clients need not find the leader, nor wait
+//     for a metadata refresh when it dies. DescribeQuorum names the leader.
 //   - Topics unknown by name are created with the default partition count
 //     when the broker allows it (auto.create.topics.enable) and the request
 //     does too (v4+; always before v4). They are created before answering, so
@@ -51,7 +54,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 	}
 	clusterID := b.Cluster.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.Cluster.Controller()
+	resp.ControllerID = b.Config.NodeID
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {

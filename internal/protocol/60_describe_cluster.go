@@ -14,7 +14,8 @@ import (
 // Behaviour:
 //   - The cluster id, the registered brokers (unfenced ones; fenced ones too
 //     with IncludeFencedBrokers, v2, marked IsFenced) with their racks, and
-//     the active controller (-1 while the quorum has no leader).
+//     as controller this broker itself, as in Metadata (every broker takes
+//     admin requests).
 //   - EndpointType (v1+) 1 (brokers) is served; 2 (controllers) is
 //     MISMATCHED_ENDPOINT_TYPE, as on a Kafka broker's listener; any other is
 //     UNSUPPORTED_ENDPOINT_TYPE.
@@ -55,7 +56,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response,
 		return reply(resp)
 	}
 	resp.ClusterID = b.Cluster.ClusterID()
-	resp.ControllerID = b.Cluster.Controller()
+	resp.ControllerID = b.Config.NodeID
 	for _, cb := range b.Cluster.Brokers() {
 		if cb.Fenced && !req.IncludeFencedBrokers {
 			continue

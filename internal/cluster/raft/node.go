@@ -182,7 +182,7 @@ func start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("component", "raft", "node", cfg.NodeID)
+	log := cfg.Logger.With("component", "raft", "raft_id", cfg.NodeID)
 	store, err := openStorage(cfg.FS, cfg.Dir, cfg.SegmentBytes, log)
 	if err != nil {
 		return nil, err
@@ -301,20 +301,35 @@ func (n *Node) routes() map[uint64]string {
 // Each proposal carries this node's id and a request id unique to this run,
 // and only the entry carrying both wakes the proposer: an entry lost to a
 // leader change never hands back another entry's result.
+//
+// A leader change while the proposal waits ends the wait early with
+// ErrTimeout, as etcd does: the proposal may have been lost with the old
+// leader, and waiting out ctx would hold the caller for nothing.
 func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	req := n.reqSeq.Add(1)
 	ch := n.wait.register(req)
 	defer n.wait.cancel(req)
-	if err := n.submit(ctx, &proposal{data: encodeProposal(n.id, req, data)}); err != nil {
+	changed, err := n.submit(ctx, &proposal{data: encodeProposal(n.id, req, data)})
+	if err != nil {
 		return nil, err
 	}
-	return n.await(ctx, ch)
+	return n.await(ctx, ch, changed)
 }
 
-func (n *Node) await(ctx context.Context, ch chan any) (any, error) {
+func (n *Node) await(ctx context.Context, ch chan any, leaderChanged <-chan struct{}) (any, error) {
 	select {
 	case r := <-ch:
 		return r, nil
+	case <-leaderChanged:
+		// Applied meanwhile, or stopping: those answers come first.
+		select {
+		case r := <-ch:
+			return r, nil
+		case <-n.donec:
+			return nil, n.stoppedErr()
+		default:
+		}
+		return nil, fmt.Errorf("%w: the leader changed while it waited", ErrTimeout)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 	case <-n.donec:
@@ -322,8 +337,9 @@ func (n *Node) await(ctx context.Context, ch chan any) (any, error) {
 	}
 }
 
-// submit hands a proposal to the loop, waiting for a leader first.
-func (n *Node) submit(ctx context.Context, p *proposal) error {
+// submit hands a proposal to the loop, waiting for a leader first. It
+// returns the channel that closes when the leader it was handed to changes.
+func (n *Node) submit(ctx context.Context, p *proposal) (<-chan struct{}, error) {
 	for {
 		changed := n.leaderChanged()
 		if n.leader.Load() == 0 {
@@ -331,27 +347,27 @@ func (n *Node) submit(ctx context.Context, p *proposal) error {
 			case <-changed:
 				continue
 			case <-ctx.Done():
-				return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+				return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 			case <-n.donec:
-				return n.stoppedErr()
+				return nil, n.stoppedErr()
 			}
 		}
 		p.errc = make(chan error, 1)
 		select {
 		case n.propc <- p:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+			return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 		case <-n.donec:
-			return n.stoppedErr()
+			return nil, n.stoppedErr()
 		}
 		select {
 		case err := <-p.errc:
 			if errors.Is(err, errNoLeaderYet) {
 				continue // the leader was lost meanwhile: wait for the next
 			}
-			return err
+			return changed, err
 		case <-n.donec:
-			return n.stoppedErr()
+			return nil, n.stoppedErr()
 		}
 	}
 }
@@ -404,10 +420,11 @@ func (n *Node) changeMembership(ctx context.Context, typ pb.ConfChangeType, id u
 		NodeId:  new(id),
 		Context: changeContext{Addr: addr, Proposer: n.id, Req: req}.encode(),
 	}
-	if err := n.submit(ctx, &proposal{cc: cc}); err != nil {
+	changed, err := n.submit(ctx, &proposal{cc: cc})
+	if err != nil {
 		return err
 	}
-	r, err := n.await(ctx, ch)
+	r, err := n.await(ctx, ch, changed)
 	if err != nil {
 		return err
 	}

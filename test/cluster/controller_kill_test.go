@@ -1,0 +1,260 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// controllerKills is how many times each test kills the active controller
+// (STRAND_CONTROLLER_KILLS overrides it).
+func controllerKills(t *testing.T, def int) int {
+	if v := os.Getenv("STRAND_CONTROLLER_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("STRAND_CONTROLLER_KILLS=%q", v)
+		}
+		return n
+	}
+	return def
+}
+
+// topicOp is one create or delete a client made, with what it was told.
+type topicOp struct {
+	topic  string
+	create bool
+	acked  bool      // answered without error
+	id     [16]byte  // the created topic's id, when acked
+	start  time.Time // when it was sent
+	at     time.Time // when the answer came
+}
+
+// The active controller is killed with SIGKILL again and again while three
+// clients create and delete topics through different brokers. Afterwards
+// every broker holds the same topics, every acknowledged change is
+// reflected (a topic acknowledged created and never deleted exists with the
+// id its creation returned; one acknowledged deleted and not created again
+// is gone), and each topic's id is the one its creation answered, so no
+// creation applied twice. Each round measures the time from the kill to the
+// first change acknowledged after it.
+func TestControllerKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes and kill -9: not in -short")
+	}
+	for _, tc := range []struct {
+		brokers, kills int
+	}{{3, controllerKills(t, 20)}, {5, controllerKills(t, 8)}} {
+		t.Run(fmt.Sprintf("%d brokers", tc.brokers), func(t *testing.T) {
+			testControllerKills(t, tc.brokers, tc.kills)
+		})
+	}
+}
+
+func testControllerKills(t *testing.T, brokers, kills int) {
+	c := testutil.StartProcessCluster(t, brokers, "--broker-session-timeout", "3s")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+60*time.Second)
+	defer cancel()
+
+	var (
+		mu  sync.Mutex
+		ops []topicOp
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()[w%brokers]), kgo.RetryTimeout(5*time.Second),
+			kgo.RequestTimeoutOverhead(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		wg.Go(func() {
+			exists := map[string]bool{} // what this client last learned of its topics
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				topic := fmt.Sprintf("w%d-%d", w, i%8) // names come back: create after delete
+				op := topicOp{topic: topic, create: !exists[topic], start: time.Now()}
+				opCtx, opCancel := context.WithTimeout(ctx, 8*time.Second)
+				var err error
+				if op.create {
+					var r kadm.CreateTopicResponse
+					r, err = adm.CreateTopic(opCtx, 1, 1, nil, topic)
+					op.id = r.ID
+				} else {
+					_, err = adm.DeleteTopic(opCtx, topic)
+				}
+				opCancel()
+				op.acked, op.at = err == nil, time.Now()
+				switch {
+				case errors.Is(err, kerr.TopicAlreadyExists):
+					// A definite answer, no change: an earlier attempt
+					// whose answer was lost had created it.
+					exists[topic] = true
+					continue
+				case errors.Is(err, kerr.UnknownTopicOrPartition):
+					exists[topic] = false
+					continue
+				case err == nil:
+					exists[topic] = op.create
+				}
+				mu.Lock()
+				ops = append(ops, op)
+				mu.Unlock()
+				if err != nil {
+					if os.Getenv("STRAND_DEBUG_OPS") != "" {
+						t.Logf("%s create=%v: %v", topic, op.create, err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+
+	var failovers, elections []time.Duration
+	for round := range kills {
+		time.Sleep(300 * time.Millisecond) // let the clients get going
+		controller := controllerOf(t, c)
+		victim := c.Procs[controller]
+		killed := time.Now()
+		victim.Kill()
+		// A survivor names a new leader of the metadata quorum.
+		for elected := false; !elected; time.Sleep(5 * time.Millisecond) {
+			if time.Since(killed) > 30*time.Second {
+				t.Fatalf("round %d: no new controller 30 s after killing %d", round, controller)
+			}
+			for i, p := range c.Procs {
+				if int32(i) == controller {
+					continue
+				}
+				if l, err := testutil.QuorumLeader(p.Addr); err == nil && l >= 0 && l != controller {
+					elected = true
+					break
+				}
+			}
+		}
+		elections = append(elections, time.Since(killed))
+		// The first change sent after the kill and acknowledged marks
+		// the new controller's first decision as a client sees it.
+		var took time.Duration
+		for took == 0 {
+			if time.Since(killed) > 30*time.Second {
+				t.Fatalf("round %d: no change acknowledged for 30 s after killing controller %d", round, controller)
+			}
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			for _, op := range ops {
+				if op.acked && op.start.After(killed) {
+					took = op.at.Sub(killed)
+					break
+				}
+			}
+			mu.Unlock()
+		}
+		failovers = append(failovers, took)
+		victim.Restart(t)
+	}
+	close(stop)
+	wg.Wait()
+	c.WaitLive(t, brokers, 30*time.Second)
+
+	// The model: the last acknowledged change of each topic decides it,
+	// unless an unacknowledged one came after (either outcome is fine).
+	type verdict struct {
+		exists, known bool
+		id            [16]byte
+	}
+	want := map[string]verdict{}
+	acked := 0
+	for _, op := range ops {
+		if !op.acked {
+			want[op.topic] = verdict{}
+			continue
+		}
+		acked++
+		want[op.topic] = verdict{exists: op.create, known: true, id: op.id}
+	}
+	if acked < 4*kills {
+		t.Fatalf("only %d of %d changes acknowledged over %d kills", acked, len(ops), kills)
+	}
+	var first map[string][16]byte
+	for i, p := range c.Procs {
+		var got map[string][16]byte
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			md, err := testutil.BrokerMetadata(p.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = map[string][16]byte{}
+			for _, tp := range md.Topics {
+				got[*tp.Topic] = tp.TopicID
+			}
+			if first == nil || mapsEqual(got, first) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if first == nil {
+			first = got
+		} else if !mapsEqual(got, first) {
+			t.Fatalf("broker %d holds %v, broker 0 %v", i, got, first)
+		}
+	}
+	for topic, v := range want {
+		id, exists := first[topic]
+		switch {
+		case !v.known:
+		case v.exists && (!exists || id != v.id):
+			t.Errorf("%s: acknowledged created with id %x, now exists=%v id %x", topic, v.id, exists, id)
+		case !v.exists && exists:
+			t.Errorf("%s: acknowledged deleted, still exists", topic)
+		}
+	}
+	slices.Sort(failovers)
+	slices.Sort(elections)
+	t.Logf("%d brokers, %d controller kills, %d changes (%d acknowledged): new controller after a kill p50 %v, max %v; first acknowledged change p50 %v, max %v",
+		brokers, kills, len(ops), acked, elections[len(elections)/2].Round(time.Millisecond), elections[len(elections)-1].Round(time.Millisecond),
+		failovers[len(failovers)/2].Round(time.Millisecond), failovers[len(failovers)-1].Round(time.Millisecond))
+}
+
+// controllerOf asks the brokers which one is the active controller (the
+// metadata quorum's leader), until one names it.
+func controllerOf(t *testing.T, c *testutil.ProcessCluster) int32 {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, p := range c.Procs {
+			if l, err := testutil.QuorumLeader(p.Addr); err == nil && l >= 0 {
+				return l
+			}
+		}
+	}
+	t.Fatal("no active controller for 30 s")
+	return -1
+}
+
+func mapsEqual(a, b map[string][16]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

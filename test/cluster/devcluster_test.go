@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// `strand dev-cluster` starts three brokers that form one cluster, prints
+// their bootstrap address, serves clients, and stops on SIGTERM; started
+// again on its directory it is the same cluster.
+func TestDevCluster(t *testing.T) {
+	dir := t.TempDir()
+	base := 20000 + rand.IntN(30000)
+	run := func() (*exec.Cmd, string) {
+		cmd := exec.Command(testutil.Binary(t), "dev-cluster", "--brokers", "3", "--data-dir", dir,
+			"--port", fmt.Sprint(base), "--log-level", "warn")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			if sc.Scan() {
+				line <- sc.Text()
+			}
+			close(line)
+		}()
+		select {
+		case l := <-line:
+			return cmd, l
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("no bootstrap line within 30 s")
+		}
+		return nil, ""
+	}
+	cmd, bootstrap := run()
+	want := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", base, base+1, base+2)
+	if bootstrap != want {
+		cmd.Process.Kill()
+		t.Fatalf("bootstrap %q, want %q", bootstrap, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.DefaultProduceTopic("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil || len(brokers) != 3 {
+		t.Fatalf("brokers %v %v", brokers, err)
+	}
+	cl.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dev-cluster exit: %v", err)
+	}
+
+	cmd, _ = run()
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	cl, err = kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
+		kgo.ConsumeTopics("dev"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the record produced before the restart was not read back")
+		}
+		if fs.NumRecords() > 0 {
+			if v := string(fs.Records()[0].Value); v != "hello" {
+				t.Fatalf("read %q", v)
+			}
+			return
+		}
+	}
+}
