@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -239,12 +240,20 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		"fsync", cfg.Log.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	s := <-sig
-	logger.Info("shutting down", "signal", s.String())
+	var failed error
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case failed = <-srv.Failed():
+		logger.Error("shutting down", "err", failed)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		return err
+		return errors.Join(failed, err)
+	}
+	if failed != nil {
+		return failed
 	}
 	logger.Info("stopped")
 	return nil

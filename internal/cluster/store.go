@@ -380,6 +380,12 @@ func (s *Store) UnfenceBroker(node int32, epoch int64) error {
 	return err
 }
 
+// EncodedSize is the size of the image as a snapshot encodes it.
+func (s *Store) EncodedSize() (int, error) {
+	b, err := s.snapshot()
+	return len(b), err
+}
+
 // snapshot encodes the image.
 func (s *Store) snapshot() ([]byte, error) {
 	s.mu.RLock()

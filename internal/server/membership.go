@@ -3,11 +3,17 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/log/vfs"
 )
 
 // openMetadata opens the cluster metadata: a file for a single node (which
@@ -17,6 +23,19 @@ func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error
 	voters, err := cfg.Voters()
 	if err != nil {
 		return nil, err
+	}
+	meta, err := readMetaProperties(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if meta.nodeID >= 0 && meta.nodeID != cfg.NodeID {
+		return nil, fmt.Errorf("data directory %s belongs to node %d, not %d", cfg.DataDir, meta.nodeID, cfg.NodeID)
+	}
+	if meta.clusterID != "" && cfg.ClusterID != "" && meta.clusterID != cfg.ClusterID {
+		return nil, fmt.Errorf("data directory %s belongs to cluster %s, not %s", cfg.DataDir, meta.clusterID, cfg.ClusterID)
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = meta.clusterID // a restart checks the quorum against the id it had
 	}
 	if len(voters) > 0 {
 		return cluster.OpenRaft(cluster.RaftConfig{NodeID: cfg.NodeID, Voters: voters, Listen: cfg.ControllerListen,
@@ -28,6 +47,9 @@ func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error
 	}
 	if cfg.ClusterID != "" && s.ClusterID() != cfg.ClusterID {
 		return nil, fmt.Errorf("data directory %s belongs to cluster %s, not %s", cfg.DataDir, s.ClusterID(), cfg.ClusterID)
+	}
+	if err := writeMetaProperties(cfg.DataDir, s.ClusterID(), cfg.NodeID); err != nil {
+		return nil, err
 	}
 	host, port, err := cfg.AdvertisedAddr()
 	if err != nil {
@@ -59,6 +81,7 @@ func (s *Server) register(host string, port int32) {
 		}
 		if errors.Is(err, errWrongCluster) {
 			s.logger.Error("not joining the cluster", "err", err)
+			s.fail(err)
 			return
 		}
 		s.logger.Debug("registration not made yet", "err", err)
@@ -73,12 +96,19 @@ func (s *Server) register(host string, port int32) {
 var errWrongCluster = errors.New("the metadata quorum belongs to another cluster")
 
 func (s *Server) registerOnce(host string, port int32) error {
-	id, err := s.cluster.EnsureClusterID(s.cfg.ClusterID)
+	want := s.cfg.ClusterID
+	if meta, err := readMetaProperties(s.cfg.DataDir); err == nil && meta.clusterID != "" {
+		want = meta.clusterID
+	}
+	id, err := s.cluster.EnsureClusterID(want)
 	if err != nil {
 		return err
 	}
-	if s.cfg.ClusterID != "" && id != s.cfg.ClusterID {
-		return fmt.Errorf("%w: %s, not %s", errWrongCluster, id, s.cfg.ClusterID)
+	if want != "" && id != want {
+		return fmt.Errorf("%w: %s, not %s (data directory %s)", errWrongCluster, id, want, s.cfg.DataDir)
+	}
+	if err := writeMetaProperties(s.cfg.DataDir, id, s.cfg.NodeID); err != nil {
+		return err
 	}
 	b, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, false)
 	if err != nil {
@@ -95,4 +125,50 @@ func (s *Server) registerOnce(host string, port int32) error {
 		s.logger.Warn("removing deleted topics' data failed", "err", err)
 	}
 	return nil
+}
+
+// metaProperties is what a data directory says it belongs to, in Kafka's
+// meta.properties file: the cluster and the node. Written once the cluster
+// id is known, and checked at every start.
+type metaProperties struct {
+	clusterID string
+	nodeID    int32 // -1 when unknown
+}
+
+const metaPropertiesFile = "meta.properties"
+
+func readMetaProperties(dir string) (metaProperties, error) {
+	m := metaProperties{nodeID: -1}
+	b, err := os.ReadFile(filepath.Join(dir, metaPropertiesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		switch {
+		case !ok || strings.HasPrefix(k, "#"):
+		case k == "cluster.id":
+			m.clusterID = v
+		case k == "node.id":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return m, fmt.Errorf("%s: node.id %q", filepath.Join(dir, metaPropertiesFile), v)
+			}
+			m.nodeID = int32(n)
+		}
+	}
+	return m, nil
+}
+
+// writeMetaProperties records the directory's cluster and node, durably,
+// unless it says so already.
+func writeMetaProperties(dir, clusterID string, node int32) error {
+	if m, err := readMetaProperties(dir); err == nil && m.clusterID == clusterID && m.nodeID == node {
+		return nil
+	}
+	body := fmt.Sprintf("# Written by strand: the cluster and node this data directory belongs to.\nversion=1\ncluster.id=%s\nnode.id=%d\n", clusterID, node)
+	return vfs.WriteFileAtomic(vfs.OS, filepath.Join(dir, metaPropertiesFile), []byte(body))
 }

@@ -43,6 +43,19 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+
+	failed chan error // the first error the broker cannot serve past
+}
+
+// Failed yields an error when the broker cannot go on (it belongs to
+// another cluster): the binary then shuts it down and exits.
+func (s *Server) Failed() <-chan error { return s.failed }
+
+func (s *Server) fail(err error) {
+	select {
+	case s.failed <- err:
+	default:
+	}
 }
 
 // New opens the data directory, recovers every partition and readies the
@@ -58,7 +71,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{},
-		rec: newReconciler()}
+		rec: newReconciler(), failed: make(chan error, 1)}
 	var err error
 	if s.cluster, err = openMetadata(cfg, logger); err != nil {
 		return nil, err
