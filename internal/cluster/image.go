@@ -88,6 +88,10 @@ type image struct {
 	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
 	// every id below it may have been handed out, none at or above it has.
 	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`
+	// Features are the finalized feature levels (KIP-584), by name, and
+	// FeaturesEpoch the index of the record that last changed them.
+	Features      map[string]int16 `json:"features,omitempty"`
+	FeaturesEpoch int64            `json:"features_epoch,omitempty"`
 	// Applied is the index of the last record applied.
 	Applied uint64 `json:"applied,omitempty"`
 

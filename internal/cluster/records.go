@@ -35,6 +35,7 @@ const (
 	kindBrokerConfigs    = "broker-configs"
 	kindNodeConfigs      = "node-configs"
 	kindProducerIDs      = "producer-ids"
+	kindFeatures         = "features"
 )
 
 type clusterIDRecord struct {
@@ -91,6 +92,13 @@ type brokerConfigsRecord struct {
 type nodeConfigsRecord struct {
 	NodeID  int32             `json:"node_id"`
 	Configs map[string]string `json:"configs,omitempty"`
+}
+
+type featuresRecord struct {
+	Levels map[string]int16 `json:"levels"`
+	// IfUnset sets only the features that have no level yet: a new
+	// cluster's first broker finalizes its own, and the rest agree.
+	IfUnset bool `json:"if_unset,omitempty"`
 }
 
 type producerIDsRecord struct {
@@ -227,6 +235,25 @@ func (im *image) applyKind(index uint64, rec record) result {
 			im.NodeConfigs = map[int32]map[string]string{}
 		}
 		im.NodeConfigs[r.NodeID] = maps.Clone(r.Configs)
+		return result{}
+	case kindFeatures:
+		r, err := decode[featuresRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		changed := false
+		for name, level := range r.Levels {
+			if cur, ok := im.Features[name]; ok && (r.IfUnset || cur == level) {
+				continue
+			}
+			if im.Features == nil {
+				im.Features = map[string]int16{}
+			}
+			im.Features[name], changed = level, true
+		}
+		if changed {
+			im.FeaturesEpoch = int64(index)
+		}
 		return result{}
 	case kindProducerIDs:
 		start := im.ProducerIDBlockEnd

@@ -380,6 +380,22 @@ func (s *Store) UnfenceBroker(node int32, epoch int64) error {
 	return err
 }
 
+// FeatureLevel returns a finalized feature's level and the epoch of the
+// last feature change.
+func (s *Store) FeatureLevel(name string) (level int16, epoch int64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	level, ok = s.im.Features[name]
+	return level, s.im.FeaturesEpoch, ok
+}
+
+// SetFeatures finalizes feature levels; with ifUnset only those that have
+// no level yet.
+func (s *Store) SetFeatures(levels map[string]int16, ifUnset bool) error {
+	_, err := s.propose(kindFeatures, featuresRecord{Levels: levels, IfUnset: ifUnset})
+	return err
+}
+
 // EncodedSize is the size of the image as a snapshot encodes it.
 func (s *Store) EncodedSize() (int, error) {
 	b, err := s.snapshot()

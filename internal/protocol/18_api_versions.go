@@ -18,9 +18,11 @@ import (
 //     pattern, else INVALID_REQUEST.
 //
 //   - v3+: the transaction.version feature (KIP-584), supported 0-2 and
-//     finalized at the broker's --transaction-version: at 2 clients use
-//     KIP-890's transaction protocol, below it the older flow. No other
-//     feature is advertised.
+//     finalized at the level the cluster metadata holds, with the epoch of
+//     its last change: a single node's --transaction-version, a cluster's
+//     first broker's (the others keep it). At 2 clients use KIP-890's
+//     transaction protocol, below it the older flow. No other feature is
+//     advertised.
 
 func init() { register(18, 0, 4, handleApiVersions) }
 
@@ -33,20 +35,25 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, err
 	}
 	resp.ApiKeys = Ranges()
 	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+	sf.Name, sf.MinVersion, sf.MaxVersion = TransactionVersionFeature, 0, 2
 	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-	// Features are fixed for the broker's life, so one epoch serves; it
-	// must be above -1 for clients to take the finalized levels.
-	resp.FinalizedFeaturesEpoch = 1
-	if level := b.Config.TransactionVersion; level > 0 {
+	level, epoch, ok := b.Cluster.FeatureLevel(TransactionVersionFeature)
+	if !ok {
+		level, epoch = b.Config.TransactionVersion, 0
+	}
+	// The epoch must be above -1 for clients to take the finalized levels.
+	resp.FinalizedFeaturesEpoch = max(epoch, 1)
+	if level > 0 {
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, level, level
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = TransactionVersionFeature, level, level
 		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
 	}
 	return reply(resp)
 }
 
-const transactionVersionFeature = "transaction.version"
+// TransactionVersionFeature is the feature that selects the transaction
+// protocol.
+const TransactionVersionFeature = "transaction.version"
 
 // UnsupportedApiVersions answers an ApiVersions request of a version we do
 // not know, in v0 form.

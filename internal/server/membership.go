@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/protocol"
 )
 
 // openMetadata opens the cluster metadata: a file for a single node (which
@@ -57,6 +58,10 @@ func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error
 	}
 	if _, err := s.RegisterBroker(host, port, cfg.Rack, true); err != nil {
 		return nil, fmt.Errorf("registering broker %d: %w", cfg.NodeID, err)
+	}
+	// A single node's flags finalize its features at every start.
+	if err := s.SetFeatures(featureLevels(cfg), false); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -108,6 +113,11 @@ func (s *Server) registerOnce(host string, port int32) error {
 		return fmt.Errorf("%w: %s, not %s (data directory %s)", errWrongCluster, id, want, s.cfg.DataDir)
 	}
 	if err := writeMetaProperties(s.cfg.DataDir, id, s.cfg.NodeID); err != nil {
+		return err
+	}
+	// A new cluster takes the first registering broker's feature levels;
+	// later ones keep what is finalized.
+	if err := s.cluster.SetFeatures(featureLevels(s.cfg), true); err != nil {
 		return err
 	}
 	b, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, false)
@@ -171,4 +181,9 @@ func writeMetaProperties(dir, clusterID string, node int32) error {
 	}
 	body := fmt.Sprintf("# Written by strand: the cluster and node this data directory belongs to.\nversion=1\ncluster.id=%s\nnode.id=%d\n", clusterID, node)
 	return vfs.WriteFileAtomic(vfs.OS, filepath.Join(dir, metaPropertiesFile), []byte(body))
+}
+
+// featureLevels are the feature levels a broker's flags ask for.
+func featureLevels(cfg config.Broker) map[string]int16 {
+	return map[string]int16{protocol.TransactionVersionFeature: cfg.TransactionVersion}
 }

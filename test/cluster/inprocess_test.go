@@ -450,3 +450,83 @@ func findCoordinator(ctx context.Context, br *kgo.Broker, group string) (int32, 
 	}
 	return node, nil
 }
+
+// Finalized features are the cluster's, not each broker's: brokers whose
+// flags ask for different transaction.version levels all advertise the
+// one the cluster finalized.
+func TestClusterFeaturesAgree(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, func(node int, cfg *config.Broker) {
+		cfg.TransactionVersion = int16(node % 2) // 0, 1, 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	levels := map[int16]bool{}
+	for i, seed := range c.Seeds() {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "strand-test", "1"
+		resp, err := req.RequestWith(ctx, newClient(t, []string{seed}).Broker(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		level := int16(0)
+		for _, f := range resp.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				level = f.MaxVersionLevel
+			}
+		}
+		if resp.FinalizedFeaturesEpoch <= 0 {
+			t.Fatalf("broker %d: features epoch %d", i, resp.FinalizedFeaturesEpoch)
+		}
+		levels[level] = true
+	}
+	if len(levels) != 1 {
+		t.Fatalf("brokers advertise transaction.version levels %v", levels)
+	}
+}
+
+// A broker that is not a voter joins the metadata quorum as a learner
+// (an observer in DescribeQuorum), is placed on like any broker, and
+// serves its partitions.
+func TestClusterLearnerBroker(t *testing.T) {
+	c := testutil.StartCluster(t, 4, 3, nil) // node 3 is not a voter
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, c.Seeds()))
+	if _, err := adm.CreateTopic(ctx, 8, 1, nil, "observed"); err != nil {
+		t.Fatal(err)
+	}
+	md := metadata(t, ctx, c.Brokers[3].Addr, "observed")
+	led := 0
+	for _, p := range md.Topics[0].Partitions {
+		if p.Leader == 3 {
+			led++
+		}
+	}
+	if led != 2 {
+		t.Fatalf("the learner broker leads %d of 8 partitions, want 2", led)
+	}
+	cl := newClient(t, c.Seeds()[3:], kgo.DefaultProduceTopic("observed"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range 16 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, ok := c.Brokers[0].Server().Metadata().Quorum()
+	if !ok {
+		t.Fatal("no quorum")
+	}
+	for deadline := time.Now().Add(10 * time.Second); q.Leader < 0 || len(q.Voters) != 3 || len(q.Observers) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("quorum %+v, want 3 voters and the learner", q)
+		}
+		time.Sleep(20 * time.Millisecond)
+		ask := c.Brokers[0]
+		if q.Leader >= 0 {
+			ask = c.Brokers[q.Leader] // only the leader knows every member's progress
+		}
+		q, _ = ask.Server().Metadata().Quorum()
+	}
+	if q.Observers[0].NodeID != 3 {
+		t.Fatalf("observers %+v", q.Observers)
+	}
+}
