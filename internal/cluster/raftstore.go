@@ -139,7 +139,7 @@ func (r *raftBackend) propose(data []byte) (result, error) {
 	defer cancel()
 	v, err := r.node.Propose(ctx, data)
 	if err != nil {
-		if raft.Retriable(err) || errors.Is(err, context.DeadlineExceeded) {
+		if raft.Retriable(err) || errors.Is(err, raft.ErrStopped) || errors.Is(err, context.DeadlineExceeded) {
 			return result{}, fmt.Errorf("%w: %v", ErrNotAvailable, err)
 		}
 		return result{}, err
