@@ -193,7 +193,8 @@ type QuorumStatus struct {
 // ReplicaStatus is one member's progress, as far as the leader knows it.
 type ReplicaStatus struct {
 	NodeID      int32
-	LogEnd      int64 // the last index known to be stored there, -1 when unknown
+	Addr        string // its controller listener
+	LogEnd      int64  // the last index known to be stored there, -1 when unknown
 	LastContact time.Time
 }
 
@@ -209,19 +210,19 @@ func (s *Store) Quorum() (QuorumStatus, bool) {
 		q.Leader = nodeID(st.Leader)
 	}
 	self := ReplicaStatus{NodeID: nodeID(st.ID), LogEnd: int64(st.Applied), LastContact: time.Now()}
-	for _, id := range st.Voters {
+	member := func(id uint64) ReplicaStatus {
 		rs := self
 		if id != st.ID {
 			rs = peerStatus(id, st.Peers)
 		}
-		q.Voters = append(q.Voters, rs)
+		rs.Addr = st.Members[id]
+		return rs
+	}
+	for _, id := range st.Voters {
+		q.Voters = append(q.Voters, member(id))
 	}
 	for _, id := range st.Learners {
-		rs := self
-		if id != st.ID {
-			rs = peerStatus(id, st.Peers)
-		}
-		q.Observers = append(q.Observers, rs)
+		q.Observers = append(q.Observers, member(id))
 	}
 	return q, true
 }

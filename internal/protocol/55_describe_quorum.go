@@ -3,6 +3,8 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,9 +25,8 @@ import (
 //     no leader it is NOT_LEADER_OR_FOLLOWER, retriable.
 //   - A single node answers as the leader and only voter of its own
 //     quorum, its log end being the metadata's last applied change.
-//   - v2 lists each member's listener (Nodes): the controller listener's
-//     address is not published, so voters are listed by their broker
-//     listener under the name CONTROLLER.
+//   - v2 lists each voter's controller listener (Nodes), as the metadata
+//     log knows it (a single node has none).
 //
 // Not supported: replica directory ids (v2) are zero.
 
@@ -80,12 +81,22 @@ func handleDescribeQuorum(ctx context.Context, b *Broker, r *Request) (*Response
 	for _, v := range q.Voters {
 		n := kmsg.NewDescribeQuorumResponseNode()
 		n.NodeID = v.NodeID
-		if br, ok := b.Cluster.Broker(v.NodeID); ok {
+		if host, port, ok := splitAddr(v.Addr); ok {
 			l := kmsg.NewDescribeQuorumResponseNodeListener()
-			l.Name, l.Host, l.Port = "CONTROLLER", br.Host, uint16(br.Port)
+			l.Name, l.Host, l.Port = "CONTROLLER", host, port
 			n.Listeners = append(n.Listeners, l)
 		}
 		resp.Nodes = append(resp.Nodes, n)
 	}
 	return reply(resp)
+}
+
+// splitAddr splits host:port.
+func splitAddr(addr string) (string, uint16, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return host, uint16(p), err == nil
 }
