@@ -93,7 +93,7 @@ func (p *Partition) IsLeader() bool { return p.role.Load()&1 == 1 }
 
 // SetRole records this broker's leadership of the partition as the
 // metadata names it: leading or not, at a leader epoch. A partition opens
-// leading at epoch 0.
+// not leading, at epoch 0, until its role is set.
 func (p *Partition) SetRole(leader bool, epoch int32) {
 	role := uint64(uint32(epoch)) << 32
 	if leader {

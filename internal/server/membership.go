@@ -75,24 +75,24 @@ func (s *Server) clustered() bool {
 // register joins this broker to the cluster once the metadata quorum
 // answers: it gives a new cluster its id (or checks the one it must have)
 // and registers this process at its address, fenced until the active
-// controller sees it caught up. It retries until it succeeds or the server
-// stops.
-func (s *Server) register(host string, port int32) {
+// controller sees it caught up. It retries until it succeeds (true) or the
+// server stops or belongs elsewhere (false).
+func (s *Server) register(host string, port int32) bool {
 	const backoff = 200 * time.Millisecond
 	for {
 		err := s.registerOnce(host, port)
 		if err == nil {
-			return
+			return true
 		}
 		if errors.Is(err, errWrongCluster) {
 			s.logger.Error("not joining the cluster", "err", err)
 			s.fail(err)
-			return
+			return false
 		}
 		s.logger.Debug("registration not made yet", "err", err)
 		select {
 		case <-s.ctx.Done():
-			return
+			return false
 		case <-time.After(backoff):
 		}
 	}
@@ -126,14 +126,16 @@ func (s *Server) registerOnce(host string, port int32) error {
 	}
 	s.logger.Info("registered with the cluster", "cluster", id, "node", b.NodeID, "broker_epoch", b.Epoch)
 	// The registration applied here, so the image has everything
-	// committed before it: what it no longer places here can go.
-	s.rec.removals.Store(true)
+	// committed before it: this broker may lead what it says, and what it
+	// no longer places here can go.
+	s.rec.caughtUp.Store(true)
 	if err := s.reconcile(); err != nil {
 		s.logger.Warn("serving the metadata's partitions failed", "err", err)
 	}
 	if err := s.removeOrphans(); err != nil {
 		s.logger.Warn("removing deleted topics' data failed", "err", err)
 	}
+	s.metadataChanged() // and the coordinators follow the leadership
 	return nil
 }
 

@@ -21,23 +21,24 @@ import (
 // whenever the metadata log applies records (Store.Changes), and it is
 // idempotent: running it again changes nothing.
 //
-// Data is removed only once the image is known to be caught up: a broker
-// restarting in a cluster starts from an image that may lag the metadata
-// log (its last snapshot, then the entries as they replay), and a topic
-// missing from a lagging image must not cost the partition's data. A
-// single node's image is complete from the start; a cluster member's once
-// its own registration has applied (it follows everything committed
-// before it).
+// Until the image is known to be caught up, the broker leads nothing and
+// removes nothing: a broker restarting in a cluster starts from an image
+// that may lag the metadata log (its last snapshot, then the entries as
+// they replay), so it may name this broker leader of a partition that has
+// moved on, or miss a topic whose data must not be lost. A single node's
+// image is complete from the start; a cluster member's once its own
+// registration has applied (it follows everything committed before it).
 //
 // Locking: mu serialises runs; configs is guarded by mu.
 type reconciler struct {
 	mu       chan struct{} // a one-token semaphore
 	configs  map[string]log.Config
-	removals atomic.Bool // the image is caught up: data it no longer places here may go
+	caughtUp atomic.Bool   // the image is caught up: lead what it says, remove what it no longer places here
+	again    chan struct{} // a token: follow the metadata again
 }
 
 func newReconciler() *reconciler {
-	r := &reconciler{mu: make(chan struct{}, 1), configs: map[string]log.Config{}}
+	r := &reconciler{mu: make(chan struct{}, 1), configs: map[string]log.Config{}, again: make(chan struct{}, 1)}
 	return r
 }
 
@@ -69,7 +70,7 @@ func (s *Server) reconcile() error {
 			if cfgErr != nil {
 				continue
 			}
-			if p, ok := s.replicas.Get(tp); ok && p.TopicID != t.ID && s.rec.removals.Load() {
+			if p, ok := s.replicas.Get(tp); ok && p.TopicID != t.ID && s.rec.caughtUp.Load() {
 				// The topic was deleted and made again under its name.
 				errs = append(errs, s.replicas.Delete(tp))
 			}
@@ -78,7 +79,7 @@ func (s *Server) reconcile() error {
 				errs = append(errs, err)
 				continue
 			}
-			p.SetRole(st.Leader == node, st.LeaderEpoch)
+			p.SetRole(s.rec.caughtUp.Load() && st.Leader == node, st.LeaderEpoch)
 		}
 		if cfgErr != nil {
 			continue
@@ -88,7 +89,7 @@ func (s *Server) reconcile() error {
 		}
 		s.rec.configs[t.Name] = cfg
 	}
-	if !s.rec.removals.Load() {
+	if !s.rec.caughtUp.Load() {
 		return errors.Join(errs...)
 	}
 	for _, p := range s.replicas.Partitions() {
@@ -130,11 +131,21 @@ func (s *Server) followMetadata() {
 		case <-s.ctx.Done():
 			return
 		case <-s.cluster.Changes():
-			if err := s.reconcile(); err != nil {
-				s.logger.Warn("serving the metadata's partitions failed", "err", err)
-			}
-			s.syncCoordinators()
+		case <-s.rec.again:
 		}
+		if err := s.reconcile(); err != nil {
+			s.logger.Warn("serving the metadata's partitions failed", "err", err)
+		}
+		s.syncCoordinators()
+	}
+}
+
+// metadataChanged makes followMetadata run again, as if records had
+// applied (the broker's own view changed: it caught up).
+func (s *Server) metadataChanged() {
+	select {
+	case s.rec.again <- struct{}{}:
+	default:
 	}
 }
 

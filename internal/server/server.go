@@ -124,7 +124,7 @@ func (s *Server) openPartitions() error {
 		// Removals wait for the image to catch up (see reconciler).
 		return s.reconcile()
 	}
-	s.rec.removals.Store(true)
+	s.rec.caughtUp.Store(true)
 	if err := s.reconcile(); err != nil {
 		return err
 	}
@@ -161,11 +161,20 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.goroutines.Go(s.acceptLoop)
 	s.goroutines.Go(s.followMetadata)
-	if s.clustered() {
-		s.goroutines.Go(func() { s.register(host, port) })
+	if !s.clustered() {
+		s.goroutines.Go(s.acceptLoop)
+		return nil
 	}
+	// A cluster member takes clients once it has caught up with the
+	// metadata log (its registration applied): before, its image may name
+	// it leader of what has moved on. Connections wait in the backlog
+	// meanwhile, as Kafka's broker keeps its listener closed until then.
+	s.goroutines.Go(func() {
+		if s.register(host, port) {
+			s.acceptLoop()
+		}
+	})
 	return nil
 }
 

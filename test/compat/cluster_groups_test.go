@@ -1,0 +1,335 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// clusterMember starts a group member of one client: addr is the one
+// broker it is given; lazy members commit only every few seconds, so that
+// a kill leaves processed records uncommitted.
+type clusterMember func(t *testing.T, addr, topic, group, name string, lazy bool) grouptest.Member
+
+// lazyCommit is how often a lazy member commits.
+const lazyCommit = 3 * time.Second
+
+var clusterMembers = map[string]clusterMember{
+	"java": func(t *testing.T, addr, topic, group, name string, lazy bool) grouptest.Member {
+		var props []string
+		if lazy {
+			props = []string{fmt.Sprintf("compat.commit.ms=%d", lazyCommit.Milliseconds()), "compat.commit.every=1000000"}
+		}
+		return javaMember(t, addr, topic, group, name, props...)
+	},
+	"kafka-python": func(t *testing.T, addr, topic, group, name string, lazy bool) grouptest.Member {
+		var args []string
+		if lazy {
+			args = []string{"--commit-ms", fmt.Sprint(lazyCommit.Milliseconds()), "--commit-every", "1000000"}
+		}
+		return pythonMember(t, addr, topic, group, name, args...)
+	},
+	"franz-go": func(t *testing.T, addr, topic, group, name string, lazy bool) grouptest.Member {
+		if lazy {
+			t.Fatal("no lazy franz-go member")
+		}
+		return kgoMember(t, addr, topic, group, name)
+	},
+}
+
+// clientReady skips (or fails, under CI) when a client is missing, before
+// brokers are started for it.
+func clientReady(t *testing.T, client string) {
+	switch client {
+	case "java":
+		javaHelper(t)
+	case "kafka-python":
+		needKafkaPython(t)
+	}
+}
+
+// produceOpts are the options of the franz-go producers writing for a
+// client's consumers: gzip, which kafka-python reads (not snappy, franz-go's
+// default).
+var produceOpts = []kgo.Opt{kgo.ProducerBatchCompression(kgo.GzipCompression())}
+
+// TestClusterGroupResume: a group whose coordinator (by FindCoordinator
+// on every broker, and by model.CoordinatorPartition over
+// __consumer_offsets' metadata) is another broker than the one its members
+// are given and than the leaders of four of its six partitions. With the
+// Java consumer and with kafka-python: a member reads and commits
+// everything produced so far, then reads more (committing only every 3 s)
+// and is killed (SIGKILL) as soon as it has, most likely before committing
+// it; the coordinator holds at least what the member saw committed; a new
+// member, given a third broker, starts each partition at exactly the
+// committed offset, so that nothing is lost and the records read twice are
+// exactly the dead member's uncommitted tail; it closes cleanly,
+// committing the end offsets.
+func TestClusterGroupResume(t *testing.T) {
+	c := startCluster(t)
+	for _, client := range []string{"java", "kafka-python"} {
+		t.Run(client, func(t *testing.T) {
+			clientReady(t, client)
+			testGroupResume(t, c, client, clusterMembers[client])
+		})
+	}
+}
+
+func testGroupResume(t *testing.T, c *cluster, client string, start clusterMember) {
+	ctx := groupCtx(t, 2*time.Minute)
+	topic := client + "-resume"
+	group, coord := c.groupCoordinatedBy(t, topic, func(node int32) bool { return node != 0 })
+	leaders := c.spreadTopic(t, 0, topic)
+	var elsewhere []int32
+	for p, l := range leaders {
+		if l != coord {
+			elsewhere = append(elsewhere, p)
+		}
+	}
+	slices.Sort(elsewhere)
+	if len(elsewhere) == 0 {
+		t.Fatalf("every partition of %s is led by %s's coordinator %d", topic, group, coord)
+	}
+	t.Logf("group %s: coordinator broker %d; %s leaders %v (partitions %v led elsewhere); members given broker 0, then broker %d",
+		group, coord, topic, leaders, elsewhere, 3-coord)
+	adm := grouptest.Admin(t, c.seed(0))
+
+	produced := grouptest.Produced{}
+	produceKeyed(t, ctx, c.seed(1), topic, "a", 300, produced, produceOpts...)
+	first := start(t, c.seed(0), topic, group, group+"-first", true)
+	grouptest.WaitProcessed(t, ctx, produced, first)
+	waitCommitted(t, ctx, adm, group, topic, produced.Ends())
+
+	// More records, read and (most likely) not committed yet when the
+	// member dies.
+	produceKeyed(t, ctx, c.seed(2), topic, "b", 200, produced, produceOpts...)
+	grouptest.WaitProcessed(t, ctx, produced, first)
+	first.Kill()
+	logged := lastCommitted(first.Log())
+	committed, err := committedOffsets(ctx, c.seed(2), group, topic)
+	if err != nil {
+		t.Fatalf("fetching %s's offsets through broker 2: %v", group, err)
+	}
+	// The member logs a commit after the coordinator answered it: the
+	// coordinator may hold one commit more than the log shows, never less.
+	for p, o := range logged {
+		if committed[p] < o {
+			t.Errorf("partition %d: the member saw %d committed, the coordinator holds %d", p, o, committed[p])
+		}
+	}
+	tail := 0
+	for _, r := range processedRecs(first.Log()) {
+		if r.O >= committed[r.P] {
+			tail++
+		}
+	}
+	t.Logf("first member killed: committed %v, %d records processed beyond them", committed, tail)
+
+	produceKeyed(t, ctx, c.seed(1), topic, "c", 100, produced, produceOpts...)
+	restart := time.Now()
+	second := start(t, c.seed(3-coord), topic, group, group+"-second", false)
+	grouptest.WaitProcessed(t, ctx, produced, first, second)
+	t.Logf("the second member read everything %v after it started", time.Since(restart).Round(time.Millisecond))
+	if err := second.Stop(); err != nil {
+		t.Error(err)
+	}
+	starts := map[int32]int64{}
+	for _, r := range processedRecs(second.Log()) {
+		if _, ok := starts[r.P]; !ok {
+			starts[r.P] = r.O
+		}
+	}
+	if !maps.Equal(starts, committed) {
+		t.Errorf("the second member started partitions at %v, the committed offsets are %v", starts, committed)
+	}
+	rep := checkAccounting(t, "after the restart", produced, tail, first, second)
+	if rep.Duplicates != tail {
+		t.Errorf("%d records processed twice, want the %d the first member had not committed", rep.Duplicates, tail)
+	}
+	checkCommitted(t, ctx, adm, group, topic, produced.Ends())
+}
+
+// lastCommitted is the offsets a member's log shows committed last, by
+// partition.
+func lastCommitted(l *grouptest.Log) map[int32]int64 {
+	out := map[int32]int64{}
+	for _, e := range l.Events {
+		if e.Kind == grouptest.Committed {
+			maps.Copy(out, e.Offsets)
+		}
+	}
+	return out
+}
+
+// TestClusterCoordinatorKilled kills (SIGKILL) the broker that leads a
+// group's __consumer_offsets partition, and two of the group's six
+// partitions, while a member reads, with the Java consumer and with
+// franz-go. With one replica nothing takes over: the other brokers fence
+// it (their metadata lists its partitions without a leader, and
+// FindCoordinator and OffsetFetch answer that no coordinator is
+// available), records written to the partitions they lead are still
+// acknowledged, and the group commits nothing until the broker is back;
+// the member does not crash. When the broker is restarted the member
+// commits again and reads every record, the ones written to the dead
+// broker's partitions after its return too, duplicates only from what it
+// had not committed. The test logs how long the group took to commit
+// again after the restart.
+func TestClusterCoordinatorKilled(t *testing.T) {
+	for _, client := range []string{"java", "franz-go"} {
+		t.Run(client, func(t *testing.T) {
+			clientReady(t, client)
+			testCoordinatorKilled(t, client+"-killed", clusterMembers[client])
+		})
+	}
+}
+
+// outage is how long the coordinator stays dead.
+const outage = 10 * time.Second
+
+func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
+	// Fenced 3 s after its last heartbeat, so that most of the outage is
+	// served by the survivors' fenced view.
+	c := startCluster(t, "--broker-session-timeout", "3s")
+	ctx := groupCtx(t, 2*time.Minute)
+	group, coord := c.groupCoordinatedBy(t, topic, func(node int32) bool { return node != 0 })
+	leaders := c.spreadTopic(t, 0, topic)
+	var dead, live []int32
+	for p := range int32(clusterPartitions) {
+		if leaders[p] == coord {
+			dead = append(dead, p)
+		} else {
+			live = append(live, p)
+		}
+	}
+	survivors := c.others(coord)
+	other := survivors[len(survivors)-1] // a survivor, not the members' broker 0
+	t.Logf("group %s: coordinator broker %d, which leads %s partitions %v; the member is given broker 0", group, coord, topic, dead)
+
+	produced := grouptest.Produced{}
+	produceKeyed(t, ctx, c.seed(other), topic, "a", 300, produced, produceOpts...)
+	m := start(t, c.seed(0), topic, group, group+"-0", false)
+	crasher, _ := m.(grouptest.Crasher)
+	alive := func(when string) {
+		t.Helper()
+		if crasher == nil {
+			return
+		}
+		if err := crasher.Crashed(); err != nil {
+			t.Fatalf("%s: the member crashed: %v", when, err)
+		}
+	}
+	grouptest.WaitProcessed(t, ctx, produced, m)
+	waitCommitted(t, ctx, grouptest.Admin(t, c.seed(other)), group, topic, produced.Ends())
+
+	killed := time.Now()
+	c.Procs[coord].Kill()
+	c.waitLeaders(t, topic, survivors, 20*time.Second, func(l map[int32]int32) bool {
+		for _, p := range dead {
+			if l[p] != -1 {
+				return false
+			}
+		}
+		return len(l) == clusterPartitions
+	})
+	t.Logf("broker %d killed; the survivors list its partitions without a leader after %v", coord,
+		time.Since(killed).Round(time.Millisecond))
+	for _, b := range survivors {
+		if node, err := findCoordinatorAt(ctx, c.seed(b), group); !errors.Is(err, kerr.CoordinatorNotAvailable) {
+			t.Errorf("broker %d answers FindCoordinator %s with coordinator %d, error %v while the coordinator is dead; want %v",
+				b, group, node, err, kerr.CoordinatorNotAvailable)
+		}
+	}
+	if offs, err := committedOffsets(ctx, c.seed(other), group, topic); !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Errorf("fetching the offsets of %s while its coordinator is dead: %v, error %v; want %v", group, offs, err,
+			kerr.CoordinatorNotAvailable)
+	}
+
+	// Records for the partitions the survivors lead are acknowledged.
+	during := grouptest.Produced{}
+	{
+		cl := client(t, c.seed(other), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			produceOpts[0])
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		var rs []*kgo.Record
+		for i := range 120 {
+			rs = append(rs, &kgo.Record{Partition: live[i%len(live)], Key: fmt.Appendf(nil, "key-%d", i),
+				Value: fmt.Appendf(nil, "b-%d", i)})
+		}
+		err := cl.ProduceSync(pctx, rs...).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("producing to partitions %v, led by the survivors: %v", live, err)
+		}
+		for _, r := range rs {
+			if during[r.Partition] == nil {
+				during[r.Partition] = map[int64]grouptest.Record{}
+			}
+			during[r.Partition][r.Offset] = grouptest.Record{Key: string(r.Key), Value: string(r.Value)}
+		}
+		produced.Add(during)
+	}
+	for time.Since(killed) < outage {
+		alive("while the coordinator is dead")
+		time.Sleep(200 * time.Millisecond)
+	}
+	alive("after the outage")
+	var commitsDuring, readDuring int
+	for _, e := range m.Log().Events {
+		if e.Kind == grouptest.Committed && e.Time.After(killed) {
+			commitsDuring++
+		}
+	}
+	for _, r := range processedRecs(m.Log()) {
+		if _, ok := during[r.P][r.O]; ok {
+			readDuring++
+		}
+	}
+	if commitsDuring > 0 {
+		t.Errorf("the member committed %d times while the coordinator was dead", commitsDuring)
+	}
+	t.Logf("during the %v outage the member read %d of the %d records written to the survivors' partitions and committed nothing",
+		outage, readDuring, during.Count())
+
+	restarted := time.Now()
+	c.Procs[coord].Restart(t)
+	ready := time.Now()
+	c.waitLeaders(t, topic, c.others(-1), 30*time.Second, allLed(clusterPartitions))
+	led := time.Since(ready)
+	// A fresh client with a short metadata age, so that it does not wait
+	// for franz-go's 5 s refresh if it still finds no leader.
+	produceKeyed(t, ctx, c.seed(other), topic, "c", 150, produced, append(slices.Clone(produceOpts),
+		kgo.MetadataMinAge(100*time.Millisecond))...)
+	grouptest.WaitProcessed(t, ctx, produced, m)
+	readAllAfter := time.Since(ready)
+	alive("after the restart")
+	var commitAfter time.Duration
+	for _, e := range m.Log().Events {
+		if e.Kind == grouptest.Committed && e.Time.After(ready) {
+			commitAfter = e.Time.Sub(ready)
+			break
+		}
+	}
+	if commitAfter == 0 {
+		// Maybe not yet: every record is read, a commit follows.
+		waitCommitted(t, ctx, grouptest.Admin(t, c.seed(other)), group, topic, produced.Ends())
+		commitAfter = time.Since(ready)
+	}
+	t.Logf("broker %d restarted in %v; after that, every broker listed its partitions led again after %v, "+
+		"the group committed again after %v (the stall's end), and every record was read after %v", coord,
+		ready.Sub(restarted).Round(time.Millisecond), led.Round(time.Millisecond), commitAfter.Round(time.Millisecond),
+		readAllAfter.Round(time.Millisecond))
+	if err := m.Stop(); err != nil {
+		t.Error(err)
+	}
+	checkAccounting(t, "after the coordinator's restart", produced, -1, m)
+	checkCommitted(t, ctx, grouptest.Admin(t, c.seed(0)), group, topic, produced.Ends())
+}
