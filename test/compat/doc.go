@@ -98,6 +98,23 @@
 //     input's end, and the internal topics have the configs Streams asked
 //     for.
 //
+// A cluster of three brokers (real processes, testutil.StartProcessCluster),
+// topics with leaders on every broker:
+//
+//   - cluster_clients_test.go: franz-go, the Java producer (default,
+//     idempotent) and consumer group, the AdminClient (ClusterAdmin.java),
+//     kcat, confluent-kafka (test/python/cluster_librdkafka.py) and
+//     kafka-python (roundtrip.py, group_consume.py, cluster_admin.py), each
+//     given one seed broker: every acknowledged record read back once at
+//     its partition and offset, in order.
+//   - cluster_groups_test.go: a group whose coordinator is neither its
+//     members' seed nor most partitions' leader resumes from its committed
+//     offsets after a member is killed (Java, kafka-python); the
+//     coordinator's broker killed for 10 s: the group commits nothing while
+//     it is gone and carries on once it is back (Java, franz-go).
+//   - cluster_restart_test.go: a restarted broker never serves a partition
+//     at the leadership it had before it died.
+//
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
 // missing tool fails the test.
