@@ -114,6 +114,10 @@
 //     it is gone and carries on once it is back (Java, franz-go).
 //   - cluster_restart_test.go: a restarted broker never serves a partition
 //     at the leadership it had before it died.
+//   - cluster_tools_test.go: Kafka's own tools (org.apache.kafka:kafka-tools
+//     in test/java's class path): kafka-metadata-quorum.sh describe --status
+//     and --replication, kafka-topics.sh --create, --describe, and its
+//     refusal of a replication factor of 3.
 //
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
