@@ -14,16 +14,23 @@ import (
 // Behaviour:
 //   - v0-3 (clients of the older transaction flow): adds the partitions to
 //     the producer's transaction, answered once the coordinator's state is
-//     durable. A partition this broker does not serve makes the whole
+//     durable. A partition the cluster does not have makes the whole
 //     request fail: UNKNOWN_TOPIC_OR_PARTITION for it and
 //     OPERATION_NOT_ATTEMPTED for the others, as Kafka.
+//   - NOT_COORDINATOR for an id whose __transaction_state partition another
+//     broker leads, COORDINATOR_LOAD_IN_PROGRESS while this broker is
+//     loading it.
 //   - Coordinator errors go on every partition: CONCURRENT_TRANSACTIONS
 //     while the previous transaction is completing, PRODUCER_FENCED (v2+;
 //     INVALID_PRODUCER_EPOCH before) for an old epoch,
 //     INVALID_PRODUCER_ID_MAPPING for another producer id.
-//   - v4+ is the brokers' batched form (KIP-890 part 1): several
-//     transactions, each either added or, with VerifyOnly, checked
-//     (INVALID_TXN_STATE for a partition not in the ongoing transaction).
+//   - v4+ is the brokers' batched form (KIP-890 part 1), which a partition
+//     leader sends the transaction's coordinator before appending a
+//     transactional batch (internal/server's remoteCoordinators): several
+//     transactions, each either added (Produce v12+, TxnOffsetCommit v5+)
+//     or, with VerifyOnly, checked (INVALID_TXN_STATE for a partition not
+//     in the ongoing transaction). It is answered by this broker's
+//     coordinator only, never passed on.
 
 func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
 
@@ -38,7 +45,7 @@ func handleAddPartitionsToTxn(_ context.Context, b *Broker, r *Request) (*Respon
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			tp := model.TopicPartition{Topic: t.Topic, Partition: p}
-			if _, ok := b.Replicas.Get(tp); !ok {
+			if _, ok := b.Cluster.Partition(tp.Topic, tp.Partition); !ok {
 				unknown[tp] = true
 			}
 			tps = append(tps, tp)
@@ -96,14 +103,10 @@ func (b *Broker) addPartitionsBatched(req *kmsg.AddPartitionsToTxnRequest) *Resp
 				for i := range codes {
 					codes[i] = kerr.InvalidRequest.Code
 				}
-			case rt.VerifyOnly:
-				for i, tp := range tps {
-					codes[i] = errorCode(b.Txns.Verify(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, tp))
-				}
 			default:
-				code := errorCode(b.Txns.AddPartitions(ctx, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, tps))
-				for i := range codes {
-					codes[i] = code
+				errs := b.Txns.CheckPartitionsHere(ctx, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, tps, !rt.VerifyOnly)
+				for i, err := range errs {
+					codes[i] = errorCode(err)
 				}
 			}
 			i := 0

@@ -12,9 +12,10 @@ import (
 //
 // Behaviour: adds the group's __consumer_offsets partition to the
 // producer's transaction (the older flow; KIP-890's clients let
-// TxnOffsetCommit v5 do it), answered once durable. Errors as
-// AddPartitionsToTxn's; PRODUCER_FENCED from v2 (INVALID_PRODUCER_EPOCH
-// before).
+// TxnOffsetCommit v5 do it), answered once durable; the partition may be
+// led by another broker (the group's coordinator need not be the
+// transaction's). Errors as AddPartitionsToTxn's; PRODUCER_FENCED from v2
+// (INVALID_PRODUCER_EPOCH before).
 
 func init() { register(25, 0, 4, handleAddOffsetsToTxn) }
 

@@ -11,7 +11,8 @@ import (
 // Behaviour:
 //   - Commits or aborts the producer's transaction: the decision is made
 //     durable (PrepareCommit/PrepareAbort), markers are written to every
-//     partition of the transaction, and the transaction is completed; the
+//     partition of the transaction (those other brokers lead through
+//     WriteTxnMarkers to them), and the transaction is completed; the
 //     answer comes once the markers are durable and the Complete state is
 //     written; its own fsync is not waited for, since a crash that loses it
 //     leaves the durable decision, which is finished again at start. If a
@@ -25,7 +26,8 @@ import (
 //     had. Aborting a transaction with no partitions is allowed.
 //   - A retry of a completed EndTxn (same result) succeeds; the other result
 //     is INVALID_TXN_STATE. PRODUCER_FENCED from v2 (INVALID_PRODUCER_EPOCH
-//     before).
+//     before). NOT_COORDINATOR when another broker coordinates the id,
+//     COORDINATOR_LOAD_IN_PROGRESS while this one loads it.
 
 func init() { register(26, 0, 5, handleEndTxn) }
 

@@ -12,25 +12,24 @@ import (
 
 // WriteTxnMarkers: v1 (Kafka 4.0's range)
 //
-// Behaviour: writes each commit or abort marker to the partitions named and
-// answers once they are durable; a marker in __consumer_offsets applies or
-// drops the transaction's offsets. Kafka's brokers send it to partition
-// leaders; on a single node the coordinator writes markers directly, so
-// this request comes from operators (Admin.abortTransaction, which ends a
-// hanging transaction). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
-// INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
-// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. A
-// coordinator epoch above this node's (0: the single node's
-// __transaction_state leader epoch) names a coordinator that does not
-// exist and is INVALID_REQUEST: stored, it would fence this node's own
+// Behaviour: writes each commit or abort marker to the partitions named,
+// which this broker must lead, and answers once they are durable; a marker
+// in __consumer_offsets applies or drops the transaction's offsets at this
+// broker's group coordinator. Transaction coordinators send it for the
+// partitions other brokers lead (internal/server's marker writer); operators
+// send it too (Admin.abortTransaction, which ends a hanging transaction).
+// Per-partition errors: NOT_LEADER_OR_FOLLOWER for a partition led
+// elsewhere, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for a
+// marker older than the producer's epoch, TRANSACTION_COORDINATOR_FENCED
+// for an older coordinator epoch than the producer's last marker had. A
+// coordinator epoch above the highest leader epoch of __transaction_state's
+// partitions (0 on a single node) names a coordinator that does not exist
+// and is INVALID_REQUEST: stored, it would fence the real coordinator's
 // markers and leave the producer's next transaction hanging.
 //
 // Not supported yet: authorisation (Kafka requires CLUSTER_ACTION).
 
 func init() { register(27, 1, 1, handleWriteTxnMarkers) }
-
-// coordinatorEpoch is the transaction coordinator's epoch on a single node.
-const coordinatorEpoch = 0
 
 func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
@@ -44,11 +43,11 @@ func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response,
 				}
 			}
 			var errs []error
-			if m.CoordinatorEpoch > coordinatorEpoch {
+			if top := b.maxCoordinatorEpoch(); m.CoordinatorEpoch > top {
 				errs = make([]error, len(tps))
 				for i := range errs {
-					errs[i] = fmt.Errorf("%w: coordinator epoch %d is above this node's %d", errInvalidRequest,
-						m.CoordinatorEpoch, coordinatorEpoch)
+					errs[i] = fmt.Errorf("%w: coordinator epoch %d is above every coordinator's (%d)", errInvalidRequest,
+						m.CoordinatorEpoch, top)
 				}
 			} else {
 				errs = b.WriteMarkers(replica.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,

@@ -23,7 +23,10 @@ import (
 //     UNSTABLE_OFFSET_COMMIT for them.
 //   - v5+ (KIP-890) adds the group's partition to the transaction itself;
 //     before v5 the client did with AddOffsetsToTxn, and the partition must
-//     be in the ongoing transaction (INVALID_TXN_STATE otherwise).
+//     be in the ongoing transaction (INVALID_TXN_STATE otherwise). Either
+//     is asked of the transaction's coordinator, through AddPartitionsToTxn
+//     v5 when it is another broker (the group's coordinator and the
+//     transaction's need not be the same).
 //   - v3+: a member id and generation, when given, are checked against the
 //     group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), so
 //     a zombie that lost its partitions cannot commit them.
@@ -84,11 +87,8 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response,
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
 		tp, err := b.offsetsPartitionFor(req.Group)
 		if err == nil {
-			if req.Version >= 5 {
-				err = b.Txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []model.TopicPartition{tp})
-			} else {
-				err = b.Txns.Verify(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp)
-			}
+			err = b.Txns.CheckPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch,
+				[]model.TopicPartition{tp}, req.Version >= 5)[0]
 		}
 		if err != nil {
 			failAll(txnCode(err, req.Version, 3))

@@ -46,28 +46,43 @@ func (b *Broker) offsetsPartitionFor(groupID string) (model.TopicPartition, erro
 	return model.TopicPartition{Topic: group.OffsetsTopic, Partition: b.Groups.PartitionFor(groupID)}, nil
 }
 
-// checkTxnProduce admits a transactional batch to tp: with KIP-890's
-// protocol (Produce v12+) the request itself adds the partition to the
-// transaction, durably before the batch is written, so a crash can never
-// leave data of a transaction whose coordinator does not know the
-// partition (a hanging transaction); before v12 the client added it with
-// AddPartitionsToTxn and the partition is verified to be in the ongoing
-// transaction (KIP-890 part 1).
+// checkTxnProduce admits a transactional batch to tps (see
+// checkTxnPartitions) and returns the first refusal.
 func (b *Broker) checkTxnProduce(ctx context.Context, txnID *string, version int16, tps []model.TopicPartition, batch model.Batch) error {
-	if txnID == nil {
-		return fmt.Errorf("%w: transactional records in a request without a transactional id", replica.ErrInvalidRecord)
-	}
-	pid, epoch := batch.ProducerID(), batch.ProducerEpoch()
-	var err error
-	if version >= 12 {
-		err = b.Txns.AddPartitions(ctx, *txnID, pid, epoch, tps)
-	} else {
-		for _, tp := range tps {
-			if err = b.Txns.Verify(*txnID, pid, epoch, tp); err != nil {
-				break
-			}
+	for _, err := range b.checkTxnPartitions(ctx, txnID, version, tps, batch) {
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// checkTxnPartitions admits a transactional batch to each of tps, at the
+// transaction's coordinator (this broker's or, through the peer client,
+// another's: txn.Coordinator.CheckPartitions): with KIP-890's protocol
+// (Produce v12+) the request itself adds the partitions to the
+// transaction, durably before the batch is written, so a crash can never
+// leave data of a transaction whose coordinator does not know the
+// partition (a hanging transaction); before v12 the client added them with
+// AddPartitionsToTxn and each is verified to be in the ongoing transaction
+// (KIP-890 part 1). It returns one error per partition, as Produce
+// answers it.
+func (b *Broker) checkTxnPartitions(ctx context.Context, txnID *string, version int16, tps []model.TopicPartition, batch model.Batch) []error {
+	errs := make([]error, len(tps))
+	if txnID == nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("%w: transactional records in a request without a transactional id", replica.ErrInvalidRecord)
+		}
+		return errs
+	}
+	for i, err := range b.Txns.CheckPartitions(ctx, *txnID, batch.ProducerID(), batch.ProducerEpoch(), tps, version >= 12) {
+		errs[i] = produceTxnError(err, version)
+	}
+	return errs
+}
+
+// produceTxnError is a coordinator's refusal as Produce answers it.
+func produceTxnError(err error, version int16) error {
 	switch {
 	case err == nil:
 		return nil
@@ -94,9 +109,10 @@ type txnAdmission struct {
 // admitTxnPartitions admits the transactional batches of a produce request
 // before any is written: the partitions whose batches carry the same
 // producer id and epoch go to the coordinator together, so a request
-// spanning many partitions adds them all with one durable write. It returns
-// the outcome per partition; partitions it could not judge (not served,
-// not one whole batch) are left to produceOne.
+// spanning many partitions adds them all with one durable write, or, when
+// another broker coordinates the transaction, one request to it. It
+// returns the outcome per partition; partitions it could not judge (not
+// led here, not one whole batch) are left to produceOne.
 func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[model.TopicPartition]txnAdmission {
 	type producer struct {
 		id    int64
@@ -116,7 +132,7 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 				continue
 			}
 			p, ok := b.Replicas.Get(tp)
-			if !ok {
+			if !ok || !p.IsLeader() {
 				continue
 			}
 			k := producer{batch.ProducerID(), batch.ProducerEpoch()}
@@ -131,27 +147,29 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 		}
 	}
 	for k, tps := range groups {
-		err := b.checkTxnProduce(ctx, req.TransactionID, req.Version, tps, first[k])
-		for _, tp := range tps {
+		errs := b.checkTxnPartitions(ctx, req.TransactionID, req.Version, tps, first[k])
+		for i, tp := range tps {
 			a := out[tp]
-			a.err = err
+			a.err = errs[i]
 			out[tp] = a
 		}
 	}
 	return out
 }
 
-// WriteMarkers writes a transaction marker to each partition and waits for
-// all of them to be durable; a marker in __consumer_offsets then makes the
-// group coordinator apply or drop the transaction's offsets. It returns one
-// error per partition, in order.
+// WriteMarkers writes a transaction marker to each partition, which this
+// broker must lead, and waits for all of them to be durable; a marker in
+// __consumer_offsets then makes the group coordinator apply or drop the
+// transaction's offsets. It returns one error per partition, in order: a
+// partition led elsewhere is NOT_LEADER_OR_FOLLOWER, one the cluster does
+// not have replica.ErrUnknownPartition.
 func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []error {
 	errs := make([]error, len(tps))
 	waits := make([]func() error, len(tps))
 	for i, tp := range tps {
-		p, ok := b.Replicas.Get(tp)
-		if !ok {
-			errs[i] = replica.ErrUnknownPartition
+		p, err := b.leading(tp)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
 		_, wait, err := p.WriteMarker(m)
@@ -171,4 +189,18 @@ func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []er
 	}
 	wg.Wait()
 	return errs
+}
+
+// maxCoordinatorEpoch is the highest coordinator epoch a transaction
+// coordinator can have now: the highest leader epoch of __transaction_state's
+// partitions (0 before it exists, and on a single node, where leader
+// epochs stay 0).
+func (b *Broker) maxCoordinatorEpoch() int32 {
+	var top int32
+	if t, ok := b.Cluster.Topic(txn.StateTopic); ok {
+		for _, st := range t.States {
+			top = max(top, st.LeaderEpoch)
+		}
+	}
+	return top
 }

@@ -12,6 +12,17 @@
 // API keys and unsupported versions (but ApiVersions') close the connection
 // with a log line, as Kafka does.
 //
+// Coordinators follow leadership: after every metadata change
+// (followMetadata, then syncCoordinators) the group coordinator serves the
+// __consumer_offsets partitions this broker leads and the transaction
+// coordinator the __transaction_state ones, loading those it has come to
+// lead and unloading the others. What crosses brokers is orchestrated here
+// (txns.go), through the peer client: the transaction coordinator's
+// markers go to each partition's leader (WriteTxnMarkers, one request per
+// broker, leaders looked up again on every retry), and a partition leader
+// asks a transaction's coordinator on another broker before it appends the
+// transaction's batches (AddPartitionsToTxn v5, KIP-890).
+//
 // Lifecycle: every goroutine is started through Server.goroutines and
 // ends before Shutdown returns.
 package server

@@ -159,11 +159,16 @@ func (s *Server) leadingReplica(topic string, i int32) (*replica.Partition, bool
 }
 
 // syncCoordinators makes the group coordinator serve exactly the
-// __consumer_offsets partitions this broker leads: it loads those it has
-// come to lead and unloads those it no longer does. It runs after every
-// reconciliation, from followMetadata only, never under a coordinator's
-// lock (a coordinator creating its topic reconciles while holding it).
+// __consumer_offsets partitions this broker leads, and the transaction
+// coordinator the __transaction_state ones (syncTxnCoordinator): it loads
+// those it has come to lead and unloads those it no longer does. It runs
+// after every reconciliation, from followMetadata only, never under a
+// coordinator's lock (a coordinator creating its topic reconciles while
+// holding it).
 func (s *Server) syncCoordinators() {
+	// Transactions after groups: a transaction resumed on load writes
+	// markers the group coordinator must have loaded the offsets for.
+	defer s.syncTxnCoordinator()
 	t, ok := s.cluster.Topic(group.OffsetsTopic)
 	if !ok {
 		return

@@ -99,11 +99,11 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	})
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
 		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, Logger: logger.With("component", "protocol")}
-	// Then __transaction_state; transactions that were deciding when the
-	// broker stopped get their markers (through the broker, which writes
-	// them) once it is loaded.
-	s.txns = txn.New(txnConfig(cfg, logger), stateTopic{s: s}, s.cluster,
-		markerWriter{broker: s.broker, logger: logger.With("component", "txn")})
+	// Then the __transaction_state partitions led here; transactions that
+	// were deciding when the broker stopped get their markers (written
+	// through the broker, or sent to the partitions' leaders) once their
+	// partition is loaded.
+	s.txns = s.newTxnCoordinator(logger)
 	s.broker.Txns = s.txns
 	if err := s.txns.Load(); err != nil {
 		s.txns.Close()

@@ -13,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/internal/txn"
 )
 
 // Transactions over the wire, request by request, against an in-process
@@ -642,5 +644,126 @@ func TestTxnKgo(t *testing.T) {
 		if got[v] != 1 {
 			t.Fatalf("value %s seen %d times", v, got[v])
 		}
+	}
+}
+
+// TestTxnClusterRequests drives the transaction APIs over the wire in a
+// two-broker cluster, where the coordinator and the partitions' leaders
+// differ: the coordinator takes AddPartitionsToTxn of partitions it does
+// not lead; a leader verifies the older protocol's produce with the
+// coordinator (AddPartitionsToTxn v5 VerifyOnly through the peer client)
+// and answers its per-partition verdicts; the coordinator's markers reach
+// the other broker's partitions; a broker that does not coordinate an id
+// answers NOT_COORDINATOR and passes nothing on; WriteTxnMarkers for a
+// partition led elsewhere is NOT_LEADER_OR_FOLLOWER, and one naming a
+// coordinator epoch above every __transaction_state leader's is refused.
+func TestTxnClusterRequests(t *testing.T) {
+	cl := testutil.StartCluster(t, 2, 0, func(_ int, c *config.Broker) {
+		c.DefaultPartitions = 4
+		c.TransactionStatePartitions = 4
+		c.OffsetsTopicPartitions = 2
+	})
+	c0, c1 := dialRaw(t, cl.Brokers[0].Addr), dialRaw(t, cl.Brokers[1].Addr)
+	ensureTopic(t, cl.Brokers[0].Addr, "txc")
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.SetVersion(4)
+	fc.CoordinatorType, fc.CoordinatorKey, fc.CoordinatorKeys = 1, "x", []string{"x"}
+	if r := c0.do(fc).(*kmsg.FindCoordinatorResponse); len(r.Coordinators) != 1 || r.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("FindCoordinator: %+v", r)
+	}
+	ledBy := map[int32][]int32{}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, b := range cl.Brokers {
+		for {
+			data, ok1 := b.Server().Metadata().Topic("txc")
+			_, ok2 := b.Server().Metadata().Topic(txn.StateTopic)
+			if ok1 && ok2 {
+				ledBy = map[int32][]int32{}
+				for i, st := range data.States {
+					ledBy[st.Leader] = append(ledBy[st.Leader], int32(i))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("topics not known to broker %d: %v %v", b.Config.NodeID, ok1, ok2)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if len(ledBy[0]) != 2 || len(ledBy[1]) != 2 {
+		t.Fatalf("txc's leaders: %v", ledBy)
+	}
+	state, _ := cl.Brokers[0].Server().Metadata().Topic(txn.StateTopic)
+	id := ""
+	for i := 0; id == ""; i++ {
+		if k := fmt.Sprintf("cluster-txn-%d", i); state.States[model.CoordinatorPartition(k, state.Partitions)].Leader == 1 {
+			id = k
+		}
+	}
+
+	// Broker 0 does not coordinate the id.
+	if resp := initTxnProducer(t, c0, 4, id, 60000, -1, -1); resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("InitProducerId at broker 0: %s", code(resp.ErrorCode))
+	}
+	pid, epoch := mustInit(t, c1, 4, id, 60000)
+	here, there := ledBy[0][0], ledBy[0][1]
+	if codes := addPartitions(c1, 3, id, pid, epoch, "txc", here, ledBy[1][0]); codes[0] != 0 || codes[1] != 0 {
+		t.Fatalf("AddPartitionsToTxn at the coordinator: %s %s", code(codes[0]), code(codes[1]))
+	}
+	// Verified with the coordinator, broker 1.
+	expectCode(t, "produce v11 of an added partition", txnProduce(c0, 11, &id, "txc", here, txnBatch(pid, epoch, 0, "a")).ErrorCode, nil)
+	expectCode(t, "produce v11 of a partition not added", txnProduce(c0, 11, &id, "txc", there, txnBatch(pid, epoch, 0, "b")).ErrorCode,
+		kerr.InvalidTxnState)
+	expectCode(t, "produce v11 with an old epoch", txnProduce(c0, 11, &id, "txc", here, txnBatch(pid, epoch-1, 1, "c")).ErrorCode,
+		kerr.InvalidProducerEpoch)
+	// Broker 0 answers a verification of an id it does not coordinate
+	// itself: NOT_COORDINATOR, not passed on.
+	v := kmsg.NewPtrAddPartitionsToTxnRequest()
+	v.SetVersion(5)
+	vt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	vt.TransactionalID, vt.ProducerID, vt.ProducerEpoch, vt.VerifyOnly = id, pid, epoch, true
+	vtt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	vtt.Topic, vtt.Partitions = "txc", []int32{here}
+	vt.Topics = append(vt.Topics, vtt)
+	v.Transactions = append(v.Transactions, vt)
+	if resp := c0.do(v).(*kmsg.AddPartitionsToTxnResponse); resp.Transactions[0].Topics[0].Partitions[0].ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("verification at broker 0: %+v", resp.Transactions)
+	}
+	if resp := c1.do(v).(*kmsg.AddPartitionsToTxnResponse); resp.Transactions[0].Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("verification at broker 1: %+v", resp.Transactions)
+	}
+	if lso, hw := listEnd(t, c0, "txc", here, true), listEnd(t, c0, "txc", here, false); lso != 0 || hw != 1 {
+		t.Fatalf("open transaction: lso %d hw %d", lso, hw)
+	}
+	// The commit's marker goes to broker 0 over the network.
+	if resp := endTxn(c1, 4, id, pid, epoch, true); resp.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %s", code(resp.ErrorCode))
+	}
+	if lso := listEnd(t, c0, "txc", here, true); lso != 2 {
+		t.Fatalf("after the commit: lso %d, want 2 (the record and its marker)", lso)
+	}
+	if got := dataValues(t, isolatedFetch(t, c0, "txc", here, 0, true)); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("read_committed: %v", got)
+	}
+
+	w := kmsg.NewPtrWriteTxnMarkersRequest()
+	w.SetVersion(1)
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, false
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "txc", []int32{ledBy[1][0]}
+	m.Topics = append(m.Topics, mt)
+	w.Markers = append(w.Markers, m)
+	if p := c0.do(w).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0]; p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("marker for a partition led elsewhere: %s", code(p.ErrorCode))
+	}
+	top := int32(0)
+	for _, st := range state.States {
+		top = max(top, st.LeaderEpoch)
+	}
+	w.Markers[0].CoordinatorEpoch = top + 1
+	w.Markers[0].Topics[0].Partitions = []int32{here}
+	if p := c0.do(w).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0]; p.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("marker of coordinator epoch %d: %s", top+1, code(p.ErrorCode))
 	}
 }

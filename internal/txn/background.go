@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 )
 
@@ -40,6 +41,12 @@ func (c *Coordinator) finish(t *txn, res chan<- error, attempt int) {
 		report(nil)
 		return
 	}
+	if t.home.ctx.Err() != nil {
+		// Unloaded: the partition's next coordinator finishes it.
+		t.mu.Unlock()
+		report(fmt.Errorf("%w: %s-%d was unloaded", ErrNotCoordinator, StateTopic, t.home.index))
+		return
+	}
 	m := t.meta
 	t.mu.Unlock()
 
@@ -47,7 +54,7 @@ func (c *Coordinator) finish(t *txn, res chan<- error, attempt int) {
 	if len(m.parts) > 0 {
 		// Without t.mu: the state stays Prepare* meanwhile, since every
 		// request answers ErrConcurrentTransactions (or fails) in it.
-		if err := c.markers.WriteMarkers(c.ctx, m.pid, m.epoch, commit, coordinatorEpoch, m.parts); err != nil {
+		if err := c.markers.WriteMarkers(t.home.ctx, m.pid, m.epoch, commit, t.home.epoch, m.parts); err != nil {
 			c.retryFinish(t, attempt, "writing markers", err)
 			report(err)
 			return
@@ -87,8 +94,8 @@ func (c *Coordinator) retryFinish(t *txn, attempt int, what string, err error) {
 	const warnEvery = 100
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return // the next Load resumes it
+	if c.closed || t.home.ctx.Err() != nil {
+		return // the partition's next load resumes it
 	}
 	level := slog.LevelDebug
 	if attempt%warnEvery == 0 {

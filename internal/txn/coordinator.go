@@ -21,36 +21,59 @@ type Topic interface {
 	// does not exist; a partition this broker does not lead is nil.
 	Partitions() ([]Partition, error)
 	// Create creates the topic (internal, compacted) with n partitions
-	// unless it exists, and returns its partitions.
-	Create(n int32) ([]Partition, error)
+	// unless it exists, and returns its partitions as Partitions does;
+	// created says whether this call made it (its partitions are then
+	// empty), rather than finding it made already.
+	Create(n int32) (parts []Partition, created bool, err error)
 }
 
 // Partition is one partition of __transaction_state (the same shape as
-// group.Partition).
+// group.Partition), as this broker leads it.
 type Partition interface {
 	// Append writes one record batch and returns its base offset and a
-	// function that returns once the batch is durable.
+	// function that returns once the batch is durable. It fails once
+	// this broker no longer leads the partition.
 	Append(batch []byte) (base int64, wait func() error, err error)
 	// Read returns whole batches from offset up to the high watermark:
 	// about maxBytes, and at least one batch if there is one.
 	Read(offset int64, maxBytes int) ([]byte, error)
 	StartOffset() int64
 	HighWatermark() int64
+	// LeaderEpoch is the partition's current leader epoch; the markers of
+	// the transactions it holds carry it as their coordinator epoch.
+	LeaderEpoch() int32
 }
 
 // ProducerIDs hands out producer ids, unique across the cluster and
 // restarts.
 type ProducerIDs interface{ NextProducerID() (int64, error) }
 
-// Markers writes transaction markers to data partitions (the server
-// implements it over replica and tells the group coordinator about
-// __consumer_offsets partitions). It returns once every marker is durable;
-// partitions that no longer exist are skipped. Writing a marker twice is
-// harmless (the second finds no open transaction), so the coordinator
-// retries a failed call whole.
+// Markers writes transaction markers to data partitions, wherever they are
+// led (the server writes those it leads itself, tells the group
+// coordinator about __consumer_offsets partitions, and sends the others to
+// their leaders). It returns once every marker is durable; partitions that
+// no longer exist are skipped. Writing a marker twice is harmless (the
+// second finds no open transaction), so the coordinator retries a failed
+// call whole. ctx ends when the coordinator stops coordinating the
+// transaction.
 type Markers interface {
 	WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32,
 		partitions []model.TopicPartition) error
+}
+
+// Remote reaches the coordinator of a transactional id that another broker
+// coordinates, for the checks a partition leader makes before it appends a
+// transactional batch (KIP-890). The server implements it with
+// AddPartitionsToTxn v5 through the peer client, finding the coordinator
+// as FindCoordinator does.
+type Remote interface {
+	// CheckPartitions adds tps to the producer's transaction (add) or
+	// verifies that each is in it, at id's coordinator, and returns one
+	// error per partition, in order: the coordinator's answers as this
+	// package's errors, and ErrNotCoordinator (or
+	// ErrCoordinatorLoadInProgress) when the coordinator cannot be asked.
+	CheckPartitions(ctx context.Context, id string, producerID int64, epoch int16, tps []model.TopicPartition,
+		add bool) []error
 }
 
 // TxnInfo is a transactional id's state as DescribeTransactions and
@@ -96,39 +119,76 @@ type Coordinator struct {
 	topic   Topic
 	ids     ProducerIDs
 	markers Markers
+	remote  Remote // nil: no other broker to ask
 	clock   Clock
 	log     *slog.Logger
 
 	// ctx is the context of background marker writes; Close cancels it.
+	// Each served partition's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background goroutines
 
-	mu     sync.Mutex
-	txns   map[string]*txn
-	parts  []Partition // __transaction_state; nil until it exists
-	loaded bool
-	closed bool
-	abort  Stopper // the timeout check
-	expiry Stopper // the expiry check
+	mu   sync.Mutex
+	txns map[string]*txn // the ids of the served partitions
+	// parts has one entry per __transaction_state partition once the
+	// topic is known (nil before): the partition while this broker
+	// coordinates its ids (loaded and led), else nil.
+	parts   []*served
+	loading map[int32]bool // partitions being replayed
+	loaded  bool           // Load has run
+	closed  bool
+	abort   Stopper // the timeout check
+	expiry  Stopper // the expiry check
 }
 
-// New returns a coordinator that keeps its state in topic. Call Load
+// served is one __transaction_state partition while this broker
+// coordinates its transactional ids: from the end of its load until it is
+// unloaded or the coordinator closes. Every txn belongs to the served
+// partition it was loaded or created in (txn.home); once that is unloaded
+// the txn is dead: it has left the id map, its writes are refused and its
+// background work stops, so that nothing of an older leadership reaches
+// the log after the partition is loaded again.
+type served struct {
+	index int32
+	p     Partition
+	// epoch is the coordinator epoch the markers of its transactions
+	// carry: the partition's leader epoch when it was loaded.
+	epoch int32
+	// ctx ends when the partition is unloaded (or the coordinator
+	// closes): marker writes for its transactions stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// writes counts appends in flight, from the append until they are
+	// durable or failed; UnloadPartition waits for them, so that a load
+	// after it replays every record this leadership wrote. Add is called
+	// under Coordinator.mu while the partition is served.
+	writes sync.WaitGroup
+}
+
+// newServedLocked starts serving partition i. Caller holds c.mu.
+func (c *Coordinator) newServedLocked(i int32, p Partition) *served {
+	ctx, cancel := context.WithCancel(c.ctx)
+	return &served{index: i, p: p, epoch: p.LeaderEpoch(), ctx: ctx, cancel: cancel}
+}
+
+// New returns a coordinator that keeps its state in topic and asks remote
+// (nil on a single broker) about ids other brokers coordinate. Call Load
 // before serving requests.
-func New(cfg Config, topic Topic, ids ProducerIDs, markers Markers) *Coordinator {
+func New(cfg Config, topic Topic, ids ProducerIDs, markers Markers, remote Remote) *Coordinator {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{
-		cfg: cfg, topic: topic, ids: ids, markers: markers, clock: cfg.Clock, log: cfg.Logger,
-		ctx: ctx, cancel: cancel, txns: map[string]*txn{},
+		cfg: cfg, topic: topic, ids: ids, markers: markers, remote: remote, clock: cfg.Clock, log: cfg.Logger,
+		ctx: ctx, cancel: cancel, txns: map[string]*txn{}, loading: map[int32]bool{},
 	}
 }
 
 // Close stops the timers, cancels marker writes in progress, and returns
 // once every background goroutine has ended. Requests after Close answer
 // ErrNotCoordinator. A transaction left in PrepareCommit or PrepareAbort is
-// finished by the next Load. Call it after the connections are done and
-// before the logs close.
+// finished by the next load of its partition. Call it after the
+// connections are done and before the logs close.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -166,26 +226,59 @@ func (c *Coordinator) spawn(f func()) bool {
 func (c *Coordinator) EnsureTopic() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err := c.partitionsLocked()
-	return err
+	return c.topicLocked(true)
 }
 
-func (c *Coordinator) partitionsLocked() ([]Partition, error) {
-	if c.closed {
-		return nil, ErrNotCoordinator
+// topicLocked makes the coordinator know __transaction_state's partition
+// count: a topic that exists (made by another broker, or found since the
+// last look) is taken as it is, its partitions served only once loaded
+// (LoadPartition), since they may hold ids already; with create, a topic
+// that does not exist is created, and the partitions this broker leads of
+// a topic it made are served at once, empty. Caller holds c.mu: Topic
+// calls back into nothing of the coordinator.
+func (c *Coordinator) topicLocked(create bool) error {
+	switch {
+	case c.closed:
+		return ErrNotCoordinator
+	case c.parts != nil:
+		return nil
 	}
-	if c.parts != nil {
-		return c.parts, nil
+	if parts, err := c.topic.Partitions(); err == nil && len(parts) > 0 {
+		c.adoptLocked(int32(len(parts)))
+		return nil
 	}
-	parts, err := c.topic.Create(c.cfg.StatePartitions)
+	if !create {
+		return nil
+	}
+	parts, created, err := c.topic.Create(c.cfg.StatePartitions)
 	if err != nil {
-		return nil, fmt.Errorf("%w: creating %s: %v", ErrNotCoordinator, StateTopic, err)
+		return fmt.Errorf("%w: creating %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("%w: %s has no partitions", ErrNotCoordinator, StateTopic)
+		return fmt.Errorf("%w: %s has no partitions", ErrNotCoordinator, StateTopic)
 	}
-	c.parts = parts
-	return parts, nil
+	c.adoptLocked(int32(len(parts)))
+	if created {
+		for i, p := range parts {
+			if p != nil {
+				c.parts[i] = c.newServedLocked(int32(i), p)
+			}
+		}
+	}
+	return nil
+}
+
+// adoptLocked records the topic's partition count, none of them served
+// yet. Caller holds c.mu.
+func (c *Coordinator) adoptLocked(n int32) {
+	if c.parts != nil {
+		return
+	}
+	c.parts = make([]*served, n)
+	if n != c.cfg.StatePartitions {
+		c.log.Warn(StateTopic+" keeps the partition count it was created with",
+			"partitions", n, "transaction.state.log.num.partitions", c.cfg.StatePartitions)
+	}
 }
 
 // PartitionFor is the __transaction_state partition that holds a
@@ -200,15 +293,45 @@ func (c *Coordinator) PartitionFor(id string) int32 {
 	return model.CoordinatorPartition(id, n)
 }
 
-// lookup returns a transactional id's entry, or nil when it is unknown.
-func (c *Coordinator) lookup(id string) (*txn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// errElsewhere: the id's partition is not served here, so (unless this
+// broker is about to load it) another broker coordinates it.
+var errElsewhere = fmt.Errorf("%w: the transactional id's partition is not coordinated by this broker", ErrNotCoordinator)
+
+// homeLocked returns the served partition that holds id. It is nil with
+// no error before __transaction_state exists (no id is known anywhere;
+// the first write creates the topic). Errors: ErrNotCoordinator after
+// Close, ErrCoordinatorLoadInProgress before Load or while the partition
+// is being replayed, errElsewhere when it is not served here. Caller holds
+// c.mu.
+func (c *Coordinator) homeLocked(id string) (*served, error) {
 	switch {
 	case c.closed:
 		return nil, ErrNotCoordinator
 	case !c.loaded:
 		return nil, ErrCoordinatorLoadInProgress
+	}
+	if err := c.topicLocked(false); err != nil {
+		return nil, err
+	}
+	if c.parts == nil {
+		return nil, nil
+	}
+	i := model.CoordinatorPartition(id, int32(len(c.parts)))
+	switch {
+	case c.parts[i] != nil:
+		return c.parts[i], nil
+	case c.loading[i]:
+		return nil, ErrCoordinatorLoadInProgress
+	}
+	return nil, fmt.Errorf("%w (%s-%d)", errElsewhere, StateTopic, i)
+}
+
+// lookup returns a transactional id's entry, or nil when it is unknown.
+func (c *Coordinator) lookup(id string) (*txn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.homeLocked(id); err != nil {
+		return nil, err
 	}
 	return c.txns[id], nil
 }
@@ -253,10 +376,12 @@ func (c *Coordinator) write(t *txn, next *meta) error {
 		return err
 	}
 	t.pending, t.ending = true, next != nil && next.state.preparing()
+	t.settled = make(chan struct{})
 	t.mu.Unlock()
 	err = wait()
 	t.mu.Lock()
 	t.pending, t.ending = false, false
+	close(t.settled)
 	if err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
@@ -283,27 +408,31 @@ func (c *Coordinator) writeAhead(t *txn, next *meta) (func() error, error) {
 }
 
 // appendState appends next as t's record (nil: a tombstone) to its
-// partition and returns the wait for its durability.
+// partition and returns the wait for its durability, which the caller
+// must call once. It refuses a t whose partition is no longer served by
+// the leadership t belongs to.
 func (c *Coordinator) appendState(t *txn, next *meta) (func() error, error) {
+	home := t.home
 	c.mu.Lock()
-	parts, err := c.partitionsLocked()
+	if c.closed || int(home.index) >= len(c.parts) || c.parts[home.index] != home {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s-%d is no longer coordinated here", ErrNotCoordinator, StateTopic, home.index)
+	}
+	home.writes.Add(1)
 	c.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	p := parts[model.CoordinatorPartition(t.id, int32(len(parts)))]
-	if p == nil {
-		return nil, fmt.Errorf("%w: %s's partition is led by another broker", ErrNotCoordinator, t.id)
-	}
 	rec := model.KeyValue{Key: txnKey(t.id)}
 	ts := c.nowMs()
 	if next != nil {
 		rec.Value = txnValue(next)
 		ts = next.updateMs
 	}
-	_, wait, err := p.Append(model.EncodeBatch([]model.KeyValue{rec}, ts, model.NoProducer))
+	_, wait, err := home.p.Append(model.EncodeBatch([]model.KeyValue{rec}, ts, model.NoProducer))
 	if err != nil {
+		home.writes.Done()
 		return nil, fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
 	}
-	return wait, nil
+	return func() error {
+		defer home.writes.Done()
+		return wait()
+	}, nil
 }

@@ -24,12 +24,15 @@ var (
 	ErrInvalidTransactionTimeout = errors.New("txn: invalid transaction timeout")
 	// ErrTransactionalIDNotFound: DescribeTransactions of an unknown id.
 	ErrTransactionalIDNotFound = errors.New("txn: transactional id not found")
-	// ErrNotCoordinator: the coordinator is closed, or __transaction_state
-	// could not be created or failed to take a write (Kafka answers
-	// NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE; clients find the
-	// coordinator again and retry either way).
+	// ErrNotCoordinator: the id's __transaction_state partition is not
+	// served by this broker (another broker leads it, or none does), the
+	// coordinator is closed, or __transaction_state could not be created
+	// or failed to take a write (Kafka answers NOT_COORDINATOR or
+	// COORDINATOR_NOT_AVAILABLE; clients find the coordinator again and
+	// retry either way).
 	ErrNotCoordinator = errors.New("txn: not coordinator")
-	// ErrCoordinatorLoadInProgress: Load has not finished.
+	// ErrCoordinatorLoadInProgress: Load has not finished, or the id's
+	// partition is being loaded.
 	ErrCoordinatorLoadInProgress = errors.New("txn: coordinator load in progress")
 	// ErrInvalidRequest: an empty transactional id (the protocol layer
 	// normally rejects it first).

@@ -90,39 +90,59 @@ func (c *fakeClock) Advance(d time.Duration) {
 type memTopic struct {
 	mu      sync.Mutex
 	parts   []*memPartition
-	created int32 // the partition count Create was called with
+	created int32          // the partition count Create was called with
+	led     map[int32]bool // when set, the partitions this broker leads (the others are nil)
 }
 
 func (m *memTopic) Partitions() ([]txn.Partition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []txn.Partition
-	for _, p := range m.parts {
+	for i, p := range m.parts {
+		if m.led != nil && !m.led[int32(i)] {
+			out = append(out, nil)
+			continue
+		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-func (m *memTopic) Create(n int32) ([]txn.Partition, error) {
+// lead sets the partitions this broker leads.
+func (m *memTopic) lead(parts ...int32) {
 	m.mu.Lock()
-	if m.parts == nil {
+	defer m.mu.Unlock()
+	m.led = map[int32]bool{}
+	for _, p := range parts {
+		m.led[p] = true
+	}
+}
+
+func (m *memTopic) Create(n int32) ([]txn.Partition, bool, error) {
+	m.mu.Lock()
+	created := m.parts == nil
+	if created {
 		m.created = n
 		for range n {
 			m.parts = append(m.parts, &memPartition{})
 		}
 	}
 	m.mu.Unlock()
-	return m.Partitions()
+	parts, err := m.Partitions()
+	return parts, created, err
 }
 
 // memPartition keeps batches; with a gate, writes become durable only once
-// it is closed; with fail set, appends fail.
+// it is closed; with readGate, reads wait until it is closed; with fail
+// set, appends fail.
 type memPartition struct {
-	mu      sync.Mutex
-	batches [][]byte
-	next    int64
-	gate    chan struct{}
-	fail    error
+	mu       sync.Mutex
+	batches  [][]byte
+	next     int64
+	gate     chan struct{}
+	readGate chan struct{}
+	fail     error
+	epoch    int32 // the leader epoch
 }
 
 func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
@@ -147,6 +167,12 @@ func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
 
 func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
 	p.mu.Lock()
+	gate := p.readGate
+	p.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []byte
 	for _, b := range p.batches {
@@ -161,6 +187,11 @@ func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
 }
 
 func (p *memPartition) StartOffset() int64 { return 0 }
+func (p *memPartition) LeaderEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch
+}
 func (p *memPartition) HighWatermark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -245,7 +276,7 @@ func (m *memTopic) seed(t *testing.T, partitions int32, id string, v *kmsg.TxnMe
 // partition.
 func (m *memTopic) seedRaw(t *testing.T, partitions int32, id string, key, val []byte) {
 	t.Helper()
-	parts, _ := m.Create(partitions)
+	parts, _, _ := m.Create(partitions)
 	body := []byte{0}                   // attributes
 	body = binary.AppendVarint(body, 0) // timestamp delta
 	body = binary.AppendVarint(body, 0) // offset delta
@@ -267,7 +298,9 @@ func (m *memTopic) seedRaw(t *testing.T, partitions int32, id string, key, val [
 	raw := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
 	raw = fixCRC(raw)
-	p := parts[partitionOf(id, int32(len(parts)))]
+	m.mu.Lock()
+	p := m.parts[partitionOf(id, int32(len(parts)))] // led here or not
+	m.mu.Unlock()
 	if _, wait, err := p.Append(raw); err != nil || wait() != nil {
 		t.Fatal("seed append failed")
 	}
@@ -349,14 +382,22 @@ func (f *fakeMarkers) all() []markerCall {
 	return slices.Clone(f.calls)
 }
 
-// fakeIDs hands out 1000, 1001, ...
+// fakeIDs hands out 1000, 1001, ...; with block set, a call waits until
+// it is closed.
 type fakeIDs struct {
-	mu   sync.Mutex
-	next int64
-	err  error
+	mu    sync.Mutex
+	next  int64
+	err   error
+	block chan struct{}
 }
 
 func (f *fakeIDs) NextProducerID() (int64, error) {
+	f.mu.Lock()
+	block := f.block
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -403,7 +444,7 @@ func newEnvNoLoad(t *testing.T, edit func(*txn.Config)) *env {
 	if edit != nil {
 		edit(&e.cfg)
 	}
-	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers)
+	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers, nil)
 	c := e.c
 	t.Cleanup(c.Close)
 	return e
@@ -421,7 +462,7 @@ func (e *env) load() {
 func (e *env) restart() {
 	e.t.Helper()
 	e.c.Close()
-	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers)
+	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers, nil)
 	c := e.c
 	e.t.Cleanup(c.Close)
 	e.load()

@@ -305,7 +305,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", d)
 	}
 	// A zero Config works (real clock, default logger).
-	c := txn.New(txn.Config{}, &memTopic{}, &fakeIDs{}, &fakeMarkers{})
+	c := txn.New(txn.Config{}, &memTopic{}, &fakeIDs{}, &fakeMarkers{}, nil)
 	if err := c.Load(); err != nil {
 		t.Fatal(err)
 	}

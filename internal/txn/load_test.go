@@ -92,7 +92,7 @@ func TestResumePrepareAfterCrash(t *testing.T) {
 		// Crash: a new coordinator over the same partitions; markers work.
 		old := e.c
 		e.markers = &fakeMarkers{}
-		e.c = txn.New(e.cfg, e.topic, e.ids, e.markers)
+		e.c = txn.New(e.cfg, e.topic, e.ids, e.markers, nil)
 		c := e.c
 		t.Cleanup(c.Close)
 		e.load()
@@ -273,7 +273,7 @@ func TestCompleteNeedNotBeDurable(t *testing.T) {
 	p.mu.Unlock()
 	old := e.c
 	e.markers = &fakeMarkers{}
-	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers)
+	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers, nil)
 	t.Cleanup(e.c.Close)
 	e.load()
 	ti := e.waitState("t1", "CompleteCommit")

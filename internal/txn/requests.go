@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -73,27 +74,44 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 
 // lockOrCreate returns id's entry locked, creating it (Empty, a new
 // producer id, epoch -1, in memory only until InitProducerID writes it) when
-// unknown.
+// unknown. An entry is made only in a partition served here, after
+// __transaction_state is created if it does not exist yet.
 func (c *Coordinator) lockOrCreate(id string) (*txn, error) {
 	for {
 		t, err := c.lockTxn(id)
 		if err != nil || t != nil {
 			return t, err
 		}
+		c.mu.Lock()
+		err = c.topicLocked(true)
+		var home *served
+		if err == nil {
+			home, err = c.homeLocked(id)
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if home == nil {
+			return nil, fmt.Errorf("%w: %s does not exist", ErrNotCoordinator, StateTopic)
+		}
 		pid, err := c.nextProducerID()
 		if err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
-		if c.closed {
+		if now, err := c.homeLocked(id); err != nil || now != home {
 			c.mu.Unlock()
-			return nil, ErrNotCoordinator
+			if err != nil {
+				return nil, err
+			}
+			continue // reloaded meanwhile
 		}
 		if c.txns[id] != nil {
 			c.mu.Unlock()
 			continue // created meanwhile; the id allocated here is dropped
 		}
-		t = &txn{id: id, meta: meta{state: stateEmpty, pid: pid, epoch: -1, lastEpoch: -1, prevPID: -1,
+		t = &txn{id: id, home: home, meta: meta{state: stateEmpty, pid: pid, epoch: -1, lastEpoch: -1, prevPID: -1,
 			nextPID: -1, startMs: -1, updateMs: c.nowMs()}}
 		c.txns[id] = t
 		c.mu.Unlock()
@@ -136,7 +154,20 @@ func (c *Coordinator) fence(t *txn, now int64) error {
 // AddPartitions adds partitions to the producer's transaction, starting it
 // (Ongoing) if none is in progress. Returns once durable; nothing is
 // written when every partition is already in the ongoing transaction.
+// While another record of the id is being made durable it answers
+// ErrConcurrentTransactions, as Kafka.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition) error {
+	return c.addPartitions(ctx, id, pid, epoch, tps, false)
+}
+
+// addPartitions is AddPartitions; with queue, a request that finds a
+// record of the id in flight that does not end its transaction (another
+// partition leader adding its partitions: KIP-890's leaders add theirs at
+// once, one request per broker) waits for it to be durable, or for ctx to
+// end, rather than answering ErrConcurrentTransactions, which would send
+// the producer's batches back to it to retry.
+func (c *Coordinator) addPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition,
+	queue bool) error {
 	if id == "" {
 		return ErrInvalidRequest
 	}
@@ -148,6 +179,18 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 		return ErrInvalidProducerIDMapping
 	}
 	defer t.mu.Unlock()
+	for queue && t.pending && !t.ending {
+		settled := t.settled
+		t.mu.Unlock()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+		}
+		t.mu.Lock()
+		if t.removed || ctx.Err() != nil {
+			return ErrConcurrentTransactions
+		}
+	}
 	switch {
 	case t.pid != pid:
 		return ErrInvalidProducerIDMapping
@@ -188,6 +231,60 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp model.TopicPa
 		return ErrInvalidTxnState
 	}
 	return nil
+}
+
+// CheckPartitions is what a partition leader asks of the coordinator before
+// it appends a transactional batch (KIP-890): with add (Produce v12+,
+// TxnOffsetCommit v5+) tps join the producer's transaction, as
+// AddPartitions but waiting behind another leader's add; without, each is
+// verified to be in it, as Verify. When another broker coordinates id the
+// question goes to it through Remote. It returns one error per partition,
+// in order. Before __transaction_state is known here the answer is
+// ErrNotCoordinator, which producers retry: this broker's metadata may lag
+// the coordinator's.
+func (c *Coordinator) CheckPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition,
+	add bool) []error {
+	if id != "" && c.remote != nil {
+		c.mu.Lock()
+		_, err := c.homeLocked(id)
+		c.mu.Unlock()
+		if errors.Is(err, errElsewhere) {
+			return c.remote.CheckPartitions(ctx, id, pid, epoch, tps, add)
+		}
+	}
+	return c.CheckPartitionsHere(ctx, id, pid, epoch, tps, add)
+}
+
+// CheckPartitionsHere is CheckPartitions answered by this coordinator only
+// (AddPartitionsToTxn v4+, which partition leaders send it): an id
+// coordinated elsewhere is ErrNotCoordinator.
+func (c *Coordinator) CheckPartitionsHere(ctx context.Context, id string, pid int64, epoch int16,
+	tps []model.TopicPartition, add bool) []error {
+	errs := make([]error, len(tps))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	if id == "" {
+		return all(ErrInvalidRequest)
+	}
+	c.mu.Lock()
+	home, err := c.homeLocked(id)
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		return all(err)
+	case home == nil:
+		return all(fmt.Errorf("%w: %s is not known here yet", ErrNotCoordinator, StateTopic))
+	case add:
+		return all(c.addPartitions(ctx, id, pid, epoch, tps, true))
+	}
+	for i, tp := range tps {
+		errs[i] = c.Verify(id, pid, epoch, tp)
+	}
+	return errs
 }
 
 // EndTxn commits or aborts the producer's transaction (Kafka's

@@ -50,10 +50,6 @@ const (
 	clientVersionV2 int16 = 2
 )
 
-// coordinatorEpoch is the epoch markers carry: the leader epoch of the
-// __transaction_state partition, 0 on a single node.
-const coordinatorEpoch int32 = 0
-
 // exhausted is Kafka's isEpochExhausted: one more bump is the last an id
 // takes, so the next one gives a new producer id instead.
 func exhausted(epoch int16) bool { return epoch >= math.MaxInt16-1 }
@@ -88,7 +84,8 @@ func (m *meta) has(tp model.TopicPartition) bool {
 
 // txn is a transactional id and its state.
 type txn struct {
-	id string
+	id   string
+	home *served // the leadership of its partition it belongs to; fixed
 
 	mu sync.Mutex
 	meta
@@ -96,6 +93,9 @@ type txn struct {
 	// may start (requests answer ErrConcurrentTransactions, as Kafka's
 	// pendingTransitionInProgress).
 	pending bool
+	// settled is closed when the pending record is durable or failed
+	// (queued adds wait for it).
+	settled chan struct{}
 	// ending: the pending record decides the transaction (a Prepare
 	// state); Verify then refuses batches, which could otherwise land
 	// after the markers and open a transaction only the partition knows.
