@@ -68,7 +68,10 @@ func mustInit(t *testing.T, c *rawConn, v int16, id string, timeout int32) (int6
 		switch {
 		case resp.ErrorCode == 0:
 			return resp.ProducerID, resp.ProducerEpoch
-		case resp.ErrorCode == kerr.ConcurrentTransactions.Code && time.Now().Before(deadline):
+		case (resp.ErrorCode == kerr.ConcurrentTransactions.Code || resp.ErrorCode == kerr.CoordinatorLoadInProgress.Code ||
+			resp.ErrorCode == kerr.NotCoordinator.Code) && time.Now().Before(deadline):
+			// Retriable, as clients retry them: a coordinator in a cluster
+			// loads its partition once the metadata naming it applies.
 			time.Sleep(20 * time.Millisecond)
 		default:
 			t.Fatalf("InitProducerId %s: %v", id, kerr.ErrorForCode(resp.ErrorCode))
