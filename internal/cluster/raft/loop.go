@@ -22,8 +22,10 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	defer func() {
 		n.finalStatus = n.status()
-		n.setLeader(0) // a stopped node knows no leader
+		// Stopped first, then no leader: a proposer woken by the leader
+		// change then sees the stop, not a lost leader.
 		close(n.donec)
+		n.setLeader(0) // a stopped node knows no leader
 	}()
 	for {
 		if err := n.handleReadies(); err != nil {
