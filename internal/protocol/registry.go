@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -91,21 +93,77 @@ type TopicAdmin interface {
 	SetBrokerConfigs(configs map[string]string, validateOnly bool) error
 }
 
-// Broker is what the handlers reach: the broker's settings and the packages
-// that own its state.
+// Metadata is the cluster metadata as handlers read it (cluster.Store).
+type Metadata interface {
+	ClusterID() string
+	Topic(name string) (cluster.Topic, bool)
+	TopicByID(id cluster.TopicID) (cluster.Topic, bool)
+	Topics() []cluster.Topic
+	CollidingTopic(name string) (string, bool)
+	Partition(topic string, partition int32) (cluster.Partition, bool)
+	Broker(node int32) (cluster.Broker, bool)
+	Brokers() []cluster.Broker
+	LiveBrokers() int
+	Applied() int64
+	Quorum() (cluster.QuorumStatus, bool)
+	BrokerConfigs() map[string]string
+	NodeConfigs(node int32) map[string]string
+	NextProducerID() (int64, error)
+	FeatureLevel(name string) (level int16, epoch int64, ok bool)
+}
+
+// Replicas finds the partitions this broker holds (replica.Manager).
+type Replicas interface {
+	Get(tp model.TopicPartition) (*replica.Partition, bool)
+}
+
+// Groups is the group coordinator as handlers call it (group.Coordinator).
+type Groups interface {
+	EnsureTopic() error
+	PartitionFor(groupID string) int32
+	Join(req group.JoinRequest) <-chan group.JoinResult
+	Sync(req group.SyncRequest) <-chan group.SyncResult
+	Heartbeat(req group.HeartbeatRequest) error
+	Leave(req group.LeaveRequest) group.LeaveResult
+	Commit(req group.CommitRequest) <-chan []error
+	CommitTxn(req group.TxnCommitRequest) <-chan []error
+	CompleteTxn(partition int32, producerID int64, commit bool)
+	FetchOffsets(groupID string, topics []group.FetchTopic, requireStable bool) ([]group.FetchedOffset, error)
+	AwaitStable(groupID string) <-chan struct{}
+	DeleteOffsets(groupID string, topics []group.FetchTopic) <-chan group.DeleteOffsetsResult
+	Describe(ids []string) []group.GroupDescription
+	List(states, types []string) []group.ListedGroup
+	DeleteGroup(id string) <-chan error
+}
+
+// Txns is the transaction coordinator as handlers call it
+// (txn.Coordinator).
+type Txns interface {
+	EnsureTopic() error
+	InitProducerID(ctx context.Context, id string, timeout time.Duration, pid int64, epoch int16) (int64, int16, error)
+	AddPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition) error
+	CheckPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition, add bool) []error
+	CheckPartitionsHere(ctx context.Context, id string, pid int64, epoch int16, tps []model.TopicPartition, add bool) []error
+	EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit, v2 bool) (int64, int16, error)
+	Describe(id string) (txn.TxnInfo, error)
+	List(f txn.ListFilter) []txn.TxnInfo
+}
+
+// Broker is what the handlers reach: the broker's settings and, through
+// interfaces, the packages that own its state.
 type Broker struct {
 	Config   config.Broker
 	Host     string // advertised
 	Port     int32
-	Cluster  *cluster.Store
-	Replicas *replica.Manager
+	Cluster  Metadata
+	Replicas Replicas
 	Topics   TopicAdmin
 	Logger   *slog.Logger
 	// Groups is the group coordinator (every group's state and committed
 	// offsets).
-	Groups *group.Coordinator
+	Groups Groups
 	// Txns is the transaction coordinator.
-	Txns *txn.Coordinator
+	Txns Txns
 	// FetchObserver, when set, is told where consumers fetch (the group
 	// coordinator's rebalance history).
 	FetchObserver group.FetchObserver
