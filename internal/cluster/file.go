@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/strandlog/strand/internal/log/vfs"
 )
 
 // fileBackend is the metadata log of a single node: no log at all, but the
@@ -81,27 +83,5 @@ func (f *fileBackend) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := f.path + ".tmp"
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := fh.Write(b); err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, f.path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(f.path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return vfs.WriteFileAtomic(vfs.OS, f.path, b)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,7 +171,7 @@ func (s *Store) EnsureClusterID(want string) (string, error) {
 	}
 	if want == "" {
 		var id TopicID
-		randRead(id[:])
+		rand.Read(id[:])
 		want = id.String()
 	}
 	v, err := s.propose(kindClusterID, clusterIDRecord{ID: want})

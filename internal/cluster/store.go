@@ -278,8 +278,6 @@ func (s *Store) CreateTopic(spec TopicSpec) (Topic, error) {
 	return v.(Topic), nil
 }
 
-func randRead(b []byte) { rand.Read(b) }
-
 func randomSeed() uint32 {
 	var b [4]byte
 	rand.Read(b[:])
