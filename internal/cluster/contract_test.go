@@ -266,17 +266,34 @@ func TestContractBrokerFencing(t *testing.T) {
 		if st, _ := s.Partition("t", 1); st.Leader != 1 || st.LeaderEpoch != 2 || st.PartitionEpoch != 2 {
 			t.Fatalf("unfenced: %+v", st)
 		}
-		// A restart that registers again, ready at once, keeps leadership
-		// and epochs as they are.
 		s = open()
-		if _, err := s.RegisterBroker("127.0.0.1", 9093, "", true); err != nil {
+		if _, clustered := s.Quorum(); clustered {
+			// In a cluster another process of the node registers only once
+			// the old registration is fenced.
+			_, err := s.RegisterBroker("127.0.0.1", 9093, "", true)
+			if !errors.Is(err, ErrDuplicateBrokerRegistration) {
+				t.Fatalf("registering over a live registration: %v", err)
+			}
+			if err := s.FenceBroker(1, b.Epoch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A single node's restart registers again, ready at once, and keeps
+		// leadership and epochs as they are.
+		nb, err := s.RegisterBroker("127.0.0.1", 9093, "", true)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if st, _ := s.Partition("t", 1); st.Leader != 1 || st.LeaderEpoch != 2 {
-			t.Fatalf("after re-registering: %+v", st)
+		if _, clustered := s.Quorum(); !clustered {
+			if st, _ := s.Partition("t", 1); st.Leader != 1 || st.LeaderEpoch != 2 {
+				t.Fatalf("after re-registering: %+v", st)
+			}
 		}
-		if nb, _ := s.Broker(1); nb.Port != 9093 || nb.Epoch <= b.Epoch || nb.Incarnation == b.Incarnation {
+		if nb.Port != 9093 || nb.Epoch <= b.Epoch || nb.Incarnation == b.Incarnation || nb.Incarnation != s.Incarnation() {
 			t.Fatalf("re-registered %+v after %+v", nb, b)
+		}
+		if _, stale := s.Superseded(); stale {
+			t.Fatal("the registering process is superseded by itself")
 		}
 	})
 }

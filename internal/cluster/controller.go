@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/strandlog/strand/internal/cluster/raft"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,6 +15,13 @@ import (
 // metadata). What it decides goes through the log like any change, so a
 // new leader starts from the same image; it judges contact afresh, giving
 // every broker a full session timeout from its own start as leader.
+//
+// Contact is judged per process: a registration is alive while the
+// process that made it (its incarnation) is heard from, not while any
+// process of that node id is. So a restarted broker does not keep its
+// dead predecessor's registration alive, and once another process of the
+// node speaks, the silence of the registered one counts after a short
+// grace rather than a whole session.
 type controller struct {
 	s       *Store
 	be      *raftBackend
@@ -36,6 +44,30 @@ func (c *controller) stop() {
 	c.wg.Wait()
 }
 
+// restartGrace is how long a registered process may be silent while
+// another process of its node id is heard from: about ten heartbeats, so a
+// live process is never taken for a restarted one.
+const restartGrace = time.Second
+
+// heard reports whether the process inc of a peer counts as alive now.
+// Before this controller has led for a session timeout, a process not yet
+// heard from gets the benefit of the doubt.
+func (c *controller) heard(ps raft.PeerStatus, inc string, leadingSince, now time.Time) bool {
+	seen, ok := ps.Heard[inc]
+	if !ok || seen.Before(leadingSince) {
+		seen = leadingSince
+	}
+	if now.Sub(seen) >= c.timeout {
+		return false
+	}
+	for other, t := range ps.Heard {
+		if other != inc && t.After(seen) && now.Sub(seen) >= min(restartGrace, c.timeout) {
+			return false // another process of the node speaks instead
+		}
+	}
+	return true
+}
+
 func (c *controller) run() {
 	tick := time.NewTicker(min(c.timeout/4, 250*time.Millisecond))
 	defer tick.Stop()
@@ -55,18 +87,20 @@ func (c *controller) run() {
 		if leadingSince.IsZero() {
 			leadingSince = now
 		}
-		contact := map[int32]time.Time{nodeID(st.ID): now}
-		match := map[int32]uint64{nodeID(st.ID): st.Applied}
+		self := nodeID(st.ID)
+		match := map[int32]uint64{self: st.Applied}
 		for id, ps := range st.Peers {
-			t := ps.LastContact
-			if t.Before(leadingSince) {
-				t = leadingSince
-			}
-			contact[nodeID(id)], match[nodeID(id)] = t, ps.Match
+			match[nodeID(id)] = ps.Match
 		}
 		for _, b := range c.s.Brokers() {
-			seen, member := contact[b.NodeID]
-			alive := member && now.Sub(seen) < c.timeout
+			alive := b.NodeID == self && b.Incarnation == c.s.incarnation
+			seen := leadingSince
+			if ps, member := st.Peers[raftID(b.NodeID)]; member {
+				alive = c.heard(ps, b.Incarnation, leadingSince, now)
+				if t := ps.Heard[b.Incarnation]; t.After(seen) {
+					seen = t
+				}
+			}
 			var err error
 			switch {
 			case !b.Fenced && !alive:

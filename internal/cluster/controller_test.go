@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,5 +69,175 @@ func TestControllerLiveness(t *testing.T) {
 		if st.Replicas[0] != victim && (st.Leader != st.Replicas[0] || st.LeaderEpoch != 0) {
 			t.Fatalf("partition %d of a live broker: %+v", i, st)
 		}
+	}
+}
+
+// openQuorumStore opens node's store on the simulated network with its own
+// endpoint, which becomes the node's route.
+func openQuorumStore(t *testing.T, net *raft.MemNetwork, voters map[int32]string, node int32, fsys vfs.FS) (*Store, raft.Transport) {
+	t.Helper()
+	ep := net.Endpoint(raftID(node))
+	s, err := OpenRaft(RaftConfig{NodeID: node, Voters: voters, Listen: fmt.Sprintf("n%d", node), Dir: "/d", FS: fsys,
+		Transport: ep, TickInterval: 5 * time.Millisecond,
+		SessionTimeout: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ep
+}
+
+// registerUntil registers s, retrying while another process of its node
+// holds a live registration, and returns the registration and how many
+// times it was refused so.
+func registerUntil(t *testing.T, s *Store, deadline time.Duration) (Broker, int) {
+	t.Helper()
+	refused := 0
+	for end := time.Now().Add(deadline); ; time.Sleep(20 * time.Millisecond) {
+		b, err := s.RegisterBroker("127.0.0.1", 9000+s.node, "", false)
+		if err == nil {
+			return b, refused
+		}
+		if errors.Is(err, ErrDuplicateBrokerRegistration) {
+			refused++
+		}
+		if time.Now().After(end) {
+			t.Fatalf("node %d not registered after %v (%d refusals): %v; brokers %+v", s.node, deadline, refused, err, s.Brokers())
+		}
+	}
+}
+
+// A restarted broker process (kill -9, then started on the same data) is
+// refused while its predecessor's registration is live, and takes over
+// once the controller sees that only the new process speaks for the node,
+// well before a session timeout. The predecessor's silence counts even
+// though the node id is heard from all along.
+func TestControllerRestartedProcessTakesOver(t *testing.T) {
+	net := raft.NewMemNetwork(11)
+	voters := map[int32]string{1: "n1", 2: "n2", 3: "n3"}
+	stores := map[int32]*Store{}
+	disks := map[int32]*vfs.MemFS{}
+	for node := range voters {
+		disks[node] = vfs.NewMem()
+		stores[node], _ = openQuorumStore(t, net, voters, node, disks[node])
+	}
+	for _, s := range stores {
+		if _, err := s.EnsureClusterID("c1"); err != nil {
+			t.Fatal(err)
+		}
+		registerUntil(t, s, 10*time.Second)
+	}
+	waitUntil(t, "every broker unfenced", func() bool { return stores[1].LiveBrokers() == 3 })
+	victim := int32(1)
+	for victim == stores[1].Controller() {
+		victim++
+	}
+	old, _ := stores[victim].Broker(victim)
+	stores[victim].Close()
+	start := time.Now()
+	restarted, _ := openQuorumStore(t, net, voters, victim, disks[victim])
+	b, refused := registerUntil(t, restarted, 10*time.Second)
+	took := time.Since(start)
+	if refused == 0 {
+		t.Error("the restart registered over a live registration")
+	}
+	if b.Epoch <= old.Epoch || b.Incarnation != restarted.Incarnation() {
+		t.Fatalf("registered %+v after %+v", b, old)
+	}
+	if took >= 3*time.Second {
+		t.Errorf("the restart took over after %v, a session timeout or more", took)
+	}
+	t.Logf("a restarted process registered after %v (%d refusals)", took.Round(time.Millisecond), refused)
+	waitUntil(t, "the restarted broker unfenced", func() bool {
+		nb, _ := stores[victim%3+1].Broker(victim)
+		return !nb.Fenced && nb.Epoch == b.Epoch
+	})
+}
+
+// A replacement process started for a node whose process is paused, on a
+// copy of its disk, takes its registration once the paused one is silent;
+// when the paused process is reached again it is fenced: it finds itself
+// superseded, or its log no longer fits the leader's and it stops.
+func TestControllerStaleProcessSuperseded(t *testing.T) {
+	net := raft.NewMemNetwork(12)
+	voters, any := startVoters(t, net)
+	// Node 4 is a broker that is not a voter: its address is its own.
+	disk := vfs.NewMem()
+	paused, pausedEp := openQuorumStore(t, net, voters, 4, disk)
+	first, _ := registerUntil(t, paused, 10*time.Second)
+	waitUntil(t, "broker 4 unfenced", func() bool { b, _ := any.Broker(4); return !b.Fenced })
+	// The replacement takes the address: the paused process hears nothing.
+	replacement, _ := openQuorumStore(t, net, voters, 4, disk.CrashClone(vfs.CrashOptions{}))
+	second, _ := registerUntil(t, replacement, 10*time.Second)
+	if second.Epoch <= first.Epoch || second.Incarnation == first.Incarnation {
+		t.Fatalf("replacement registered %+v after %+v", second, first)
+	}
+	waitUntil(t, "the replacement unfenced", func() bool { b, _ := any.Broker(4); return !b.Fenced && b.Epoch == second.Epoch })
+	if _, stale := paused.Superseded(); stale {
+		t.Fatal("the paused process knew it was superseded before hearing the log")
+	}
+	// The paused process resumes and is reached. Either it applies the
+	// replacement's registration and finds itself superseded, or Raft
+	// finds its log behind what the leader knows of the node and stops it.
+	net.Reroute(pausedEp)
+	waitUntil(t, "the paused process fenced", func() bool {
+		b, stale := paused.Superseded()
+		select {
+		case <-paused.Stopped():
+			t.Logf("the paused process stopped: %v", paused.Failure())
+			return errors.Is(paused.Failure(), raft.ErrCorrupt)
+		default:
+		}
+		return stale && b.Epoch == second.Epoch
+	})
+	if _, stale := replacement.Superseded(); stale {
+		t.Fatal("the replacement is superseded")
+	}
+}
+
+// startVoters starts a three-voter quorum with a cluster id and returns
+// the voters and one of their stores.
+func startVoters(t *testing.T, net *raft.MemNetwork) (map[int32]string, *Store) {
+	t.Helper()
+	voters := map[int32]string{1: "n1", 2: "n2", 3: "n3"}
+	var any *Store
+	for node := range voters {
+		any, _ = openQuorumStore(t, net, voters, node, vfs.NewMem())
+	}
+	if _, err := any.EnsureClusterID("c1"); err != nil {
+		t.Fatal(err)
+	}
+	return voters, any
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A process started for a member on an empty disk (its log lost) stops its
+// metadata log with an error the broker reports, instead of crashing when
+// the leader's commit index lies past its log's end.
+func TestLostLogStopsTheNode(t *testing.T) {
+	net := raft.NewMemNetwork(13)
+	voters, _ := startVoters(t, net)
+	member, _ := openQuorumStore(t, net, voters, 4, vfs.NewMem())
+	registerUntil(t, member, 10*time.Second)
+	member.Close()
+	lost, _ := openQuorumStore(t, net, voters, 4, vfs.NewMem())
+	select {
+	case <-lost.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a node whose log was lost still runs")
+	}
+	if err := lost.Failure(); !errors.Is(err, raft.ErrCorrupt) {
+		t.Fatalf("stopped with %v", err)
+	}
+	if _, err := lost.RegisterBroker("h", 1, "", false); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("registering on a stopped log: %v", err)
 	}
 }

@@ -31,6 +31,14 @@
 // own registration. Fencing moves or drops the broker's leaderships
 // (image.fence), unfencing gives back the leaderless ones it is in sync for.
 //
+// Processes of one node id: each Store is one process, named by a random
+// incarnation that its registrations and its Raft messages carry. Contact
+// is judged per incarnation, so a restarted broker does not keep its dead
+// predecessor alive. Another process of the node registers only once the
+// old registration is fenced (ErrDuplicateBrokerRegistration before); the
+// old process, if it runs on, learns that it is superseded (Superseded) or
+// finds its Raft log no longer fits the leader's (Stopped), and stops.
+//
 // Locking: Store.mu guards the image; the Raft loop takes it to apply, so
 // nothing may hold it while proposing or asking the Raft node's status.
 // Store.pidMu serialises producer-id blocks. Methods copy what they return.

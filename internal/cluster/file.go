@@ -76,6 +76,10 @@ func (f *fileBackend) controller() int32 { return f.s.node }
 
 func (f *fileBackend) close() error { return nil }
 
+func (f *fileBackend) stopped() <-chan struct{} { return nil }
+
+func (f *fileBackend) failure() error { return nil }
+
 // save writes the image atomically and durably: a change is acknowledged
 // only once it would survive a crash.
 func (f *fileBackend) save() error {

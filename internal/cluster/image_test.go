@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -135,5 +136,41 @@ func TestOpenFileBeforePlacements(t *testing.T) {
 	}
 	if id, err := s.NextProducerID(); err != nil || id != 2000 {
 		t.Fatalf("producer id %d %v, want 2000", id, err)
+	}
+}
+
+// Another process of a node registers only once the registration it
+// replaces is fenced; the same process may register again, and a single
+// node's takeover replaces whatever its last run left.
+func TestRegistrationOfAnotherProcess(t *testing.T) {
+	reg := func(inc string, takeover bool) []byte {
+		return rec(t, kindRegisterBroker, registerBrokerRecord{NodeID: 1, Incarnation: inc, Host: "h", Port: 1, Takeover: takeover})
+	}
+	unfence := func(epoch int64) []byte { return rec(t, kindUnfenceBroker, fenceRecord{NodeID: 1, Epoch: epoch}) }
+	fence := func(epoch int64) []byte { return rec(t, kindFenceBroker, fenceRecord{NodeID: 1, Epoch: epoch}) }
+	for _, tc := range []struct {
+		name string
+		recs [][]byte
+		err  error
+	}{
+		{"over a live registration", [][]byte{reg("a", false), unfence(1), reg("b", false)}, ErrDuplicateBrokerRegistration},
+		{"over a fenced registration", [][]byte{reg("a", false), unfence(1), fence(1), reg("b", false)}, nil},
+		{"over a registration never unfenced", [][]byte{reg("a", false), reg("b", false)}, nil},
+		{"the same process again", [][]byte{reg("a", false), unfence(1), reg("a", false)}, nil},
+		{"a single node's takeover", [][]byte{reg("a", true), unfence(1), reg("b", true)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im, res := applyAll(t, tc.recs...)
+			if !errors.Is(res.err, tc.err) {
+				t.Fatalf("registering: %v, want %v", res.err, tc.err)
+			}
+			want := "b"
+			if tc.err != nil || tc.name == "the same process again" {
+				want = "a"
+			}
+			if b := im.broker(1); b.Incarnation != want {
+				t.Fatalf("registered %+v, want incarnation %s", *b, want)
+			}
+		})
 	}
 }

@@ -105,6 +105,7 @@ func OpenRaft(cfg RaftConfig) (*Store, error) {
 		Dir:          filepath.Join(cfg.Dir, MetadataDir),
 		SM:           stateMachine{s},
 		Transport:    tr,
+		Incarnation:  s.incarnation,
 		TickInterval: cfg.TickInterval,
 		Logger:       cfg.Logger,
 	})
@@ -155,6 +156,10 @@ func (r *raftBackend) controller() int32 {
 	}
 	return -1
 }
+
+func (r *raftBackend) stopped() <-chan struct{} { return r.node.Done() }
+
+func (r *raftBackend) failure() error { return r.node.Err() }
 
 func (r *raftBackend) close() error {
 	if r.ctl != nil {

@@ -51,6 +51,9 @@ type registerBrokerRecord struct {
 	// Unfenced registers the broker ready to lead at once: the single-node
 	// store does so, being its own controller.
 	Unfenced bool `json:"unfenced,omitempty"`
+	// Takeover replaces a registration of the node that is not fenced: the
+	// single-node store's, whose previous process cannot be alive.
+	Takeover bool `json:"takeover,omitempty"`
 }
 
 type fenceRecord struct {
@@ -270,6 +273,12 @@ func (im *image) registerBroker(index uint64, r registerBrokerRecord) result {
 	nb := Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation,
 		Epoch: int64(index), Fenced: !r.Unfenced}
 	if b := im.broker(r.NodeID); b != nil {
+		// Another process of the node may register only once the old one's
+		// registration is fenced: the active controller decides it is
+		// gone (Kafka's rule). The same process may register again.
+		if !b.Fenced && b.Incarnation != r.Incarnation && !r.Takeover {
+			return result{err: ErrDuplicateBrokerRegistration}
+		}
 		// A new registration replaces the old one. Unless it is ready at
 		// once, what the old process led is given up first.
 		if nb.Fenced {

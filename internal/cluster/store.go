@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Errors the protocol layer maps to Kafka codes.
@@ -29,6 +30,11 @@ var (
 	// ErrStaleBrokerEpoch: a change names a broker registration that has
 	// been replaced.
 	ErrStaleBrokerEpoch = errors.New("cluster: stale broker epoch")
+	// ErrDuplicateBrokerRegistration: another process of the node id holds
+	// a registration that is not fenced (Kafka's
+	// DUPLICATE_BROKER_REGISTRATION). Retriable: the active controller
+	// fences it once that process is no longer heard from.
+	ErrDuplicateBrokerRegistration = errors.New("cluster: another process is registered with this node id")
 	// ErrNotAvailable: the metadata log cannot take changes now (no quorum,
 	// no leader, shutting down). Retriable; reads still answer.
 	ErrNotAvailable = errors.New("cluster: metadata quorum not available")
@@ -43,8 +49,21 @@ type backend interface {
 	// controller is the node that orders records now (the quorum's
 	// leader), or -1 while there is none.
 	controller() int32
+	// stopped is closed when the backend stopped on its own (never for a
+	// file); failure says why.
+	stopped() <-chan struct{}
+	failure() error
 	close() error
 }
+
+// Stopped is closed when the metadata log stopped on its own, after an
+// error that Failure returns (its Raft log refused the leader's, say). A
+// broker must not go on serving from an image that no longer follows.
+func (s *Store) Stopped() <-chan struct{} { return s.be.stopped() }
+
+// Failure is why the metadata log stopped on its own, once Stopped is
+// closed.
+func (s *Store) Failure() error { return s.be.failure() }
 
 // Store is a broker's view of the cluster metadata: the image of the
 // metadata log as of the last record applied here, and the way to append
@@ -53,7 +72,11 @@ type backend interface {
 // the checks made when the record applied.
 type Store struct {
 	node int32 // this broker
-	be   backend
+	// incarnation names this process: its registrations carry it, and a
+	// registration of the node with another one is another process's.
+	incarnation string
+	registered  atomic.Bool // a registration of this process has applied
+	be          backend
 
 	mu      sync.RWMutex
 	im      image
@@ -67,7 +90,9 @@ type Store struct {
 }
 
 func newStore(node int32) *Store {
-	s := &Store{node: node, changed: make(chan struct{}, 1)}
+	var inc TopicID
+	rand.Read(inc[:])
+	s := &Store{node: node, incarnation: inc.String(), changed: make(chan struct{}, 1)}
 	s.im.index()
 	return s
 }
@@ -354,16 +379,36 @@ func (s *Store) NextProducerID() (int64, error) {
 }
 
 // RegisterBroker registers this broker's process (a new incarnation on
-// every start) and returns the registration with its broker epoch.
+// every start) and returns the registration with its broker epoch. While
+// another process of the node holds a live registration it fails with
+// ErrDuplicateBrokerRegistration. A single node's store is the only
+// process of its node, so it replaces whatever its last run registered.
 func (s *Store) RegisterBroker(host string, port int32, rack string, unfenced bool) (Broker, error) {
-	var inc TopicID
-	rand.Read(inc[:])
-	v, err := s.propose(kindRegisterBroker, registerBrokerRecord{NodeID: s.node, Incarnation: inc.String(),
-		Host: host, Port: port, Rack: rack, Unfenced: unfenced})
+	_, clustered := s.Quorum()
+	v, err := s.propose(kindRegisterBroker, registerBrokerRecord{NodeID: s.node, Incarnation: s.incarnation,
+		Host: host, Port: port, Rack: rack, Unfenced: unfenced, Takeover: !clustered})
 	if err != nil {
 		return Broker{}, err
 	}
+	s.registered.Store(true)
 	return v.(Broker), nil
+}
+
+// Incarnation names this process among the processes that ever ran as
+// this node.
+func (s *Store) Incarnation() string { return s.incarnation }
+
+// Superseded reports whether another process of this node has registered
+// since this one did: this process is stale, and the registration that
+// replaced it is returned. Before this process registers it is false.
+func (s *Store) Superseded() (Broker, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.im.broker(s.node)
+	if b == nil || !s.registered.Load() || b.Incarnation == s.incarnation {
+		return Broker{}, false
+	}
+	return *b, true
 }
 
 // FenceBroker stops the registration epoch of node from leading.

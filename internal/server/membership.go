@@ -79,17 +79,29 @@ func (s *Server) clustered() bool {
 // server stops or belongs elsewhere (false).
 func (s *Server) register(host string, port int32) bool {
 	const backoff = 200 * time.Millisecond
+	var warned time.Time
 	for {
 		err := s.registerOnce(host, port)
 		if err == nil {
 			return true
 		}
-		if errors.Is(err, errWrongCluster) {
+		switch {
+		case errors.Is(err, errWrongCluster):
 			s.logger.Error("not joining the cluster", "err", err)
 			s.fail(err)
 			return false
+		case errors.Is(err, cluster.ErrDuplicateBrokerRegistration):
+			// Kafka's DUPLICATE_BROKER_REGISTRATION: wait until the active
+			// controller fences the other process (it has stopped, or it
+			// has not been heard from for the session timeout).
+			if time.Since(warned) > 10*time.Second {
+				warned = time.Now()
+				s.logger.Warn("another process is registered as this node; waiting for it to be fenced",
+					"node", s.cfg.NodeID)
+			}
+		default:
+			s.logger.Debug("registration not made yet", "err", err)
 		}
-		s.logger.Debug("registration not made yet", "err", err)
 		select {
 		case <-s.ctx.Done():
 			return false
@@ -137,6 +149,23 @@ func (s *Server) registerOnce(host string, port int32) error {
 	}
 	s.metadataChanged() // and the coordinators follow the leadership
 	return nil
+}
+
+// stale reports whether another process has registered as this node
+// since this one did (a replacement started while this one was paused or
+// cut off). A stale process leads nothing from then on and fails, so that
+// it stops: the broker epoch of the newer registration fences it.
+func (s *Server) stale() bool {
+	b, stale := s.cluster.Superseded()
+	if !stale {
+		return false
+	}
+	s.leadNothing()
+	err := fmt.Errorf("another process registered as node %d (broker epoch %d, at %s:%d); this one is stale and stops",
+		b.NodeID, b.Epoch, b.Host, b.Port)
+	s.logger.Error("superseded", "err", err)
+	s.fail(err)
+	return true
 }
 
 // metaProperties is what a data directory says it belongs to, in Kafka's

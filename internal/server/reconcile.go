@@ -132,12 +132,41 @@ func (s *Server) followMetadata() {
 			return
 		case <-s.cluster.Changes():
 		case <-s.rec.again:
+		case <-s.cluster.Stopped():
+			s.metadataStopped()
+			return
+		}
+		if s.stale() {
+			return
 		}
 		if err := s.reconcile(); err != nil {
 			s.logger.Warn("serving the metadata's partitions failed", "err", err)
 		}
 		s.syncCoordinators()
 	}
+}
+
+// metadataStopped gives up leading once the metadata log has stopped on
+// its own: the image no longer follows, so what it says this broker leads
+// may have moved. The server fails, and the process stops.
+func (s *Server) metadataStopped() {
+	if s.ctx.Err() != nil {
+		return // shutting down
+	}
+	err := fmt.Errorf("the metadata log stopped: %w", s.cluster.Failure())
+	s.logger.Error("metadata log stopped", "err", err)
+	s.leadNothing()
+	s.fail(err)
+}
+
+// leadNothing makes this broker lead no partition and coordinate nothing,
+// whatever its image says.
+func (s *Server) leadNothing() {
+	s.rec.caughtUp.Store(false)
+	if err := s.reconcile(); err != nil {
+		s.logger.Warn("giving up the partitions failed", "err", err)
+	}
+	s.syncCoordinators()
 }
 
 // metadataChanged makes followMetadata run again, as if records had

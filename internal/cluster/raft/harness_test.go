@@ -94,6 +94,8 @@ type tnode struct {
 	sm   *testSM
 	node *Node // nil while down
 	join bool
+	// starts counts the node's starts; each is a new incarnation.
+	starts int
 }
 
 type tcluster struct {
@@ -161,6 +163,7 @@ func (c *tcluster) config(tn *tnode) Config {
 		Dir:             "/raft",
 		SM:              tn.sm,
 		Transport:       tr,
+		Incarnation:     incarnation(tn.id, tn.starts),
 		TickInterval:    10 * time.Millisecond,
 		SnapshotEntries: math.MaxUint64 / 2,
 		Logger:          testLogger,
@@ -170,6 +173,9 @@ func (c *tcluster) config(tn *tnode) Config {
 	}
 	return cfg
 }
+
+// incarnation names a node's nth start.
+func incarnation(id uint64, start int) string { return fmt.Sprintf("node%d-start%d", id, start) }
 
 // start starts node id (new or down) with a fresh state machine on its FS.
 func (c *tcluster) start(id uint64) {
@@ -181,6 +187,7 @@ func (c *tcluster) start(id uint64) {
 		c.t.Fatalf("node %d already running", id)
 	}
 	tn.sm = &testSM{}
+	tn.starts++
 	n, err := Start(c.config(tn))
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)

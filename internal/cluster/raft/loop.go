@@ -38,8 +38,8 @@ func (n *Node) run() {
 			return
 		case <-ticker.C:
 			n.tick()
-		case m := <-n.recvc:
-			n.step(m)
+		case in := <-n.recvc:
+			n.stepFrom(in)
 		case p := <-n.propc:
 			n.propose(p)
 		case <-n.reports.notify:
@@ -48,6 +48,11 @@ func (n *Node) run() {
 			c <- n.status()
 		}
 		n.drain()
+		if n.stepErr != nil {
+			n.loopErr = n.stepErr
+			n.log.Error("raft loop stopped", "err", n.stepErr)
+			return
+		}
 	}
 }
 
@@ -55,8 +60,8 @@ func (n *Node) run() {
 func (n *Node) drain() {
 	for range 256 {
 		select {
-		case m := <-n.recvc:
-			n.step(m)
+		case in := <-n.recvc:
+			n.stepFrom(in)
 		case p := <-n.propc:
 			n.propose(p)
 		default:
@@ -224,6 +229,7 @@ func (n *Node) applyConfChange(cc *pb.ConfChange) error {
 		case pb.ConfChangeRemoveNode:
 			delete(n.members, id)
 			delete(n.contact, id)
+			delete(n.heard, id)
 			if id != n.id {
 				n.cfg.Transport.removePeer(id)
 			}
@@ -327,6 +333,33 @@ func joinRequest(m *pb.Message) *pb.ConfChange {
 	return cc
 }
 
+// heardLimit bounds the incarnations remembered per peer: the current
+// process and a few before it are enough to judge a restart.
+const heardLimit = 4
+
+// stepFrom notes when the sender's process was heard from, then steps the
+// message.
+func (n *Node) stepFrom(in inbound) {
+	if from := in.m.GetFrom(); from != 0 && in.incarnation != "" && n.isMember(from) {
+		h := n.heard[from]
+		if h == nil {
+			h = map[string]time.Time{}
+			n.heard[from] = h
+		}
+		if _, ok := h[in.incarnation]; !ok && len(h) >= heardLimit {
+			var oldest string
+			for inc, t := range h {
+				if oldest == "" || t.Before(h[oldest]) {
+					oldest = inc
+				}
+			}
+			delete(h, oldest)
+		}
+		h[in.incarnation] = time.Now()
+	}
+	n.step(in.m)
+}
+
 // step hands a message from a peer to Raft, except a join request, which
 // the leader turns into a proposal of its own and a follower forwards to
 // the leader.
@@ -352,9 +385,27 @@ func (n *Node) step(m *pb.Message) {
 	if from != 0 {
 		n.contact[from] = time.Now()
 	}
-	if err := n.rn.Step(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
+	if err := n.stepRaft(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
 		n.log.Debug("message not stepped", "type", m.GetType().String(), "from", from, "err", err)
 	}
+}
+
+// stepRaft steps a message into Raft. Raft panics on a message its log
+// cannot take, such as a leader's commit index past the end of a log that
+// was lost (a process started for a member on an empty or older disk);
+// that stops the node with an error instead of the whole process.
+func (n *Node) stepRaft(m *pb.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil && n.stepErr == nil {
+			n.stepErr = fmt.Errorf("%w: the leader's log does not fit this node's (%v): "+
+				"this node's log was lost, or another process runs as this node; "+
+				"a node that lost its log must join again under a new node id", ErrCorrupt, r)
+		}
+	}()
+	if n.stepErr != nil {
+		return nil // stopping: nothing more goes into Raft
+	}
+	return n.rn.Step(m)
 }
 
 func (n *Node) propose(p *proposal) {
@@ -414,7 +465,8 @@ func (n *Node) status() Status {
 			if id == n.id {
 				continue
 			}
-			s.Peers[id] = PeerStatus{Match: pr.Match, Learner: pr.IsLearner, Active: pr.RecentActive, LastContact: n.contact[id]}
+			s.Peers[id] = PeerStatus{Match: pr.Match, Learner: pr.IsLearner, Active: pr.RecentActive,
+				LastContact: n.contact[id], Heard: maps.Clone(n.heard[id])}
 		}
 	}
 	return s

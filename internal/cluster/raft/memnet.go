@@ -37,8 +37,19 @@ func NewMemNetwork(seed uint64) *MemNetwork {
 }
 
 // Endpoint returns a transport for node id. Starting it replaces the
-// node's previous endpoint, so a restarted node gets a fresh, live one.
+// node's previous endpoint, so a restarted node gets a fresh, live one:
+// messages to the id go to the newest endpoint. A previous endpoint whose
+// node still runs (a stale process) can still send.
 func (n *MemNetwork) Endpoint(id uint64) Transport { return &memEndpoint{net: n, id: id} }
+
+// Reroute makes a started endpoint its node id's destination again, as
+// when an address moves back to an older process.
+func (n *MemNetwork) Reroute(t Transport) {
+	e := t.(*memEndpoint)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.eps[e.id] = e
+}
 
 // SetLoss makes each message lost with probability p.
 func (n *MemNetwork) SetLoss(p float64) {
@@ -88,6 +99,7 @@ func (n *MemNetwork) deliverable(from, to *memEndpoint) bool {
 type memEndpoint struct {
 	net *MemNetwork
 	id  uint64
+	inc string // the incarnation its node gave at start
 	h   handler
 	// dead is guarded by net.mu.
 	dead bool
@@ -103,11 +115,11 @@ type memEndpoint struct {
 // memQueueLimit bounds the messages waiting for delivery to one node.
 const memQueueLimit = 10000
 
-func (e *memEndpoint) start(self uint64, h handler, spawn func(func())) error {
+func (e *memEndpoint) start(self uint64, incarnation string, h handler, spawn func(func())) error {
 	if self != e.id {
 		return fmt.Errorf("cluster/raft: endpoint of node %d started by node %d", e.id, self)
 	}
-	e.h = h
+	e.h, e.inc = h, incarnation
 	e.notify = make(chan struct{}, 1)
 	e.done = make(chan struct{})
 	e.net.mu.Lock()
@@ -127,14 +139,14 @@ func (e *memEndpoint) send(msgs []*pb.Message) {
 		n := e.net
 		n.mu.Lock()
 		dst := n.eps[to]
-		ok := n.eps[e.id] == e && n.deliverable(e, dst) && n.rng.Float64() >= n.loss
+		ok := n.deliverable(e, dst) && n.rng.Float64() >= n.loss
 		delay := n.minDelay
 		if n.maxDelay > n.minDelay {
 			delay += time.Duration(n.rng.Int64N(int64(n.maxDelay - n.minDelay + 1)))
 		}
 		n.mu.Unlock()
 		if ok {
-			ok = dst.enqueue(time.Now().Add(delay), b)
+			ok = dst.enqueue(time.Now().Add(delay), b, e.inc)
 		}
 		if m.GetType() == pb.MsgSnap {
 			e.h.snapshotStatus(to, !ok)
@@ -145,14 +157,14 @@ func (e *memEndpoint) send(msgs []*pb.Message) {
 	}
 }
 
-func (e *memEndpoint) enqueue(due time.Time, b []byte) bool {
+func (e *memEndpoint) enqueue(due time.Time, b []byte, from string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || len(e.q) >= memQueueLimit {
 		return false
 	}
 	e.seq++
-	heap.Push(&e.q, memMsg{due: due, seq: e.seq, b: b})
+	heap.Push(&e.q, memMsg{due: due, seq: e.seq, b: b, from: from})
 	select {
 	case e.notify <- struct{}{}:
 	default:
@@ -167,11 +179,13 @@ func (e *memEndpoint) deliver() {
 	defer timer.Stop()
 	for {
 		var b []byte
+		var from string
 		wait := time.Duration(-1)
 		e.mu.Lock()
 		if len(e.q) > 0 {
 			if d := time.Until(e.q[0].due); d <= 0 {
-				b = heap.Pop(&e.q).(memMsg).b
+				mm := heap.Pop(&e.q).(memMsg)
+				b, from = mm.b, mm.from
 			} else {
 				wait = d
 			}
@@ -188,7 +202,7 @@ func (e *memEndpoint) deliver() {
 			if err := proto.Unmarshal(b, m); err != nil {
 				panic(err)
 			}
-			e.h.receive(m)
+			e.h.receive(m, from)
 			continue
 		}
 		if wait >= 0 {
@@ -230,6 +244,8 @@ type memMsg struct {
 	due time.Time
 	seq uint64
 	b   []byte
+	// from is the sender's incarnation.
+	from string
 }
 
 // memQueue is a heap of messages by due time, then by send order.

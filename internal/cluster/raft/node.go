@@ -63,6 +63,10 @@ type Config struct {
 	SM StateMachine
 	// Transport carries messages; the node owns it from Start on.
 	Transport Transport
+	// Incarnation names this process of the node (a random id per start),
+	// so that peers tell a restarted or duplicate process from the one
+	// before; it is reported in their PeerStatus.Heard. Optional.
+	Incarnation string
 
 	TickInterval   time.Duration // default 100ms
 	ElectionTicks  int           // ticks without a leader before an election, default 10
@@ -128,8 +132,9 @@ type Node struct {
 	rn        *etcdraft.RawNode
 	store     *diskStorage
 	confState *pb.ConfState
-	members   map[uint64]string    // addresses learned from the log and snapshots
-	contact   map[uint64]time.Time // when each peer was last heard from
+	members   map[uint64]string               // addresses learned from the log and snapshots
+	contact   map[uint64]time.Time            // when each peer was last heard from
+	heard     map[uint64]map[string]time.Time // the same, per incarnation of each peer
 	applied   uint64
 	snapIndex uint64
 	joinTicks int
@@ -139,7 +144,7 @@ type Node struct {
 	membersChanged bool
 
 	propc   chan *proposal
-	recvc   chan *pb.Message
+	recvc   chan inbound
 	statusc chan chan Status
 	reports reportQueue
 	stopc   chan struct{} // closed by Close
@@ -148,6 +153,9 @@ type Node struct {
 	// donec, and read only after.
 	loopErr     error
 	finalStatus Status
+	// stepErr is set by the loop when Raft refused a message by panicking:
+	// the loop stops with it.
+	stepErr error
 
 	leader   atomic.Uint64
 	leaderMu sync.Mutex
@@ -195,8 +203,9 @@ func start(cfg Config) (*Node, error) {
 		confState: &pb.ConfState{},
 		members:   map[uint64]string{},
 		contact:   map[uint64]time.Time{},
+		heard:     map[uint64]map[string]time.Time{},
 		propc:     make(chan *proposal),
-		recvc:     make(chan *pb.Message, 256),
+		recvc:     make(chan inbound, 256),
 		statusc:   make(chan chan Status),
 		reports:   newReportQueue(),
 		stopc:     make(chan struct{}),
@@ -267,7 +276,7 @@ func start(cfg Config) (*Node, error) {
 		}
 		log.Info("bootstrapping a new quorum", "voters", cfg.Voters)
 	}
-	if err := cfg.Transport.start(n.id, (*nodeHandler)(n), n.spawn); err != nil {
+	if err := cfg.Transport.start(n.id, cfg.Incarnation, (*nodeHandler)(n), n.spawn); err != nil {
 		return fail(err)
 	}
 	for id, addr := range n.routes() {
@@ -372,6 +381,21 @@ func (n *Node) submit(ctx context.Context, p *proposal) (<-chan struct{}, error)
 	}
 }
 
+// Done is closed when the node has stopped: by Close, or on its own after
+// an error that Err then returns.
+func (n *Node) Done() <-chan struct{} { return n.donec }
+
+// Err returns the error that stopped the node on its own, once Done is
+// closed; nil otherwise.
+func (n *Node) Err() error {
+	select {
+	case <-n.donec:
+		return n.loopErr
+	default:
+		return nil
+	}
+}
+
 func (n *Node) stoppedErr() error {
 	if n.loopErr != nil {
 		return fmt.Errorf("%w: %w", ErrStopped, n.loopErr)
@@ -461,6 +485,9 @@ type PeerStatus struct {
 	Learner     bool      // the peer does not vote
 	Active      bool      // heard from within the last election timeout
 	LastContact time.Time // the last message received from it; zero if none
+	// Heard is when each of the peer's recent incarnations (processes)
+	// was last heard from, when they name themselves.
+	Heard map[string]time.Time
 }
 
 // Status returns the node's status; after Close, its last one.
@@ -574,9 +601,15 @@ func (q *reportQueue) take() (unreachable map[uint64]struct{}, snaps []snapRepor
 // off the Node's exported surface.
 type nodeHandler Node
 
-func (h *nodeHandler) receive(m *pb.Message) {
+// inbound is a received message and its sender's incarnation.
+type inbound struct {
+	m           *pb.Message
+	incarnation string
+}
+
+func (h *nodeHandler) receive(m *pb.Message, incarnation string) {
 	select {
-	case h.recvc <- m:
+	case h.recvc <- inbound{m, incarnation}:
 	case <-h.donec:
 	}
 }

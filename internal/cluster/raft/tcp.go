@@ -39,9 +39,10 @@ type TCPConfig struct {
 // connections deliver to the node.
 //
 // On a connection: a hello (tcpMagic, from and to node ids, 8 bytes each,
-// big-endian), then frames of a uint32 big-endian length and a marshalled
-// raftpb.Message. A hello addressed to another node id closes the
-// connection.
+// big-endian, then the sender's incarnation as one length byte and up to
+// maxIncarnation bytes), then frames of a uint32 big-endian length and a
+// marshalled raftpb.Message. A hello addressed to another node id closes
+// the connection.
 type TCPTransport struct {
 	cfg TCPConfig
 	ln  net.Listener
@@ -49,6 +50,7 @@ type TCPTransport struct {
 
 	// Set by start, before any goroutine runs.
 	self  uint64
+	inc   string
 	h     handler
 	spawn func(func())
 	done  chan struct{}
@@ -61,10 +63,11 @@ type TCPTransport struct {
 	conns   map[net.Conn]struct{}
 }
 
-var tcpMagic = [4]byte{'S', 'R', 'F', '1'}
+var tcpMagic = [4]byte{'S', 'R', 'F', '2'}
 
 const (
-	tcpHelloLen = 4 + 8 + 8
+	tcpHelloLen    = 4 + 8 + 8 + 1 // and the incarnation's bytes
+	maxIncarnation = 64
 	// maxFrame bounds an inbound message (a snapshot can be large).
 	maxFrame = 256 << 20
 )
@@ -106,13 +109,16 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 // Addr returns the address the transport listens on.
 func (t *TCPTransport) Addr() string { return t.ln.Addr().String() }
 
-func (t *TCPTransport) start(self uint64, h handler, spawn func(func())) error {
+func (t *TCPTransport) start(self uint64, incarnation string, h handler, spawn func(func())) error {
+	if len(incarnation) > maxIncarnation {
+		return errors.New("cluster/raft: incarnation longer than 64 bytes")
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.started || t.closed {
 		return errors.New("cluster/raft: TCP transport already started or closed")
 	}
-	t.self, t.h, t.spawn, t.started = self, h, spawn, true
+	t.self, t.inc, t.h, t.spawn, t.started = self, incarnation, h, spawn, true
 	spawn(t.accept)
 	for id, addr := range t.addrs {
 		t.startPeerLocked(id, addr)
@@ -260,10 +266,15 @@ func (t *TCPTransport) serve(c net.Conn) {
 		return
 	}
 	from, to := binary.BigEndian.Uint64(hello[4:]), binary.BigEndian.Uint64(hello[12:])
-	if [4]byte(hello[:4]) != tcpMagic || to != t.self {
+	if [4]byte(hello[:4]) != tcpMagic || to != t.self || hello[20] > maxIncarnation {
 		t.log.Warn("refusing a connection not meant for this node", "remote", c.RemoteAddr().String(), "from", from, "to", to)
 		return
 	}
+	inc := make([]byte, hello[20])
+	if _, err := io.ReadFull(r, inc); err != nil {
+		return
+	}
+	incarnation := string(inc)
 	_ = c.SetReadDeadline(time.Time{})
 	var hdr [4]byte
 	for {
@@ -284,7 +295,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 			t.log.Warn("closing a connection with a bad frame", "from", from, "err", err)
 			return
 		}
-		t.h.receive(m)
+		t.h.receive(m, incarnation)
 	}
 }
 
@@ -391,8 +402,12 @@ func (p *tcpPeer) write(c net.Conn) (wrote bool) {
 	copy(hello[:], tcpMagic[:])
 	binary.BigEndian.PutUint64(hello[4:], p.t.self)
 	binary.BigEndian.PutUint64(hello[12:], p.id)
+	hello[20] = byte(len(p.t.inc))
 	_ = c.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
 	if _, err := w.Write(hello[:]); err != nil {
+		return false
+	}
+	if _, err := w.WriteString(p.t.inc); err != nil {
 		return false
 	}
 	var snaps int // MsgSnap frames in the current batch

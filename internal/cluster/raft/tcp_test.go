@@ -59,6 +59,18 @@ func TestTCPTransport(t *testing.T) {
 	}
 	c.checkState(state)
 	checkResults(t, state, results)
+	// The leader tells the processes apart: node 2's restart is a new
+	// incarnation, heard after the one before.
+	leader := c.waitLeader(time.Second)
+	for id, ps := range c.nodes[leader].node.Status().Peers {
+		now, ok := ps.Heard[incarnation(id, c.nodes[id].starts)]
+		if !ok || time.Since(now) > 5*time.Second {
+			t.Errorf("peer %d: current incarnation not heard: %v", id, ps.Heard)
+		}
+		if before, ok := ps.Heard[incarnation(id, 1)]; id == 2 && leader != 2 && (!ok || !before.Before(now)) {
+			t.Errorf("peer 2: first incarnation not heard before the second: %v", ps.Heard)
+		}
+	}
 	if len(results) != 3*50+2*50+3*30 {
 		t.Errorf("%d proposals succeeded", len(results))
 	}

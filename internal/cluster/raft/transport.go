@@ -14,8 +14,11 @@ import (
 // three) but must not block the node's loop: send queues and returns.
 type Transport interface {
 	// start begins delivering inbound messages to h. Every goroutine the
-	// transport needs is started with spawn, which the node tracks.
-	start(self uint64, h handler, spawn func(func())) error
+	// transport needs is started with spawn, which the node tracks. The
+	// incarnation names this process: it travels with what it sends, so
+	// that a peer tells a restarted or duplicate process of the same node
+	// id from the one before.
+	start(self uint64, incarnation string, h handler, spawn func(func())) error
 	// send queues messages; it is called from the node's loop only, and
 	// marshals them there (Raft's messages must not be marshalled while
 	// the loop changes its log).
@@ -33,7 +36,9 @@ type Transport interface {
 // they never block for long: receive waits until the loop takes the message
 // or stops; reports are queued.
 type handler interface {
-	receive(m *pb.Message)
+	// receive delivers a message and the incarnation of the process that
+	// sent it ("" when the sender gave none).
+	receive(m *pb.Message, incarnation string)
 	// unreachable reports that a message to id could not be sent.
 	unreachable(id uint64)
 	// snapshotStatus reports whether a MsgSnap to id was sent.
