@@ -137,7 +137,7 @@ func TestContractTopics(t *testing.T) {
 			{TopicSpec{Name: "wide", Partitions: 1, ReplicationFactor: 2}, ErrInvalidReplicationFactor},
 			{TopicSpec{Name: "nofactor", Partitions: 1, ReplicationFactor: 0}, ErrInvalidReplicationFactor},
 			{TopicSpec{Name: "stranger", Partitions: 1, Assignment: [][]int32{{7}}}, ErrInvalidReplicaAssignment},
-			{TopicSpec{Name: "twice", Partitions: 1, Assignment: [][]int32{{1, 1}}}, ErrInvalidReplicationFactor},
+			{TopicSpec{Name: "twice", Partitions: 1, Assignment: [][]int32{{1, 1}}}, ErrInvalidReplicaAssignment},
 			{TopicSpec{Name: "short", Partitions: 2, Assignment: [][]int32{{1}}}, ErrInvalidReplicaAssignment},
 			{TopicSpec{Name: "explicit", Partitions: 1, Assignment: [][]int32{{1}}}, nil},
 		} {

@@ -107,7 +107,7 @@ func (c *controller) run() {
 				c.logger.Info("fencing a broker not heard from", "broker", b.NodeID, "epoch", b.Epoch,
 					"silent", now.Sub(seen).Round(time.Millisecond))
 				err = c.s.FenceBroker(b.NodeID, b.Epoch)
-			case b.Fenced && alive && match[b.NodeID] >= uint64(b.Epoch):
+			case b.Fenced && !b.ShuttingDown && alive && match[b.NodeID] >= uint64(b.Epoch):
 				c.logger.Info("unfencing a caught-up broker", "broker", b.NodeID, "epoch", b.Epoch)
 				err = c.s.UnfenceBroker(b.NodeID, b.Epoch)
 			}

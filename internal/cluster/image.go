@@ -26,6 +26,9 @@ type Partition struct {
 	// PartitionEpoch grows with every change of the record: it fences
 	// in-sync set changes decided on an older view.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// UncleanElections counts the times a replica out of the in-sync set
+	// was made leader (unclean.leader.election.enable).
+	UncleanElections int32 `json:"unclean_elections,omitempty"`
 }
 
 func (p Partition) clone() Partition {
@@ -72,6 +75,9 @@ type Broker struct {
 	// Fenced brokers lead nothing; a registered broker starts fenced and is
 	// unfenced by the controller once it is alive and caught up.
 	Fenced bool `json:"fenced,omitempty"`
+	// ShuttingDown: the broker fenced itself before stopping (controlled
+	// shutdown); only a new registration unfences it.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // image is the cluster metadata as of one point of the metadata log. Every

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -172,5 +173,101 @@ func TestRegistrationOfAnotherProcess(t *testing.T) {
 				t.Fatalf("registered %+v, want incarnation %s", *b, want)
 			}
 		})
+	}
+}
+
+// Fencing a broker takes it out of every in-sync set and moves what it led
+// to the first live in-sync replica; the last member of an in-sync set
+// stays, leaderless, until it returns.
+func TestFenceShrinksInSyncSets(t *testing.T) {
+	recs := registerAll(t, "", "", "")
+	recs = append(recs, rec(t, kindCreateTopic, createTopicRecord{Name: "t", ID: TopicID{1}, Partitions: 1,
+		Assignment: [][]int32{{1, 2, 3}}}))
+	fence := func(n int32) []byte { return rec(t, kindFenceBroker, fenceRecord{NodeID: n, Epoch: int64(n)}) }
+	im, res := applyAll(t, append(recs, fence(2))...)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if p := im.byName["t"].States[0]; p.Leader != 1 || !reflect.DeepEqual(p.ISR, []int32{1, 3}) || p.LeaderEpoch != 0 || p.PartitionEpoch != 1 {
+		t.Fatalf("follower fenced: %+v", p)
+	}
+	im, _ = applyAll(t, append(recs, fence(2), fence(1))...)
+	if p := im.byName["t"].States[0]; p.Leader != 3 || !reflect.DeepEqual(p.ISR, []int32{3}) || p.LeaderEpoch != 1 || p.PartitionEpoch != 2 {
+		t.Fatalf("leader fenced: %+v", p)
+	}
+	im, _ = applyAll(t, append(recs, fence(2), fence(1), fence(3))...)
+	if p := im.byName["t"].States[0]; p.Leader != NoLeader || !reflect.DeepEqual(p.ISR, []int32{3}) || p.LeaderEpoch != 2 {
+		t.Fatalf("last in-sync replica fenced: %+v", p)
+	}
+	unfence := func(n int32) []byte { return rec(t, kindUnfenceBroker, fenceRecord{NodeID: n, Epoch: int64(n)}) }
+	im, _ = applyAll(t, append(recs, fence(2), fence(1), fence(3), unfence(1), unfence(3))...)
+	if p := im.byName["t"].States[0]; p.Leader != 3 || p.LeaderEpoch != 3 {
+		t.Fatalf("only the last in-sync replica may lead again: %+v", p)
+	}
+}
+
+// An in-sync set change applies only on the view it was decided on.
+func TestAlterPartitionFences(t *testing.T) {
+	recs := registerAll(t, "", "", "")
+	recs = append(recs, rec(t, kindCreateTopic, createTopicRecord{Name: "t", ID: TopicID{1}, Partitions: 1,
+		Assignment: [][]int32{{1, 2, 3}}}))
+	alter := func(leader, leaderEpoch, partitionEpoch int32, isr ...int32) []byte {
+		return rec(t, kindAlterPartition, alterPartitionRecord{Topic: "t", TopicID: TopicID{1}, Leader: leader,
+			LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr})
+	}
+	for _, tc := range []struct {
+		name string
+		recs [][]byte
+		err  error
+		isr  []int32
+	}{
+		{"shrink", [][]byte{alter(1, 0, 0, 1, 3)}, nil, []int32{1, 3}},
+		{"shrink then expand, in replica order", [][]byte{alter(1, 0, 0, 1, 3), alter(1, 0, 1, 3, 2, 1)}, nil, []int32{1, 2, 3}},
+		{"stale partition epoch", [][]byte{alter(1, 0, 0, 1, 3), alter(1, 0, 0, 1)}, ErrInvalidUpdateVersion, []int32{1, 3}},
+		{"not the leader", [][]byte{alter(2, 0, 0, 2)}, ErrFencedLeaderEpoch, []int32{1, 2, 3}},
+		{"old leader epoch", [][]byte{alter(1, 1, 0, 1)}, ErrFencedLeaderEpoch, []int32{1, 2, 3}},
+		{"leaves out the leader", [][]byte{alter(1, 0, 0, 2, 3)}, ErrInvalidRequest, []int32{1, 2, 3}},
+		{"not a replica", [][]byte{alter(1, 0, 0, 1, 4)}, ErrInvalidRequest, []int32{1, 2, 3}},
+		{"adds a fenced broker", [][]byte{alter(1, 0, 0, 1), rec(t, kindFenceBroker, fenceRecord{NodeID: 2, Epoch: 2}),
+			alter(1, 0, 1, 1, 2)}, ErrIneligibleReplica, []int32{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im, res := applyAll(t, append(slices.Clone(recs), tc.recs...)...)
+			if !errors.Is(res.err, tc.err) {
+				t.Fatalf("altering: %v, want %v", res.err, tc.err)
+			}
+			if p := im.byName["t"].States[0]; !reflect.DeepEqual(p.ISR, tc.isr) {
+				t.Fatalf("in-sync set %v, want %v", p.ISR, tc.isr)
+			}
+		})
+	}
+}
+
+// With unclean.leader.election.enable, a partition whose in-sync replicas
+// are all gone is led by a live out-of-sync one, counted; without it, it
+// waits for its last in-sync replica.
+func TestUncleanElection(t *testing.T) {
+	for _, unclean := range []bool{false, true} {
+		recs := registerAll(t, "", "", "")
+		configs := map[string]string{}
+		if unclean {
+			configs[uncleanElectionConfig] = "true"
+		}
+		recs = append(recs, rec(t, kindCreateTopic, createTopicRecord{Name: "t", ID: TopicID{1}, Partitions: 1,
+			Assignment: [][]int32{{1, 2}}, Configs: configs}),
+			rec(t, kindFenceBroker, fenceRecord{NodeID: 2, Epoch: 2}), // the follower leaves the in-sync set
+			rec(t, kindUnfenceBroker, fenceRecord{NodeID: 2, Epoch: 2}),
+			rec(t, kindFenceBroker, fenceRecord{NodeID: 1, Epoch: 1})) // then the last in-sync replica goes
+		im, res := applyAll(t, recs...)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		p := im.byName["t"].States[0]
+		switch {
+		case unclean && (p.Leader != 2 || !reflect.DeepEqual(p.ISR, []int32{2}) || p.UncleanElections != 1):
+			t.Fatalf("unclean election allowed: %+v", p)
+		case !unclean && (p.Leader != NoLeader || !reflect.DeepEqual(p.ISR, []int32{1}) || p.UncleanElections != 0):
+			t.Fatalf("unclean election not allowed: %+v", p)
+		}
 	}
 }

@@ -5,12 +5,6 @@ import (
 	"slices"
 )
 
-// MaxReplicationFactor is the highest replication factor a topic may have.
-// Partition data is not replicated between brokers yet, so every partition
-// has one replica; a higher factor is refused as Kafka refuses one above the
-// broker count.
-const MaxReplicationFactor = 1
-
 // place returns the states of count new partitions numbered from first:
 // the explicit assignment when there is one, else factor replicas each,
 // spread over the live brokers.
@@ -33,9 +27,6 @@ func (im *image) place(count, first int32, factor int16, assignment [][]int32, s
 	case int(factor) > len(live):
 		return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers",
 			ErrInvalidReplicationFactor, factor, len(live))
-	case factor > MaxReplicationFactor:
-		return nil, fmt.Errorf("%w: replication factor %d: partitions have %d replica at most until data is replicated",
-			ErrInvalidReplicationFactor, factor, MaxReplicationFactor)
 	}
 	n := uint64(len(live))
 	states := make([]Partition, count)
@@ -61,9 +52,6 @@ func (im *image) placeExplicit(count int32, assignment [][]int32) ([]Partition, 
 			return nil, fmt.Errorf("%w: partition %d has no replicas", ErrInvalidReplicaAssignment, i)
 		case len(replicas) != len(assignment[0]):
 			return nil, fmt.Errorf("%w: partitions have different replica counts", ErrInvalidReplicaAssignment)
-		case len(replicas) > MaxReplicationFactor:
-			return nil, fmt.Errorf("%w: replication factor %d: partitions have %d replica at most until data is replicated",
-				ErrInvalidReplicationFactor, len(replicas), MaxReplicationFactor)
 		}
 		for j, r := range replicas {
 			if im.broker(r) == nil {

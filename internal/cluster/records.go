@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 )
 
 // A record is one change of the metadata, as it stands in the metadata log:
@@ -36,6 +37,7 @@ const (
 	kindNodeConfigs      = "node-configs"
 	kindProducerIDs      = "producer-ids"
 	kindFeatures         = "features"
+	kindAlterPartition   = "alter-partition"
 )
 
 type clusterIDRecord struct {
@@ -56,9 +58,25 @@ type registerBrokerRecord struct {
 	Takeover bool `json:"takeover,omitempty"`
 }
 
+// alterPartitionRecord is a leader's change of a partition's in-sync set
+// (Kafka's AlterPartition), decided on the view its epochs name.
+type alterPartitionRecord struct {
+	Topic          string  `json:"topic"`
+	TopicID        TopicID `json:"topic_id"`
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+	ISR            []int32 `json:"isr"`
+}
+
 type fenceRecord struct {
 	NodeID int32 `json:"node_id"`
 	Epoch  int64 `json:"epoch"` // the registration fenced or unfenced
+	// Shutdown fences a broker at its own request, before it stops
+	// (Kafka's controlled shutdown): it stays fenced until it registers
+	// again.
+	Shutdown bool `json:"shutdown,omitempty"`
 }
 
 type createTopicRecord struct {
@@ -177,9 +195,13 @@ func (im *image) applyKind(index uint64, rec record) result {
 		if b == nil || b.Epoch != r.Epoch {
 			return result{err: fmt.Errorf("%w: broker %d epoch %d", ErrStaleBrokerEpoch, r.NodeID, r.Epoch)}
 		}
-		if rec.Kind == kindFenceBroker {
+		switch {
+		case rec.Kind == kindFenceBroker:
 			im.fence(b)
-		} else {
+			b.ShuttingDown = b.ShuttingDown || r.Shutdown
+		case b.ShuttingDown:
+			return result{err: fmt.Errorf("%w: broker %d is shutting down", ErrStaleBrokerEpoch, r.NodeID)}
+		default:
 			im.unfence(b)
 		}
 		return result{}
@@ -258,6 +280,12 @@ func (im *image) applyKind(index uint64, rec record) result {
 			im.FeaturesEpoch = int64(index)
 		}
 		return result{}
+	case kindAlterPartition:
+		r, err := decode[alterPartitionRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.alterPartition(r)
 	case kindProducerIDs:
 		start := im.ProducerIDBlockEnd
 		if start > math.MaxInt64-ProducerIDBlockSize {
@@ -292,47 +320,132 @@ func (im *image) registerBroker(index uint64, r registerBrokerRecord) result {
 	return result{val: nb}
 }
 
-// fence stops b leading: each partition it leads moves to another live
-// in-sync replica or, with none, has no leader until b returns (it stays
-// in the in-sync set, so that it is the one to lead again).
+// fence stops b leading and takes it out of every in-sync set: each
+// partition it leads moves to another live in-sync replica (the earliest in
+// the replica list, so the preferred leader first) or, with none, has no
+// leader until b returns. The last member of an in-sync set stays in it
+// (KIP-966's last eligible leader), so that it is the one to lead again and
+// nothing acknowledged is lost to an unclean choice.
 func (im *image) fence(b *Broker) {
 	b.Fenced = true
 	for ti := range im.Topics {
 		for pi := range im.Topics[ti].States {
 			p := &im.Topics[ti].States[pi]
-			if p.Leader != b.NodeID {
+			if !slices.Contains(p.ISR, b.NodeID) {
 				continue
 			}
-			p.Leader = NoLeader
-			for _, r := range p.ISR {
-				if r != b.NodeID && im.isLive(r) {
-					p.Leader = r
-					break
+			leading := p.Leader == b.NodeID
+			if leading {
+				p.Leader = im.electLeader(p, b.NodeID)
+				p.LeaderEpoch++
+				if p.Leader == NoLeader && strings.EqualFold(im.Topics[ti].Configs[uncleanElectionConfig], "true") {
+					if im.electUnclean(p, b.NodeID) {
+						continue
+					}
 				}
 			}
-			if p.Leader != NoLeader && len(p.ISR) > 1 {
+			shrink := len(p.ISR) > 1 && (!leading || p.Leader != NoLeader)
+			if shrink {
 				p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == b.NodeID })
 			}
-			p.LeaderEpoch++
-			p.PartitionEpoch++
+			if leading || shrink {
+				p.PartitionEpoch++
+			}
 		}
 	}
 }
 
+// electLeader picks the new leader of p: the first replica in the replica
+// list that is in sync, live, and not excluded; NoLeader if none is.
+func (im *image) electLeader(p *Partition, excluded int32) int32 {
+	for _, r := range p.Replicas {
+		if r != excluded && slices.Contains(p.ISR, r) && im.isLive(r) {
+			return r
+		}
+	}
+	return NoLeader
+}
+
 // unfence lets b lead again: it takes every leaderless partition whose
-// in-sync set names it.
+// in-sync set names it, and, where the topic allows unclean elections,
+// every leaderless partition it holds a replica of.
 func (im *image) unfence(b *Broker) {
 	b.Fenced = false
 	for ti := range im.Topics {
 		for pi := range im.Topics[ti].States {
 			p := &im.Topics[ti].States[pi]
-			if p.Leader == NoLeader && slices.Contains(p.ISR, b.NodeID) {
+			switch {
+			case p.Leader != NoLeader || !p.HasReplica(b.NodeID):
+			case slices.Contains(p.ISR, b.NodeID):
 				p.Leader = b.NodeID
 				p.LeaderEpoch++
 				p.PartitionEpoch++
+			case strings.EqualFold(im.Topics[ti].Configs[uncleanElectionConfig], "true"):
+				if im.electUnclean(p, -1) {
+					p.LeaderEpoch++
+				}
 			}
 		}
 	}
+}
+
+// uncleanElectionConfig is the topic config (Kafka's name) that lets an
+// out-of-sync replica lead.
+const uncleanElectionConfig = "unclean.leader.election.enable"
+
+// electUnclean makes the first live replica (other than excluded) lead
+// partition p, which no in-sync replica can lead, as its only in-sync
+// member: what it lacks of the old leader's log is lost, so it is counted.
+func (im *image) electUnclean(p *Partition, excluded int32) bool {
+	for _, r := range p.Replicas {
+		if r != excluded && im.isLive(r) {
+			p.Leader, p.ISR = r, []int32{r}
+			p.PartitionEpoch++
+			p.UncleanElections++
+			return true
+		}
+	}
+	return false
+}
+
+// alterPartition applies a leader's new in-sync set. It is refused unless
+// the proposer still leads at the epoch it names and the partition has not
+// changed since (the partition epoch), and a member it adds must be a live
+// replica: what was decided on a stale view never applies.
+func (im *image) alterPartition(r alterPartitionRecord) result {
+	t := im.byName[r.Topic]
+	if t == nil || t.ID != r.TopicID || r.Partition < 0 || int(r.Partition) >= len(t.States) {
+		return result{err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, r.Topic, r.Partition)}
+	}
+	p := &t.States[r.Partition]
+	switch {
+	case p.Leader != r.Leader || p.LeaderEpoch != r.LeaderEpoch:
+		return result{err: fmt.Errorf("%w: %s-%d is led by %d at epoch %d", ErrFencedLeaderEpoch,
+			r.Topic, r.Partition, p.Leader, p.LeaderEpoch)}
+	case p.PartitionEpoch != r.PartitionEpoch:
+		return result{err: fmt.Errorf("%w: %s-%d is at partition epoch %d, not %d", ErrInvalidUpdateVersion,
+			r.Topic, r.Partition, p.PartitionEpoch, r.PartitionEpoch)}
+	case !slices.Contains(r.ISR, r.Leader):
+		return result{err: fmt.Errorf("%w: the in-sync set %v leaves out its leader %d", ErrInvalidRequest, r.ISR, r.Leader)}
+	}
+	for i, n := range r.ISR {
+		if !p.HasReplica(n) || slices.Contains(r.ISR[:i], n) {
+			return result{err: fmt.Errorf("%w: %d is not a replica of %s-%d, or named twice", ErrInvalidRequest, n, r.Topic, r.Partition)}
+		}
+		if !slices.Contains(p.ISR, n) && !im.isLive(n) {
+			return result{err: fmt.Errorf("%w: broker %d is not live", ErrIneligibleReplica, n)}
+		}
+	}
+	// The in-sync set keeps the replica list's order: elections go by it.
+	isr := make([]int32, 0, len(r.ISR))
+	for _, n := range p.Replicas {
+		if slices.Contains(r.ISR, n) {
+			isr = append(isr, n)
+		}
+	}
+	p.ISR = isr
+	p.PartitionEpoch++
+	return result{val: p.clone()}
 }
 
 func (im *image) isLive(node int32) bool {

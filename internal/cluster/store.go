@@ -35,6 +35,17 @@ var (
 	// DUPLICATE_BROKER_REGISTRATION). Retriable: the active controller
 	// fences it once that process is no longer heard from.
 	ErrDuplicateBrokerRegistration = errors.New("cluster: another process is registered with this node id")
+	// ErrFencedLeaderEpoch: an in-sync set change from a leader that no
+	// longer leads at the epoch it names.
+	ErrFencedLeaderEpoch = errors.New("cluster: fenced leader epoch")
+	// ErrInvalidUpdateVersion: an in-sync set change decided on an older
+	// partition epoch.
+	ErrInvalidUpdateVersion = errors.New("cluster: partition changed since")
+	// ErrIneligibleReplica: an in-sync set change adds a replica that may
+	// not join (not live).
+	ErrIneligibleReplica = errors.New("cluster: ineligible replica")
+	// ErrInvalidRequest: a change that is malformed.
+	ErrInvalidRequest = errors.New("cluster: invalid request")
 	// ErrNotAvailable: the metadata log cannot take changes now (no quorum,
 	// no leader, shutting down). Retriable; reads still answer.
 	ErrNotAvailable = errors.New("cluster: metadata quorum not available")
@@ -411,9 +422,29 @@ func (s *Store) Superseded() (Broker, bool) {
 	return *b, true
 }
 
+// AlterPartition proposes a new in-sync set for a partition this broker
+// leads, on the view its leader and partition epochs name, and returns the
+// partition as changed.
+func (s *Store) AlterPartition(topic string, id TopicID, partition, leaderEpoch, partitionEpoch int32, isr []int32) (Partition, error) {
+	v, err := s.propose(kindAlterPartition, alterPartitionRecord{Topic: topic, TopicID: id, Partition: partition,
+		Leader: s.node, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr})
+	if err != nil {
+		return Partition{}, err
+	}
+	return v.(Partition), nil
+}
+
 // FenceBroker stops the registration epoch of node from leading.
 func (s *Store) FenceBroker(node int32, epoch int64) error {
 	_, err := s.propose(kindFenceBroker, fenceRecord{NodeID: node, Epoch: epoch})
+	return err
+}
+
+// ShutdownBroker fences this broker's registration at its own request
+// before it stops (controlled shutdown): what it leads moves to in-sync
+// followers at once, and the controller leaves it fenced.
+func (s *Store) ShutdownBroker(epoch int64) error {
+	_, err := s.propose(kindFenceBroker, fenceRecord{NodeID: s.node, Epoch: epoch, Shutdown: true})
 	return err
 }
 

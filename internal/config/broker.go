@@ -21,9 +21,18 @@ type Broker struct {
 	// DefaultReplicationFactor is default.replication.factor; topics get
 	// at most as many replicas as there are live brokers.
 	DefaultReplicationFactor int16
-	Rack                     string // broker.rack
-	AutoCreateTopics         bool   // auto.create.topics.enable
-	MaxRequestBytes          int32  // socket.request.max.bytes: larger frames close the connection
+	// OffsetsTopicReplicationFactor and TransactionStateReplicationFactor
+	// are offsets.topic.replication.factor and
+	// transaction.state.log.replication.factor: the internal topics'
+	// replicas, fewer while the cluster has fewer live brokers.
+	OffsetsTopicReplicationFactor     int16
+	TransactionStateReplicationFactor int16
+	// ReplicaLagTime is replica.lag.time.max.ms: a follower that has not
+	// caught up with its leader for this long leaves the in-sync set.
+	ReplicaLagTime   time.Duration
+	Rack             string // broker.rack
+	AutoCreateTopics bool   // auto.create.topics.enable
+	MaxRequestBytes  int32  // socket.request.max.bytes: larger frames close the connection
 	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
@@ -71,15 +80,18 @@ type Broker struct {
 // Kafka's topic defaults with fsync on every acknowledged write.
 func Defaults() Broker {
 	return Broker{
-		DataDir:                  "strand-data",
-		Listen:                   "127.0.0.1:9092",
-		NodeID:                   0,
-		DefaultPartitions:        1,
-		DefaultReplicationFactor: 1,
-		AutoCreateTopics:         true,
-		MaxRequestBytes:          100 << 20,
-		Log:                      log.Defaults(),
-		RetentionCheck:           5 * time.Minute,
+		DataDir:                           "strand-data",
+		Listen:                            "127.0.0.1:9092",
+		NodeID:                            0,
+		DefaultPartitions:                 1,
+		DefaultReplicationFactor:          1,
+		OffsetsTopicReplicationFactor:     3,
+		TransactionStateReplicationFactor: 3,
+		ReplicaLagTime:                    30 * time.Second,
+		AutoCreateTopics:                  true,
+		MaxRequestBytes:                   100 << 20,
+		Log:                               log.Defaults(),
+		RetentionCheck:                    5 * time.Minute,
 
 		GroupInitialRebalanceDelay: 3 * time.Second,
 		GroupMinSessionTimeout:     6 * time.Second,
@@ -131,6 +143,11 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("default partitions %d: must be positive", b.DefaultPartitions)
 	case b.DefaultReplicationFactor <= 0:
 		return fmt.Errorf("default replication factor %d: must be positive", b.DefaultReplicationFactor)
+	case b.OffsetsTopicReplicationFactor <= 0 || b.TransactionStateReplicationFactor <= 0:
+		return fmt.Errorf("internal topics' replication factors %d, %d: must be positive",
+			b.OffsetsTopicReplicationFactor, b.TransactionStateReplicationFactor)
+	case b.ReplicaLagTime <= 0:
+		return fmt.Errorf("replica lag time %v: must be positive", b.ReplicaLagTime)
 	case b.BrokerSessionTimeout <= 0:
 		return fmt.Errorf("broker session timeout %v: must be positive", b.BrokerSessionTimeout)
 	case b.MaxRequestBytes < 1024:

@@ -214,10 +214,14 @@ var TopicDefs = []TopicDef{
 		Get: msGet(func(c log.Config) time.Duration { return c.MinCompactionLag }),
 		Set: msSet(0, func(c *log.Config, d time.Duration) { c.MinCompactionLag = d })},
 	{Name: "min.insync.replicas", BrokerName: "min.insync.replicas", Type: TypeInt,
-		Doc: "Replicas that must acknowledge an acks=all write; a single node has one.",
-		Get: func(log.Config) string { return "1" },
+		Doc: "In-sync replicas an acks=all write needs: fewer, and it is refused with NOT_ENOUGH_REPLICAS.",
+		Get: func(c log.Config) string { return strconv.Itoa(max(c.MinInSyncReplicas, 1)) },
 		Set: func(c *log.Config, v string) error {
-			_, err := parseLong(v, 1)
+			n, err := parseLong(v, 1)
+			if err == nil && n > math.MaxInt16 {
+				return fmt.Errorf("%w: min.insync.replicas %d", ErrInvalidConfig, n)
+			}
+			c.MinInSyncReplicas = int(n)
 			return err
 		}},
 	{Name: "retention.bytes", BrokerName: "log.retention.bytes", Type: TypeLong,
@@ -247,7 +251,22 @@ var TopicDefs = []TopicDef{
 		Doc: "Roll a new segment file at this age.",
 		Get: msGet(func(c log.Config) time.Duration { return c.SegmentTime }),
 		Set: msSet(1, func(c *log.Config, d time.Duration) { c.SegmentTime = d })},
+	{Name: UncleanLeaderElection, BrokerName: UncleanLeaderElection, Type: TypeBoolean,
+		Doc: "Let a replica that is not in sync lead when no in-sync one can, losing what it lacks.",
+		Get: func(c log.Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
+		Set: func(c *log.Config, v string) error {
+			switch strings.ToLower(v) {
+			case "true", "false":
+				c.UncleanLeaderElection = strings.EqualFold(v, "true")
+				return nil
+			}
+			return fmt.Errorf("%w: %s %q (true, false)", ErrInvalidConfig, UncleanLeaderElection, v)
+		}},
 }
+
+// UncleanLeaderElection is the topic config that allows an out-of-sync
+// replica to lead; the cluster metadata reads it when it elects.
+const UncleanLeaderElection = "unclean.leader.election.enable"
 
 func tsWindowGet(d time.Duration) string {
 	if d <= 0 {

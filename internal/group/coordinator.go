@@ -27,11 +27,14 @@ type Partition interface {
 	// Append writes one record batch and returns its base offset and a
 	// function that returns once the batch is durable.
 	Append(batch []byte) (base int64, wait func() error, err error)
-	// Read returns whole batches from offset up to the high watermark:
-	// about maxBytes, and at least one batch if there is one.
+	// Read returns whole batches from offset up to LoadEnd: about
+	// maxBytes, and at least one batch if there is one.
 	Read(offset int64, maxBytes int) ([]byte, error)
 	StartOffset() int64
-	HighWatermark() int64
+	// LoadEnd is where loading the partition stops: the log end, as
+	// Kafka's coordinators load, since on a new leader its whole log
+	// becomes committed (followers learn the high watermark a fetch late).
+	LoadEnd() int64
 }
 
 // Coordinator is the group coordinator of this broker: every group's

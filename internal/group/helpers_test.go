@@ -169,7 +169,7 @@ func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
 }
 
 func (p *memPartition) StartOffset() int64 { return 0 }
-func (p *memPartition) HighWatermark() int64 {
+func (p *memPartition) LoadEnd() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.next

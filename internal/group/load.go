@@ -203,7 +203,7 @@ func replay(p Partition, loaded map[string]*loadedGroup) (int, error) {
 			errs = errors.Join(errs, fmt.Errorf("offset %d: %w", at, err))
 		}
 	}
-	hw := p.HighWatermark()
+	hw := p.LoadEnd()
 	for off := p.StartOffset(); off < hw; {
 		data, err := p.Read(off, loadReadBytes)
 		if err != nil {

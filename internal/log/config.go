@@ -63,6 +63,13 @@ type Config struct {
 	// so that reads (sendfile) already handed out can finish
 	// (file.delete.delay.ms).
 	FileDeleteDelay time.Duration
+	// MinInSyncReplicas is min.insync.replicas: the in-sync replicas an
+	// acks=all write needs. The log keeps it for the replica layer.
+	MinInSyncReplicas int
+	// UncleanLeaderElection is unclean.leader.election.enable, which the
+	// cluster metadata applies when it elects; kept here with the topic's
+	// other configs.
+	UncleanLeaderElection bool
 }
 
 // Defaults returns Kafka's topic defaults, with fsync on every acknowledged
@@ -78,6 +85,7 @@ func Defaults() Config {
 		Delete:             true,
 		DeleteRetention:    24 * time.Hour,
 		FlushPolicy:        FlushEveryAppend,
+		MinInSyncReplicas:  1,
 		FlushInterval:      time.Second,
 		FileDeleteDelay:    time.Minute,
 	}

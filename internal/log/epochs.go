@@ -24,13 +24,18 @@ type EpochEntry struct {
 	StartOffset int64
 }
 
-// epochCache is the in-memory list of epochs, ascending in both fields,
-// mirrored to epochFile on every change (changes are rare: one per leader
-// election). Guarded by Log.mu.
+// epochCache is the in-memory list of epochs, ascending in both fields.
+// A new epoch is recorded in memory only, on the append path; epochFile is
+// rewritten with the partition checkpoint (before it, so the recovery point
+// never passes an epoch the file lacks) and at close. After a crash,
+// recovery finds the epochs of the batches past the recovery point in the
+// batches themselves (Log.rebuildEpochs). Truncations, which are rare,
+// rewrite the file at once. Guarded by Log.mu.
 type epochCache struct {
 	fs      vfs.FS
 	path    string
 	entries []EpochEntry
+	dirty   bool // entries not yet in epochFile
 }
 
 func loadEpochs(fsys vfs.FS, dir string) (*epochCache, error) {
@@ -73,7 +78,19 @@ func (c *epochCache) store() error {
 	for _, e := range c.entries {
 		b = fmt.Appendf(b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return vfs.WriteFileAtomic(c.fs, c.path, b)
+	if err := vfs.WriteFileAtomic(c.fs, c.path, b); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
+}
+
+// flush writes epochFile if it lacks entries.
+func (c *epochCache) flush() error {
+	if !c.dirty {
+		return nil
+	}
+	return c.store()
 }
 
 func (c *epochCache) latest() int32 {
@@ -83,13 +100,14 @@ func (c *epochCache) latest() int32 {
 	return c.entries[len(c.entries)-1].Epoch
 }
 
-// assign records that epoch starts at offset, if it is newer than the latest.
-func (c *epochCache) assign(epoch int32, offset int64) error {
+// assign records, in memory, that epoch starts at offset, if it is newer
+// than the latest.
+func (c *epochCache) assign(epoch int32, offset int64) {
 	if epoch < 0 || epoch <= c.latest() {
-		return nil
+		return
 	}
 	c.entries = append(c.entries, EpochEntry{Epoch: epoch, StartOffset: offset})
-	return c.store()
+	c.dirty = true
 }
 
 // truncateFromEnd drops the epochs that start at or after offset (the log

@@ -106,6 +106,7 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
+	rebuildFrom := int64(-1) // where the epochs may be missing from their file
 	if l.epochs, err = loadEpochs(l.fs, l.dir); err != nil {
 		return err
 	}
@@ -138,6 +139,7 @@ func (l *Log) load() error {
 		if err := l.recover(ck); err != nil {
 			return err
 		}
+		rebuildFrom = ck.recoveryPoint
 	}
 	l.cleaned = ck.cleanedEnd
 	active := l.active()
@@ -149,7 +151,21 @@ func (l *Log) load() error {
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {
 		return err
 	}
+	if rebuildFrom >= 0 {
+		return l.rebuildEpochs(rebuildFrom)
+	}
 	return nil
+}
+
+// rebuildEpochs adds to the epoch cache the leader epochs of the batches
+// from offset on, which a crash may have kept out of the epoch file: the
+// file is written with checkpoints, so it has every epoch that starts
+// below the recovery point.
+func (l *Log) rebuildEpochs(from int64) error {
+	return l.ScanBatches(from, func(b model.Batch) bool {
+		l.epochs.assign(b.PartitionLeaderEpoch(), b.BaseOffset())
+		return true
+	})
 }
 
 // tidyDir finishes what a crash interrupted (leftover temporary, cleaned and
@@ -348,11 +364,7 @@ func (l *Log) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 		return res, err
 	}
 	if opts.LeaderEpoch >= 0 {
-		if err := l.epochs.assign(opts.LeaderEpoch, refs[0].base); err != nil {
-			l.failLocked(err)
-			l.mu.Unlock()
-			return res, fmt.Errorf("%w: %v", ErrStorage, err)
-		}
+		l.epochs.assign(opts.LeaderEpoch, refs[0].base)
 	}
 	res.BaseOffset, res.LastOffset, res.LogStart = refs[0].base, l.next-1, l.start
 	res.Batches = infos
@@ -709,6 +721,10 @@ func (l *Log) Checkpoint() error {
 }
 
 func (l *Log) writeCheckpointLocked(clean bool) error {
+	// The epochs first: the recovery point may then pass their starts.
+	if err := l.epochs.flush(); err != nil {
+		return err
+	}
 	return writeCheckpoint(l.fs, l.dir, checkpoint{
 		logStart: l.start, highWatermark: l.hw, recoveryPoint: l.synced.Load(), cleanedEnd: l.cleaned, clean: clean,
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,7 +27,16 @@ import (
 //     validates it (CRC, sizes, offsets) and stores it as received.
 //   - Batches are appended in request order while the request is read; the
 //     answer waits for durability (the topic's flush policy) off the read
-//     path, so pipelined requests share an fsync.
+//     path, so pipelined requests share an fsync, and the partitions of
+//     one request are awaited together.
+//   - acks=all (-1) on a replicated partition: refused with
+//     NOT_ENOUGH_REPLICAS while the in-sync set is below
+//     min.insync.replicas; answered once the high watermark passes the
+//     batch (every in-sync replica has it, synced under the default flush
+//     policy); REQUEST_TIMED_OUT after the request's timeout,
+//     NOT_ENOUGH_REPLICAS_AFTER_APPEND if the in-sync set shrank below the
+//     minimum meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved. acks=1
+//     is answered after the leader's own write.
 //   - Idempotent producers (batch producer id >= 0; see replica/producer.go
 //     for the rules, which are Kafka 4's): a retry of one of the producer's
 //     last five batches is answered NONE with the original base offset (and
@@ -62,6 +73,7 @@ type producePart struct {
 	resp *kmsg.ProduceResponseTopicPartition
 	p    *replica.Partition
 	wait func() error
+	end  int64 // the offset after the write: acks=all waits for the high watermark to pass it
 }
 
 func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error) {
@@ -115,14 +127,19 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	if req.Version >= 10 {
 		resp.Brokers = leaders.produce()
 	}
-	return &Response{Body: resp, Defer: func(context.Context) (*Response, error) {
-		for _, pp := range parts {
-			if err := pp.wait(); err != nil {
+	return &Response{Body: resp, Defer: func(ctx context.Context) (*Response, error) {
+		timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
+		awaitAll(parts, func(pp producePart) {
+			err := pp.wait()
+			if err == nil && req.Acks == -1 {
+				err = pp.p.WaitReplicated(ctx, pp.end, timeout)
+			}
+			if err != nil {
 				setProduceError(pp.resp, req.Version, err)
 				pp.resp.BaseOffset = -1
 			}
 			pp.resp.LogStartOffset = pp.p.Log().StartOffset()
-		}
+		})
 		if req.Acks == 0 {
 			// No answer is expected, so Kafka closes the connection
 			// when a partition failed: the client notices and
@@ -140,6 +157,30 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	}}, nil
 }
 
+// maxParallelWaits bounds the partitions of one produce request whose
+// fsyncs and replication are awaited at the same time.
+const maxParallelWaits = 64
+
+// awaitAll runs wait for every part, those of different partitions at the
+// same time: their fsyncs and followers overlap instead of adding up. Each
+// part's response is its own, so no two waits touch the same memory.
+func awaitAll(parts []producePart, wait func(producePart)) {
+	if len(parts) == 1 {
+		wait(parts[0])
+		return
+	}
+	sem := make(chan struct{}, maxParallelWaits)
+	var wg sync.WaitGroup
+	for _, pp := range parts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			wait(pp)
+		})
+	}
+	wg.Wait()
+}
+
 func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admitted map[model.TopicPartition]txnAdmission,
 	topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
 	if internalTopic(topic) {
@@ -153,6 +194,11 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 	}
 	if err := oneBatch(rp.Records); err != nil {
 		return producePart{}, err
+	}
+	if req.Acks == -1 {
+		if err := p.CheckEnoughReplicas(); err != nil {
+			return producePart{}, err
+		}
 	}
 	var guard *replica.TxnGuard
 	if batch := model.Batch(rp.Records); batch.IsTransactional() {
@@ -182,7 +228,7 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 		return producePart{}, err
 	}
 	sp.BaseOffset, sp.LogAppendTime = res.BaseOffset, res.LogAppendTime
-	return producePart{resp: sp, p: p, wait: wait}, nil
+	return producePart{resp: sp, p: p, wait: wait, end: res.LastOffset + 1}, nil
 }
 
 // oneBatch checks that records hold exactly one v2 batch, as Kafka requires

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,8 +38,13 @@ import (
 // with session epoch 0 or -1 is full whatever its session id; any other
 // epoch is an incremental request for a session we never gave:
 // FETCH_SESSION_ID_NOT_FOUND. Consumers' fetch offsets are reported to the
-// group coordinator (observeFetch) for its rebalance history. Follower
-// fetches (replication) and rack-aware preferred read replicas come later.
+// group coordinator (observeFetch) for its rebalance history. Rack-aware
+// preferred read replicas come later.
+//
+// Follower fetches (a replica id, v15+ in ReplicaState): the follower's
+// fetch offset is its log end, which tells the leader what it has (and so
+// moves the high watermark); it reads up to the leader's log end, not the
+// high watermark, and is answered the high watermark it may expose.
 
 func init() { register(1, 4, 17, handleFetch) }
 
@@ -62,11 +68,11 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	}
 	b.observeFetch(r, req)
 	first := b.fetchOnce(req)
-	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty {
+	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
 		return first.response(), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		return b.fetchWait(ctx, req).response(), nil
+		return b.fetchWait(ctx, req, first).response(), nil
 	}}, nil
 }
 
@@ -83,8 +89,11 @@ func (f *fetchResult) enough(req *kmsg.FetchRequest) bool {
 }
 
 // fetchWait parks until MinBytes are ready, MaxWait passes or the server
-// shuts down, then answers with what there is.
-func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest) *fetchResult {
+// shuts down, then answers with what there is. A follower's fetch is also
+// answered once a high watermark it was told in first moves, so that
+// followers learn the high watermark (and a new leader among them starts
+// from it) without waiting for new data.
+func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, first *fetchResult) *fetchResult {
 	deadline := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer deadline.Stop()
 	w := replica.NewWaiter()
@@ -97,7 +106,7 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest) *fetchRe
 	}()
 	for {
 		res := b.fetchOnce(req)
-		if res.enough(req) || res.failed || res.empty {
+		if res.enough(req) || res.failed || res.empty || res.hwMoved || !slices.Equal(res.followerHWs, first.followerHWs) {
 			return res
 		}
 		if !watching {
@@ -127,6 +136,10 @@ type fetchResult struct {
 	partitions []*replica.Partition
 	failed     bool // a partition has an error: answer at once, as Kafka does
 	empty      bool // no partitions asked for: answer at once, as Kafka does
+	// A follower's fetch: the high watermark of each partition as
+	// answered, and whether this fetch moved one (answer at once).
+	followerHWs []int64
+	hwMoved     bool
 }
 
 func (f *fetchResult) response() *Response {
@@ -139,6 +152,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 	var leaders endpoints
 	budget := fetchLimit(req)
 	readCommitted := req.IsolationLevel == 1
+	follower := fetchingReplica(req)
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -169,7 +183,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			case !found:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				err = b.fetchPartition(res, t.Name, &rp, &sp, &budget, readCommitted)
+				err = b.fetchPartition(res, t.Name, &rp, &sp, &budget, readCommitted, follower)
 				sp.ErrorCode = errorCode(err)
 				if err != nil {
 					// Kafka answers a partition error with unknown offsets.
@@ -196,8 +210,17 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 	return res
 }
 
+// fetchingReplica is the broker a follower fetch comes from, or -1 for a
+// consumer's fetch.
+func fetchingReplica(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
+}
+
 func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRequestTopicPartition,
-	sp *kmsg.FetchResponseTopicPartition, budget *int64, readCommitted bool) error {
+	sp *kmsg.FetchResponseTopicPartition, budget *int64, readCommitted bool, follower int32) error {
 	p, err := b.leading(model.TopicPartition{Topic: topic, Partition: rp.Partition})
 	if err != nil {
 		return err
@@ -205,6 +228,9 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	res.partitions = append(res.partitions, p)
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
 		return err
+	}
+	if follower >= 0 {
+		return b.fetchForFollower(res, p, follower, rp, sp, budget)
 	}
 	// One reading of each bound serves the answer, the read and the
 	// aborted transactions: the last stable offset first, so it is never
@@ -237,6 +263,33 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 		}
+	}
+	s := NewSplice(sec)
+	sp.RecordBatches = s.Marker
+	res.splices = append(res.splices, s)
+	res.bytes += sec.Size
+	*budget -= sec.Size
+	return nil
+}
+
+// fetchForFollower serves one partition of a follower's fetch.
+func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follower int32, rp *kmsg.FetchRequestTopicPartition,
+	sp *kmsg.FetchResponseTopicPartition, budget *int64) error {
+	before := p.HighWatermark()
+	hw, err := p.FollowerFetched(follower, rp.FetchOffset)
+	if err != nil {
+		return err
+	}
+	res.followerHWs = append(res.followerHWs, hw)
+	res.hwMoved = res.hwMoved || hw != before
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, p.LastStableOffset(), p.Log().StartOffset()
+	limit := min(int64(rp.PartitionMaxBytes), *budget)
+	if limit <= 0 && res.bytes > 0 {
+		return nil
+	}
+	sec, err := p.ReadToLogEnd(rp.FetchOffset, int(max(limit, 0)))
+	if err != nil || sec.Size == 0 || (sec.Size > limit && res.bytes > 0) {
+		return err
 	}
 	s := NewSplice(sec)
 	sp.RecordBatches = s.Marker

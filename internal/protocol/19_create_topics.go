@@ -217,20 +217,16 @@ func (b *Broker) topicSpec(rt *kmsg.CreateTopicsRequestTopic) (cluster.TopicSpec
 // defaultReplicationFactor is default.replication.factor, capped at what
 // the cluster can hold now.
 func (b *Broker) defaultReplicationFactor() int16 {
-	return int16(max(1, min(int(b.Config.DefaultReplicationFactor), b.Cluster.LiveBrokers(), cluster.MaxReplicationFactor)))
+	return int16(max(1, min(int(b.Config.DefaultReplicationFactor), b.Cluster.LiveBrokers())))
 }
 
 // checkReplicationFactor refuses more replicas than live brokers, as
-// Kafka's controller does, and more than partitions can have yet.
+// Kafka's controller does.
 func (b *Broker) checkReplicationFactor(factor int16) error {
 	if live := b.Cluster.LiveBrokers(); int(factor) > live {
 		return newAPIError(errInvalidReplicationFactor,
 			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.",
 			factor, factor, live)
-	}
-	if factor > cluster.MaxReplicationFactor {
-		return newAPIError(errInvalidReplicationFactor,
-			"Unable to replicate the partition %d time(s): partitions are not replicated between brokers yet.", factor)
 	}
 	return nil
 }

@@ -53,3 +53,22 @@ var (
 	// knows (Kafka UNKNOWN_LEADER_EPOCH); the client retries.
 	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
 )
+
+// Replication errors.
+var (
+	// ErrNotEnoughReplicas: an acks=all write to a partition whose in-sync
+	// set is below min.insync.replicas, refused before it is written
+	// (Kafka NOT_ENOUGH_REPLICAS).
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotEnoughReplicasAfterAppend: the write is in the leader's log and
+	// committed, but the in-sync set shrank below min.insync.replicas
+	// meanwhile (Kafka NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: not enough in-sync replicas after append")
+	// ErrReplicationTimeout: the in-sync replicas did not all have an
+	// acks=all write within the request's timeout (Kafka REQUEST_TIMED_OUT).
+	ErrReplicationTimeout = errors.New("replica: timed out waiting for the in-sync replicas")
+	// ErrNotLeader: the partition is not led here (any more).
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrNotReplica: a follower fetch from a broker that holds no replica.
+	ErrNotReplica = errors.New("replica: not a replica of the partition")
+)

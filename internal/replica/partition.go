@@ -50,6 +50,15 @@ type Partition struct {
 	// loads it under mu, so a plain append does not take mu.
 	applied atomic.Int64
 	waiters map[*Waiter]struct{}
+
+	// Replication (replication.go), guarded by mu: the replica set as the
+	// metadata names it, and while leading each follower's state, the log
+	// end when this leadership began, and followers about to join the
+	// in-sync set.
+	set        ReplicaSet
+	followers  map[int32]*follower
+	epochStart int64
+	pendingISR []int32
 }
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
@@ -246,8 +255,22 @@ func (p *Partition) waitFor(upTo int64) func() error {
 			}
 		}
 		p.advanceHighWatermark()
+		p.wakeFollowers()
 		return nil
 	}
+}
+
+// wakeFollowers wakes parked fetches when the partition has followers:
+// theirs read past the high watermark, so new data is news to them even
+// when the high watermark stays.
+func (p *Partition) wakeFollowers() {
+	p.mu.Lock()
+	if p.replicatedLocked() {
+		for w := range p.waiters {
+			w.wake()
+		}
+	}
+	p.mu.Unlock()
 }
 
 // checkCRCs verifies the CRC-32C of each batch in data.
@@ -364,10 +387,18 @@ func (p *Partition) advanceHighWatermark() {
 	}
 	p.mu.Lock()
 	hw = min(hw, p.applied.Load())
-	if hw <= p.hw {
+	hw, ok := p.replicatedHighWatermarkLocked(hw)
+	if !ok || hw <= p.hw {
 		p.mu.Unlock()
 		return
 	}
+	p.setHighWatermarkLocked(hw)
+	p.mu.Unlock()
+}
+
+// setHighWatermarkLocked moves the high watermark to hw, and with it the
+// last stable offset, and wakes the waiters. p.mu is held.
+func (p *Partition) setHighWatermarkLocked(hw int64) {
 	p.hw = hw
 	p.log.SetHighWatermark(hw)
 	p.producers.txns.onHighWatermark(hw)
@@ -375,7 +406,6 @@ func (p *Partition) advanceHighWatermark() {
 	for w := range p.waiters {
 		w.wake()
 	}
-	p.mu.Unlock()
 }
 
 // HighWatermark is the offset below which records are committed.

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
@@ -69,19 +71,48 @@ func (o offsetsPartition) Append(batch []byte) (int64, func() error, error) {
 	if errors.Is(err, replica.ErrMessageTooLarge) {
 		err = fmt.Errorf("%w: %v", group.ErrRecordTooLarge, err)
 	}
-	return res.BaseOffset, wait, err
+	return res.BaseOffset, replicatedWait(o.p, wait, res.LastOffset+1, func(err error) error {
+		switch {
+		case errors.Is(err, replica.ErrNotLeader):
+			return fmt.Errorf("%w: %v", group.ErrNotCoordinator, err)
+		case err != nil:
+			return fmt.Errorf("%w: %v", group.ErrCoordinatorNotAvailable, err)
+		}
+		return nil
+	}), err
+}
+
+// coordinatorWriteTimeout bounds how long a coordinator's write waits for
+// the in-sync replicas (Kafka's offsets.commit.timeout.ms).
+const coordinatorWriteTimeout = 5 * time.Second
+
+// replicatedWait extends an append's wait (durable here) until every
+// in-sync replica has the write, as Kafka's coordinators append with
+// acks=all: a committed offset or transaction state survives the loss of
+// this broker. mapErr turns a replication failure into the coordinator's
+// error.
+func replicatedWait(p *replica.Partition, wait func() error, end int64, mapErr func(error) error) func() error {
+	if wait == nil {
+		return nil
+	}
+	return func() error {
+		if err := wait(); err != nil {
+			return err
+		}
+		return mapErr(p.WaitReplicated(context.Background(), end, coordinatorWriteTimeout))
+	}
 }
 
 func (o offsetsPartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	sec, err := o.p.Read(offset, maxBytes, false)
+	sec, err := o.p.ReadToLogEnd(offset, maxBytes)
 	if err != nil {
 		return nil, err
 	}
 	return sec.ReadAll()
 }
 
-func (o offsetsPartition) StartOffset() int64   { return o.p.Log().StartOffset() }
-func (o offsetsPartition) HighWatermark() int64 { return o.p.HighWatermark() }
+func (o offsetsPartition) StartOffset() int64 { return o.p.Log().StartOffset() }
+func (o offsetsPartition) LoadEnd() int64     { return o.p.Log().EndOffset() }
 
 // createInternal creates an internal topic (a coordinator's), or returns
 // it if it exists.
@@ -90,7 +121,7 @@ func (a *topicAdmin) createInternal(name string, partitions int32, configs map[s
 		return t, nil
 	}
 	t, err := a.CreateTopic(cluster.TopicSpec{Name: name, Partitions: partitions, Configs: configs, Internal: true,
-		ReplicationFactor: int16(min(a.s.cluster.LiveBrokers(), cluster.MaxReplicationFactor))}, false)
+		ReplicationFactor: a.s.internalReplicationFactor(name, a.s.cfg.OffsetsTopicReplicationFactor)}, false)
 	if errors.Is(err, cluster.ErrTopicExists) { // made meanwhile
 		if t, ok := a.s.cluster.Topic(name); ok {
 			return t, nil

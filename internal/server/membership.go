@@ -137,6 +137,7 @@ func (s *Server) registerOnce(host string, port int32) error {
 		return err
 	}
 	s.logger.Info("registered with the cluster", "cluster", id, "node", b.NodeID, "broker_epoch", b.Epoch)
+	s.brokerEpoch.Store(b.Epoch)
 	// The registration applied here, so the image has everything
 	// committed before it: this broker may lead what it says, and what it
 	// no longer places here can go.
@@ -149,6 +150,37 @@ func (s *Server) registerOnce(host string, port int32) error {
 	}
 	s.metadataChanged() // and the coordinators follow the leadership
 	return nil
+}
+
+// controlledShutdownTimeout bounds the wait for the metadata quorum when
+// stopping: without a quorum, leadership cannot move anyway.
+const controlledShutdownTimeout = 5 * time.Second
+
+// controlledShutdown moves leadership off this broker before it stops, as
+// Kafka's controlled shutdown does: the broker fences itself through the
+// metadata log, so every partition it leads moves to an in-sync follower
+// (which has every acknowledged record) while it still answers clients,
+// who then follow the new leaders with only retriable errors.
+func (s *Server) controlledShutdown() {
+	epoch := s.brokerEpoch.Load()
+	if epoch < 0 {
+		return // never registered: it leads nothing
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.cluster.ShutdownBroker(epoch) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(controlledShutdownTimeout):
+		err = fmt.Errorf("no answer from the metadata quorum within %v", controlledShutdownTimeout)
+	}
+	if err != nil {
+		s.logger.Warn("controlled shutdown failed: what this broker leads moves once its session times out", "err", err)
+		return
+	}
+	s.leadNothing()
+	s.logger.Info("controlled shutdown: leadership moved", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // stale reports whether another process has registered as this node

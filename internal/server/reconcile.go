@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
@@ -54,7 +56,9 @@ func (s *Server) reconcile() error {
 		defaults = s.cfg
 	}
 	node := s.cfg.NodeID
+	caughtUp := s.rec.caughtUp.Load()
 	want := map[model.TopicPartition][16]byte{}
+	var follow []fetcher.Assignment
 	var errs []error
 	for _, t := range s.cluster.Topics() {
 		cfg, cfgErr := config.TopicLogConfig(defaults.Log, t.Configs)
@@ -79,7 +83,13 @@ func (s *Server) reconcile() error {
 				errs = append(errs, err)
 				continue
 			}
-			p.SetRole(s.rec.caughtUp.Load() && st.Leader == node, st.LeaderEpoch)
+			p.SetReplicaSet(replica.ReplicaSet{Self: node, Replicas: st.Replicas, ISR: st.ISR, Leader: st.Leader,
+				LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch, UncleanElections: st.UncleanElections})
+			leads := caughtUp && st.Leader == node
+			p.SetRole(leads, st.LeaderEpoch)
+			if caughtUp && !leads && st.Leader != cluster.NoLeader {
+				follow = append(follow, fetcher.Assignment{Partition: p, TopicID: t.ID, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch})
+			}
 		}
 		if cfgErr != nil {
 			continue
@@ -89,7 +99,8 @@ func (s *Server) reconcile() error {
 		}
 		s.rec.configs[t.Name] = cfg
 	}
-	if !s.rec.caughtUp.Load() {
+	s.fetcher.Set(follow)
+	if !caughtUp {
 		return errors.Join(errs...)
 	}
 	for _, p := range s.replicas.Partitions() {
@@ -143,6 +154,42 @@ func (s *Server) followMetadata() {
 			s.logger.Warn("serving the metadata's partitions failed", "err", err)
 		}
 		s.syncCoordinators()
+	}
+}
+
+// maintainInSyncSets proposes the in-sync set changes of the partitions
+// this broker leads, as Kafka's leader does with AlterPartition: lagging
+// followers leave, caught-up ones join. The controller applies a change
+// only on the view it was decided on; the image then brings it back here.
+func (s *Server) maintainInSyncSets() {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.cluster.Controller() < 0 {
+			continue // no quorum: nothing can change, and proposals would wait
+		}
+		for _, p := range s.replicas.Partitions() {
+			if s.ctx.Err() != nil {
+				return
+			}
+			rs, isr, ok := p.InSyncChange(s.cfg.ReplicaLagTime)
+			if !ok {
+				continue
+			}
+			st, err := s.cluster.AlterPartition(p.TP.Topic, cluster.TopicID(p.TopicID), p.TP.Partition, rs.LeaderEpoch, rs.PartitionEpoch, isr)
+			if err != nil {
+				s.logger.Debug("in-sync set change not made", "partition", p.TP.String(), "isr", isr, "err", err)
+				continue
+			}
+			s.logger.Info("in-sync set changed", "partition", p.TP.String(), "from", rs.ISR, "to", st.ISR,
+				"partition_epoch", st.PartitionEpoch)
+			s.metadataChanged()
+		}
 	}
 }
 

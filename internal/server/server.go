@@ -9,10 +9,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/peer"
@@ -26,15 +28,19 @@ type Server struct {
 	cfg    config.Broker
 	logger *slog.Logger
 
-	cluster  *cluster.Store
-	rec      *reconciler
-	peers    *peer.Client
-	logs     *log.Manager
-	replicas *replica.Manager
-	topics   *topicAdmin
-	groups   *group.Coordinator
-	txns     *txn.Coordinator
-	broker   *protocol.Broker
+	cluster *cluster.Store
+	rec     *reconciler
+	peers   *peer.Client
+	fetcher *fetcher.Fetcher
+	// brokerEpoch is this process's registration epoch, which its
+	// follower fetches carry.
+	brokerEpoch atomic.Int64
+	logs        *log.Manager
+	replicas    *replica.Manager
+	topics      *topicAdmin
+	groups      *group.Coordinator
+	txns        *txn.Coordinator
+	broker      *protocol.Broker
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -81,6 +87,9 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.replicas = replica.NewManagerWith(s.logs, replica.Options{Logger: logger})
+	s.brokerEpoch.Store(-1)
+	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
+		Client: peer.New(cfg.NodeID, s.resolvePeer), Logger: logger})
 	if err := s.openPartitions(); err != nil {
 		s.logs.Close()
 		return nil, err
@@ -93,10 +102,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		s.logs.Close()
 		return nil, err
 	}
-	s.peers = peer.New(cfg.NodeID, func(node int32) (string, bool) {
-		b, ok := s.cluster.Broker(node)
-		return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), ok && b.Port > 0
-	})
+	s.peers = peer.New(cfg.NodeID, s.resolvePeer)
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
 		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, Logger: logger.With("component", "protocol")}
 	// Then the __transaction_state partitions led here; transactions that
@@ -112,6 +118,12 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// resolvePeer is a broker's client listener, as registered.
+func (s *Server) resolvePeer(node int32) (string, bool) {
+	b, ok := s.cluster.Broker(node)
+	return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), ok && b.Port > 0
 }
 
 // openPartitions serves every partition the metadata places here, and
@@ -162,6 +174,9 @@ func (s *Server) Start() error {
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goroutines.Go(s.followMetadata)
+	if s.clustered() {
+		s.goroutines.Go(s.maintainInSyncSets)
+	}
 	if !s.clustered() {
 		s.goroutines.Go(s.acceptLoop)
 		return nil
@@ -219,6 +234,9 @@ func (s *Server) acceptLoop() {
 // (up to ctx's deadline, then connections are closed), stops the group
 // coordinator once its writes are durable, and syncs and closes every log.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.ln != nil && s.clustered() {
+		s.controlledShutdown()
+	}
 	if s.ln != nil {
 		s.ln.Close()
 		s.mu.Lock()
@@ -245,6 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// coordinator applies to its offsets.
 	s.txns.Close()
 	s.groups.Close()
+	s.fetcher.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.
 	return errors.Join(s.peers.Close(), s.replicas.Close(), s.logs.Close(), s.cluster.Close())

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/strandlog/strand/internal/cluster"
@@ -152,4 +154,21 @@ func (a *topicAdmin) setDynamic(clusterDefaults, node map[string]string, validat
 	}
 	a.s.logger.Info("changed dynamic broker configs", "cluster", clusterDefaults, "node", node)
 	return a.s.reconcile()
+}
+
+// internalReplicationFactor is an internal topic's replication factor: the
+// configured one, or every live broker while there are fewer (a single
+// node's internal topics have one replica), said in a log line.
+func (s *Server) internalReplicationFactor(topic string, want int16) int16 {
+	live := int16(max(1, min(s.cluster.LiveBrokers(), 32767)))
+	if want <= live {
+		return want
+	}
+	lvl := slog.LevelInfo
+	if s.clustered() {
+		lvl = slog.LevelWarn
+	}
+	s.logger.Log(context.Background(), lvl, "creating an internal topic with fewer replicas than configured: fewer brokers are live",
+		"topic", topic, "replication_factor", live, "configured", want)
+	return live
 }

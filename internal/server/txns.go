@@ -89,7 +89,7 @@ func (st stateTopic) Create(n int32) ([]txn.Partition, bool, error) {
 		return st.partitions(t), false, nil
 	}
 	t, err := st.s.topics.CreateTopic(cluster.TopicSpec{Name: txn.StateTopic, Partitions: n, Configs: stateTopicConfigs,
-		Internal: true, ReplicationFactor: int16(min(st.s.cluster.LiveBrokers(), cluster.MaxReplicationFactor))}, false)
+		Internal: true, ReplicationFactor: st.s.internalReplicationFactor(txn.StateTopic, st.s.cfg.TransactionStateReplicationFactor)}, false)
 	if errors.Is(err, cluster.ErrTopicExists) { // made meanwhile
 		if t, ok := st.s.cluster.Topic(txn.StateTopic); ok {
 			return st.partitions(t), false, nil
@@ -121,20 +121,28 @@ func (sp statePartition) Append(batch []byte) (int64, func() error, error) {
 		return -1, nil, fmt.Errorf("%s: %w", sp.p.TP, errNotStateLeader)
 	}
 	res, wait, err := sp.p.AppendInternal(batch)
-	return res.BaseOffset, wait, err
+	return res.BaseOffset, replicatedWait(sp.p, wait, res.LastOffset+1, func(err error) error {
+		switch {
+		case errors.Is(err, replica.ErrNotLeader):
+			return fmt.Errorf("%s: %w: %v", sp.p.TP, errNotStateLeader, err)
+		case err != nil:
+			return fmt.Errorf("%w: %v", txn.ErrCoordinatorLoadInProgress, err)
+		}
+		return nil
+	}), err
 }
 
 func (sp statePartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	sec, err := sp.p.Read(offset, maxBytes, false)
+	sec, err := sp.p.ReadToLogEnd(offset, maxBytes)
 	if err != nil {
 		return nil, err
 	}
 	return sec.ReadAll()
 }
 
-func (sp statePartition) StartOffset() int64   { return sp.p.Log().StartOffset() }
-func (sp statePartition) HighWatermark() int64 { return sp.p.HighWatermark() }
-func (sp statePartition) LeaderEpoch() int32   { return sp.p.LeaderEpoch() }
+func (sp statePartition) StartOffset() int64 { return sp.p.Log().StartOffset() }
+func (sp statePartition) LoadEnd() int64     { return sp.p.Log().EndOffset() }
+func (sp statePartition) LeaderEpoch() int32 { return sp.p.LeaderEpoch() }
 
 // Marker retries: a partition that cannot take its marker now (its leader
 // moving, or not known yet to the broker asked) is tried again after a

@@ -192,7 +192,7 @@ func (p *memPartition) LeaderEpoch() int32 {
 	defer p.mu.Unlock()
 	return p.epoch
 }
-func (p *memPartition) HighWatermark() int64 {
+func (p *memPartition) LoadEnd() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.next

@@ -168,7 +168,7 @@ func (c *Coordinator) replay(i int, p Partition, loaded map[string]meta) (int, e
 			c.log.Error("skipped an unreadable record", "partition", i, "offset", at, "err", err)
 		}
 	}
-	hw := p.HighWatermark()
+	hw := p.LoadEnd()
 	for off := p.StartOffset(); off < hw; {
 		data, err := p.Read(off, loadReadBytes)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type topicOp struct {
 	id     [16]byte  // the created topic's id, when acked
 	start  time.Time // when it was sent
 	at     time.Time // when the answer came
+	err    error     // the answer's error, or nil
 }
 
 // The active controller is killed with SIGKILL again and again while three
@@ -101,7 +103,7 @@ func testControllerKills(t *testing.T, brokers, kills int) {
 					_, err = adm.DeleteTopic(opCtx, topic)
 				}
 				opCancel()
-				op.acked, op.at = err == nil, time.Now()
+				op.acked, op.at, op.err = err == nil, time.Now(), err
 				switch {
 				case errors.Is(err, kerr.TopicAlreadyExists):
 					// A definite answer, no change: an earlier attempt
@@ -220,9 +222,9 @@ func testControllerKills(t *testing.T, brokers, kills int) {
 		switch {
 		case !v.known:
 		case v.exists && (!exists || id != v.id):
-			t.Errorf("%s: acknowledged created with id %x, now exists=%v id %x", topic, v.id, exists, id)
+			t.Errorf("%s: acknowledged created with id %x, now exists=%v id %x; its changes:\n%s", topic, v.id, exists, id, history(ops, topic))
 		case !v.exists && exists:
-			t.Errorf("%s: acknowledged deleted, still exists", topic)
+			t.Errorf("%s: acknowledged deleted, still exists; its changes:\n%s", topic, history(ops, topic))
 		}
 	}
 	slices.Sort(failovers)
@@ -257,4 +259,16 @@ func mapsEqual(a, b map[string][16]byte) bool {
 		}
 	}
 	return true
+}
+
+// history lists the recorded changes of one topic, for a failure message.
+func history(ops []topicOp, topic string) string {
+	var b strings.Builder
+	for _, op := range ops {
+		if op.topic == topic {
+			fmt.Fprintf(&b, "  %s..%s create=%v acked=%v id=%x err=%v\n", op.start.Format("15:04:05.000"),
+				op.at.Format("15:04:05.000"), op.create, op.acked, op.id[:4], op.err)
+		}
+	}
+	return b.String()
 }

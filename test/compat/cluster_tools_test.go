@@ -19,8 +19,8 @@ func runKafkaTool(t *testing.T, class string, args ...string) result {
 // Kafka's own tools against a 3-broker cluster: kafka-metadata-quorum.sh
 // shows the quorum (leader, voters with their controller listeners, every
 // voter caught up) through any broker; kafka-topics.sh creates a topic
-// spread over the brokers, describes it, and gets Kafka's refusal for a
-// replication factor partitions cannot have yet.
+// spread over the brokers, describes it, creates one with three replicas
+// (all in sync), and gets Kafka's refusal for more replicas than brokers.
 func TestClusterKafkaTools(t *testing.T) {
 	c := startCluster(t)
 	const quorumTool = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -64,9 +64,20 @@ func TestClusterKafkaTools(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("kafka-topics --describe: leaders on %v, want all three brokers:\n%s", seen, describe.stdout)
 	}
-	wide := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(0), "--create", "--topic", "wide",
-		"--partitions", "1", "--replication-factor", "3")
-	if wide.err == nil || !strings.Contains(wide.stdout+wide.stderr, "InvalidReplicationFactorException") {
-		t.Errorf("kafka-topics --create --replication-factor 3: %v", wide)
+	// Three replicas on three brokers, all in sync; four are refused.
+	if wide := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(0), "--create", "--topic", "wide",
+		"--partitions", "1", "--replication-factor", "3"); wide.err != nil {
+		t.Fatalf("kafka-topics --create --replication-factor 3: %v", wide)
+	}
+	describeWide := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(1), "--describe", "--topic", "wide")
+	m := regexp.MustCompile(`Leader: (\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)`).FindStringSubmatch(describeWide.stdout)
+	if describeWide.err != nil || m == nil || len(strings.Split(m[2], ",")) != 3 || len(strings.Split(m[3], ",")) != 3 ||
+		!strings.Contains(m[2], m[1]) {
+		t.Errorf("kafka-topics --describe of a topic with three replicas: %v", describeWide)
+	}
+	wider := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(0), "--create", "--topic", "wider",
+		"--partitions", "1", "--replication-factor", "4")
+	if wider.err == nil || !strings.Contains(wider.stdout+wider.stderr, "InvalidReplicationFactorException") {
+		t.Errorf("kafka-topics --create --replication-factor 4 on three brokers: %v", wider)
 	}
 }

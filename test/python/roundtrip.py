@@ -36,6 +36,8 @@ def produce(args):
         key_serializer=str.encode,
         value_serializer=str.encode,
         request_timeout_ms=15000,
+        batch_size=args.batch_size,
+        retries=args.retries,
     )
     futures = [producer.send(args.topic, key=key(i), value=value(i)) for i in range(args.n)]
     producer.flush(timeout=60)
@@ -92,6 +94,8 @@ def main():
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("-n", type=int, default=500)
+    ap.add_argument("--batch-size", type=int, default=16384, help="the producer's batch_size; 0 sends each record alone")
+    ap.add_argument("--retries", type=int, default=0, help="the producer's retries")
     ap.add_argument("--compression", default="gzip", help="none, gzip (built in), or lz4/snappy/zstd when their modules are installed")
     ap.add_argument("--skip-produce", action="store_true", help="only consume N records")
     args = ap.parse_args()

@@ -1,0 +1,399 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// Assignment is one partition to follow: from which leader, at which
+// leader epoch.
+type Assignment struct {
+	Partition   *replica.Partition
+	TopicID     [16]byte
+	Leader      int32
+	LeaderEpoch int32
+}
+
+// Config configures a Fetcher.
+type Config struct {
+	Self int32
+	// BrokerEpoch is this broker's registration epoch, sent in every fetch.
+	BrokerEpoch func() int64
+	// Client reaches the leaders. The fetcher's requests wait on the
+	// leader (long polls), so it should have connections of its own.
+	Client *peer.Client
+	// MaxWait is how long a fetch waits at the leader for new data
+	// (replica.fetch.wait.max.ms, default 500 ms).
+	MaxWait time.Duration
+	// Backoff is the wait after a failed fetch (replica.fetch.backoff.ms,
+	// default 1 s).
+	Backoff time.Duration
+	Logger  *slog.Logger
+}
+
+// Fetcher runs one loop per leader this broker follows partitions of.
+type Fetcher struct {
+	cfg Config
+
+	mu     sync.Mutex
+	loops  map[int32]*leaderLoop
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a fetcher that follows nothing yet.
+func New(cfg Config) *Fetcher {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Fetcher{cfg: cfg, loops: map[int32]*leaderLoop{}}
+}
+
+// Set makes the fetcher follow exactly these partitions. A partition whose
+// leader or leader epoch changed starts afresh, with truncation.
+func (f *Fetcher) Set(follow []Assignment) {
+	byLeader := map[int32]map[model.TopicPartition]Assignment{}
+	for _, a := range follow {
+		m := byLeader[a.Leader]
+		if m == nil {
+			m = map[model.TopicPartition]Assignment{}
+			byLeader[a.Leader] = m
+		}
+		m[a.Partition.TP] = a
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	for leader, l := range f.loops {
+		if _, ok := byLeader[leader]; !ok {
+			l.stop()
+			delete(f.loops, leader)
+		}
+	}
+	for leader, parts := range byLeader {
+		l := f.loops[leader]
+		if l == nil {
+			l = newLeaderLoop(f, leader)
+			f.loops[leader] = l
+			f.wg.Go(l.run)
+		}
+		l.assign(parts)
+	}
+}
+
+// Close stops every loop and waits for them.
+func (f *Fetcher) Close() {
+	f.mu.Lock()
+	f.closed = true
+	for _, l := range f.loops {
+		l.stop()
+	}
+	f.loops = nil
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// following is one partition's state in its loop.
+type following struct {
+	Assignment
+	truncated bool // truncated to the leader's log at this epoch
+}
+
+// leaderLoop fetches every partition followed from one leader.
+type leaderLoop struct {
+	f      *Fetcher
+	leader int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	parts map[model.TopicPartition]*following
+}
+
+func newLeaderLoop(f *Fetcher, leader int32) *leaderLoop {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &leaderLoop{f: f, leader: leader, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		logger: f.cfg.Logger.With("component", "fetcher", "leader", leader),
+		parts:  map[model.TopicPartition]*following{}}
+}
+
+func (l *leaderLoop) stop() { l.cancel() }
+
+// assign replaces the loop's partitions, keeping the state of those whose
+// assignment is unchanged.
+func (l *leaderLoop) assign(parts map[model.TopicPartition]Assignment) {
+	l.mu.Lock()
+	next := make(map[model.TopicPartition]*following, len(parts))
+	for tp, a := range parts {
+		if cur := l.parts[tp]; cur != nil && cur.Assignment == a {
+			next[tp] = cur
+			continue
+		}
+		next[tp] = &following{Assignment: a}
+	}
+	l.parts = next
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot returns the partitions to work on now.
+func (l *leaderLoop) snapshot() map[model.TopicPartition]*following {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.parts)
+}
+
+// current reports whether fp is still the loop's assignment for its
+// partition (Set may have replaced it during a request).
+func (l *leaderLoop) current(fp *following) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.parts[fp.Partition.TP] == fp
+}
+
+func (l *leaderLoop) run() {
+	for l.ctx.Err() == nil {
+		parts := l.snapshot()
+		var err error
+		if len(parts) > 0 {
+			err = l.truncate(parts)
+			if err == nil {
+				err = l.fetch(parts)
+			}
+		}
+		if err == nil && len(parts) > 0 {
+			continue
+		}
+		if err != nil && l.ctx.Err() == nil {
+			l.logger.Debug("fetching from the leader failed", "err", err)
+		}
+		wait := l.f.cfg.Backoff
+		if len(parts) == 0 {
+			wait = time.Hour
+		}
+		select {
+		case <-l.ctx.Done():
+		case <-l.wake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// truncate brings the partitions that start at a new leader epoch in line
+// with the leader's log: each asks where its own latest epoch ends there.
+func (l *leaderLoop) truncate(parts map[model.TopicPartition]*following) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 4
+	req.ReplicaID = l.f.cfg.Self
+	asked := map[model.TopicPartition]int32{}
+	byTopic := map[string]int{}
+	for tp, fp := range parts {
+		if fp.truncated {
+			continue
+		}
+		epochs := fp.Partition.Log().Epochs()
+		if len(epochs) == 0 {
+			fp.truncated = true // nothing of its own to lose
+			continue
+		}
+		latest := epochs[len(epochs)-1].Epoch
+		asked[tp] = latest
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		p.Partition, p.CurrentLeaderEpoch, p.LeaderEpoch = tp.Partition, fp.LeaderEpoch, latest
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	defer cancel()
+	kresp, err := l.f.cfg.Client.Request(ctx, l.leader, req)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Topic, Partition: rp.Partition}
+			fp, ok := parts[tp]
+			if !ok || fp.truncated {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			target := l.truncationPoint(fp.Partition, asked[tp], rp.LeaderEpoch, rp.EndOffset)
+			if !l.current(fp) {
+				continue
+			}
+			if end := fp.Partition.Log().EndOffset(); target < end {
+				l.logger.Info("truncating a follower's log to its leader's", "partition", tp.String(),
+					"from", end, "to", target, "leader_epoch", fp.LeaderEpoch)
+			}
+			if err := fp.Partition.TruncateTo(target); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fp.truncated = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// truncationPoint is where a follower whose latest epoch is asked cuts its
+// log, given the leader's answer (KIP-279): the end of the largest epoch
+// both logs have, at most the follower's own end.
+func (l *leaderLoop) truncationPoint(p *replica.Partition, asked, leaderEpoch int32, leaderEnd int64) int64 {
+	end := p.Log().EndOffset()
+	switch {
+	case leaderEpoch < 0 || leaderEnd < 0:
+		// The leader has no epoch up to ours: keep only what is committed.
+		return min(p.HighWatermark(), end)
+	case leaderEpoch == asked:
+		return min(leaderEnd, end)
+	default:
+		_, own := p.Log().EpochEndOffset(leaderEpoch)
+		if own < 0 {
+			own = end
+		}
+		return min(leaderEnd, own, end)
+	}
+}
+
+// fetch sends one fetch for the partitions ready to fetch and writes what
+// comes back.
+func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 15
+	req.ReplicaState.ID = l.f.cfg.Self
+	req.ReplicaState.Epoch = l.f.cfg.BrokerEpoch()
+	req.MaxWaitMillis = int32(l.f.cfg.MaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = 10 << 20
+	req.SessionEpoch = -1
+	byID := map[[16]byte]int{}
+	asked := map[model.TopicPartition]*following{}
+	for tp, fp := range parts {
+		if !fp.truncated {
+			continue
+		}
+		asked[tp] = fp
+		i, ok := byID[fp.TopicID]
+		if !ok {
+			i = len(req.Topics)
+			byID[fp.TopicID] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = tp.Topic, fp.TopicID
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.CurrentLeaderEpoch = fp.LeaderEpoch
+		p.FetchOffset = fp.Partition.Log().EndOffset()
+		p.LogStartOffset = fp.Partition.Log().StartOffset()
+		p.LastFetchedEpoch = -1
+		p.PartitionMaxBytes = 1 << 20
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	if len(asked) == 0 {
+		return errors.New("no partition is ready to fetch")
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.f.cfg.MaxWait+10*time.Second)
+	defer cancel()
+	kresp, err := l.f.cfg.Client.Request(ctx, l.leader, req)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			var fp *following
+			for tp, a := range asked {
+				if a.TopicID == t.TopicID && tp.Partition == rp.Partition {
+					fp = a
+					break
+				}
+			}
+			if fp == nil || !l.current(fp) {
+				continue
+			}
+			if err := l.apply(fp, &rp); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apply writes one partition's fetched batches and takes the high
+// watermark.
+func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) error {
+	p := fp.Partition
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case err == nil:
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		// Past the leader's end: truncate again. Below its start (it
+		// deleted what this follower lacks): start over at its start.
+		if p.Log().EndOffset() >= rp.LogStartOffset {
+			fp.truncated = false
+			return err
+		}
+		l.logger.Warn("a follower's log ends before its leader's starts; it cannot catch up",
+			"partition", p.TP.String(), "end", p.Log().EndOffset(), "leader_start", rp.LogStartOffset)
+		return err
+	default:
+		return err
+	}
+	if data := log.WholeBatches(rp.RecordBatches); len(data) > 0 {
+		end, err := p.AppendReplicated(data)
+		if err != nil {
+			return err
+		}
+		if p.Log().Config().FlushPolicy == log.FlushEveryAppend {
+			if err := p.Log().Sync(end); err != nil {
+				return err
+			}
+		}
+	}
+	p.SetLeaderHighWatermark(rp.HighWatermark)
+	return nil
+}

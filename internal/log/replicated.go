@@ -1,0 +1,77 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// WholeBatches returns the longest prefix of data made of whole batches: a
+// fetch response may end with part of a batch that did not fit.
+func WholeBatches(data []byte) []byte {
+	pos := 0
+	for len(data)-pos >= model.BatchHeaderSize {
+		n := model.Batch(data[pos:]).Size()
+		if n < model.BatchHeaderSize || n > len(data)-pos {
+			break
+		}
+		pos += n
+	}
+	return data[:pos]
+}
+
+// AppendReplicated writes batches fetched from the partition's leader as
+// they are: offsets, leader epochs and timestamps are the leader's, so a
+// follower's log is a byte-for-byte copy of its leader's. data holds whole
+// batches in offset order, each passing its CRC, the first at or after the
+// log end (compaction on the leader leaves gaps). The leader epochs the
+// batches carry enter the epoch cache, so that this replica can answer
+// OffsetForLeaderEpoch when it leads. Nothing is written unless every
+// batch passes.
+func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
+	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
+	var refs []batchRef
+	next := int64(-1)
+	for pos := 0; pos < len(data); {
+		if len(data)-pos < model.BatchHeaderSize {
+			return res, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(data)-pos)
+		}
+		n, err := batchSize(data[pos:], 0)
+		if err != nil {
+			return res, err
+		}
+		if n > len(data)-pos {
+			return res, fmt.Errorf("%w: batch of %d bytes, only %d present", ErrCorruptMessage, n, len(data)-pos)
+		}
+		b := model.Batch(data[pos : pos+n])
+		if err := checkCRC(b); err != nil {
+			return res, err
+		}
+		base, last := b.BaseOffset(), b.LastOffset()
+		if last < base || base < next {
+			return res, fmt.Errorf("%w: batch [%d, %d] after offset %d", ErrInvalidRecord, base, last, next)
+		}
+		refs = append(refs, batchRef{pos: pos, size: n, base: base, last: last, maxTs: b.MaxTimestamp()})
+		next = last + 1
+		pos += n
+	}
+	if len(refs) == 0 {
+		return res, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return res, err
+	}
+	if refs[0].base < l.next {
+		return res, fmt.Errorf("%w: replicated batch at %d below the log end %d", ErrInvalidRecord, refs[0].base, l.next)
+	}
+	if err := l.appendLocked(data, refs, l.now()); err != nil {
+		return res, err
+	}
+	for _, r := range refs {
+		l.epochs.assign(model.Batch(data[r.pos:r.pos+r.size]).PartitionLeaderEpoch(), r.base)
+	}
+	res.BaseOffset, res.LastOffset, res.LogStart = refs[0].base, l.next-1, l.start
+	return res, nil
+}

@@ -1,0 +1,163 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// replicate runs follower fetch rounds against the leader until the
+// follower has the leader's whole log, and once more so that the leader
+// learns it. It returns the rounds taken.
+func replicate(t *testing.T, leader, follower *Partition, node int32) int {
+	t.Helper()
+	for round := 1; round <= 100; round++ {
+		end := follower.Log().EndOffset()
+		hw, err := leader.FollowerFetched(node, end)
+		if err != nil {
+			t.Fatalf("follower fetch at %d: %v", end, err)
+		}
+		follower.SetLeaderHighWatermark(hw)
+		if end == leader.Log().EndOffset() {
+			return round
+		}
+		sec, err := leader.ReadToLogEnd(end, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := sec.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follower.AppendReplicated(data); err != nil {
+			t.Fatalf("follower append at %d: %v", end, err)
+		}
+	}
+	t.Fatal("the follower never caught up")
+	return 0
+}
+
+func logBytes(t *testing.T, p *Partition) []byte {
+	t.Helper()
+	sec, err := p.ReadToLogEnd(p.Log().StartOffset(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sec.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A follower copies its leader byte for byte; the high watermark waits for
+// it; it can take over with the producers' state; and the old leader
+// truncates what only it had.
+func TestReplicationBetweenTwoReplicas(t *testing.T) {
+	a, b := newEnv(t, nil), newEnv(t, nil)
+	set := func(self, leader, epoch int32, isr ...int32) ReplicaSet {
+		return ReplicaSet{Self: self, Replicas: []int32{1, 2}, ISR: isr, Leader: leader, LeaderEpoch: epoch}
+	}
+	a.p.SetReplicaSet(set(1, 1, 1, 1, 2))
+	a.p.SetRole(true, 1)
+	b.p.SetReplicaSet(set(2, 1, 1, 1, 2))
+	b.p.SetRole(false, 1)
+
+	const pid = 7
+	for seq := int32(0); seq < 30; seq += 3 {
+		_, wait, err := a.p.Append(testBatch(pid, 0, seq, 3, 1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hw := a.p.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d before the follower fetched", hw)
+	}
+	ctx := context.Background()
+	if err := a.p.WaitReplicated(ctx, 30, 20*time.Millisecond); !errors.Is(err, ErrReplicationTimeout) {
+		t.Fatalf("waiting with no follower fetch: %v", err)
+	}
+	replicate(t, a.p, b.p, 2)
+	if a.p.HighWatermark() != 30 || b.p.HighWatermark() != 30 {
+		t.Fatalf("high watermarks: leader %d, follower %d", a.p.HighWatermark(), b.p.HighWatermark())
+	}
+	if err := a.p.WaitReplicated(ctx, 30, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(logBytes(t, a.p), logBytes(t, b.p)) {
+		t.Fatal("the follower's log differs from the leader's")
+	}
+
+	// The leader writes one batch nobody copies, then loses the lead.
+	if _, _, err := a.p.Append(testBatch(pid, 0, 30, 2, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	b.p.SetReplicaSet(set(2, 2, 2, 2))
+	b.p.SetRole(true, 2)
+	a.p.SetRole(false, 2)
+	a.p.SetReplicaSet(set(1, 2, 2, 2))
+	// The producer retries the lost batch on the new leader: it follows
+	// the sequences the follower replayed, neither a gap nor a duplicate.
+	res, _, err := b.p.Append(testBatch(pid, 0, 30, 2, 1000))
+	if err != nil || res.Duplicate || res.BaseOffset != 30 {
+		t.Fatalf("retry on the new leader: %+v, %v", res, err)
+	}
+	if res, _, err := b.p.Append(testBatch(pid, 0, 27, 3, 1000)); err != nil || !res.Duplicate || res.BaseOffset != 27 {
+		t.Fatalf("a retry of a batch the old leader wrote: %+v, %v", res, err)
+	}
+	// The old leader truncates to where the new leader's epoch 1 ended
+	// (OffsetForLeaderEpoch), then follows.
+	_, end := b.p.Log().EpochEndOffset(1)
+	if err := a.p.TruncateTo(end); err != nil {
+		t.Fatal(err)
+	}
+	b.p.SetReplicaSet(set(2, 2, 2, 2, 1))
+	replicate(t, b.p, a.p, 1)
+	if !bytes.Equal(logBytes(t, a.p), logBytes(t, b.p)) || a.p.Log().EndOffset() != 32 {
+		t.Fatalf("after truncation the logs differ (old leader ends at %d)", a.p.Log().EndOffset())
+	}
+}
+
+// The leader proposes in-sync set changes: a follower that has not caught
+// up for the lag time leaves, one that reaches the high watermark joins;
+// below min.insync.replicas acks=all writes are refused.
+func TestInSyncChanges(t *testing.T) {
+	a, b := newEnv(t, nil), newEnv(t, nil)
+	a.cfg.MinInSyncReplicas = 2
+	a.p.Log().SetConfig(a.cfg)
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1})
+	a.p.SetRole(true, 1)
+	b.p.SetRole(false, 1)
+	if _, _, err := a.p.Append(testBatch(-1, -1, -1, 5, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := a.p.InSyncChange(time.Second); ok {
+		t.Fatal("a change before the lag time")
+	}
+	a.clock.Advance(2 * time.Second)
+	rs, isr, ok := a.p.InSyncChange(time.Second)
+	if !ok || len(isr) != 1 || isr[0] != 1 || rs.PartitionEpoch != 0 {
+		t.Fatalf("lagging follower: %v %v %+v", ok, isr, rs)
+	}
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1})
+	if err := a.p.CheckEnoughReplicas(); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("one in-sync replica of min 2: %v", err)
+	}
+	if a.p.HighWatermark() != 0 {
+		t.Fatal("the high watermark moved below min.insync.replicas")
+	}
+	replicate(t, a.p, b.p, 2)
+	if _, isr, ok := a.p.InSyncChange(time.Second); !ok || len(isr) != 2 {
+		t.Fatalf("caught-up follower: %v %v", ok, isr)
+	}
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2})
+	replicate(t, a.p, b.p, 2)
+	if err := a.p.CheckEnoughReplicas(); err != nil || a.p.HighWatermark() != 5 {
+		t.Fatalf("back in sync: %v, high watermark %d", err, a.p.HighWatermark())
+	}
+}

@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// replicaBytes is a partition's stored batches on one broker: its segment
+// files in order, concatenated (followers may roll at other points).
+func replicaBytes(t *testing.T, dataDir, topic string, partition int32) []byte {
+	t.Helper()
+	dir := filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, partition))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...)
+		}
+	}
+	return out
+}
+
+// waitIdentical waits until every running replica of the partition holds
+// the same bytes, the leader's.
+func waitIdentical(t *testing.T, c *testutil.Cluster, topic string, partition int32, replicas []int32) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var first []byte
+		same := true
+		for i, r := range replicas {
+			b := replicaBytes(t, c.Brokers[r].DataDir, topic, partition)
+			if i == 0 {
+				first = b
+			} else if !bytes.Equal(b, first) {
+				same = false
+			}
+		}
+		if same && len(first) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s-%d: replicas %v still differ", topic, partition, replicas)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func partitionState(t *testing.T, c *testutil.Cluster, from int, topic string, partition int32) cluster.Partition {
+	t.Helper()
+	st, ok := c.Brokers[from].Server().Metadata().Partition(topic, partition)
+	if !ok {
+		t.Fatalf("%s-%d unknown", topic, partition)
+	}
+	return st
+}
+
+// Partitions with three replicas: acks=all records reach every in-sync
+// replica byte for byte; when a leader stops, an in-sync follower leads
+// and every acknowledged record is still there at its offset; the stopped
+// broker comes back, truncates what it alone had, catches up and rejoins
+// the in-sync set.
+func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, c.Seeds()))
+	minISR := "2"
+	if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": &minISR}, "rep"); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if st := partitionState(t, c, 0, "rep", p); len(st.Replicas) != 3 || len(st.ISR) != 3 {
+			t.Fatalf("partition %d: %+v", p, st)
+		}
+	}
+	cl := newClient(t, c.Seeds(), kgo.DefaultProduceTopic("rep"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	acked := map[int32]map[int64]string{0: {}, 1: {}, 2: {}}
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			v := fmt.Sprintf("v%d", i)
+			r, err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i%17)), Value: []byte(v)}).First()
+			if err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+			acked[r.Partition][r.Offset] = v
+		}
+	}
+	produce(0, 300)
+	for p := range int32(3) {
+		waitIdentical(t, c, "rep", p, []int32{0, 1, 2})
+	}
+
+	// Stop the leader of partition 0: a follower in sync takes over.
+	before := partitionState(t, c, 0, "rep", 0)
+	down := c.Brokers[before.Leader]
+	down.Stop(t)
+	start := time.Now()
+	survivor := int((before.Leader + 1) % 3)
+	produce(300, 301)
+	t.Logf("the first record after the leader stopped was acknowledged after %v", time.Since(start).Round(time.Millisecond))
+	produce(301, 400)
+	after := partitionState(t, c, survivor, "rep", 0)
+	if after.Leader == before.Leader || after.Leader == cluster.NoLeader || after.LeaderEpoch <= before.LeaderEpoch ||
+		!slices.Contains(before.ISR, after.Leader) || slices.Contains(after.ISR, before.Leader) {
+		t.Fatalf("after the leader stopped: %+v, before %+v", after, before)
+	}
+
+	// It comes back and rejoins the in-sync sets once caught up.
+	down.Restart(t)
+	c.WaitLive(t, 3, 30*time.Second)
+	produce(400, 450)
+	for p := range int32(3) {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(partitionState(t, c, survivor, "rep", p).ISR) != 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d: %+v", p, partitionState(t, c, survivor, "rep", p))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		waitIdentical(t, c, "rep", p, []int32{0, 1, 2})
+	}
+
+	// Every acknowledged record is read back at its offset.
+	reader := newClient(t, c.Seeds(), kgo.ConsumeTopics("rep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := 0
+	for seen < 450 {
+		fs := reader.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 450 acknowledged records", seen)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			want, ok := acked[r.Partition][r.Offset]
+			if !ok || want != string(r.Value) {
+				t.Fatalf("%d@%d holds %q, acknowledged %q (%v)", r.Partition, r.Offset, r.Value, want, ok)
+			}
+			seen++
+		})
+	}
+}
+
+// __consumer_offsets has three replicas: when the coordinator's broker
+// stops, a follower leads its partition, loads it, and answers with every
+// committed offset.
+func TestClusterGroupCoordinatorFailsOver(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, c.Seeds(), kgo.MetadataMinAge(100*time.Millisecond)))
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "offs"); err != nil {
+		t.Fatal(err)
+	}
+	offsets := kadm.Offsets{}
+	for p := range int32(3) {
+		offsets.Add(kadm.Offset{Topic: "offs", Partition: p, At: int64(10 + p), LeaderEpoch: -1})
+	}
+	if err := adm.CommitAllOffsets(ctx, "g", offsets); err != nil {
+		t.Fatal(err)
+	}
+	found := adm.FindGroupCoordinators(ctx, "g")
+	if found["g"].Err != nil {
+		t.Fatal(found["g"].Err)
+	}
+	coord := found["g"].NodeID
+	st := partitionState(t, c, int((coord+1)%3), "__consumer_offsets", 0)
+	if len(st.Replicas) != 3 {
+		t.Fatalf("__consumer_offsets has replicas %v", st.Replicas)
+	}
+	c.Brokers[coord].Stop(t)
+	var survivors []string
+	for i, seed := range c.Seeds() {
+		if int32(i) != coord {
+			survivors = append(survivors, seed)
+		}
+	}
+	// A fresh client: franz-go keeps a group's coordinator until asked
+	// again.
+	adm = kadm.NewClient(newClient(t, survivors, kgo.RetryTimeout(3*time.Second)))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fetched, err := adm.FetchOffsets(ctx, "g")
+		if err == nil && fetched.Error() == nil {
+			for p := range int32(3) {
+				if o, ok := fetched.Lookup("offs", p); !ok || o.At != int64(10+p) {
+					t.Fatalf("partition %d: offset %+v after the coordinator moved", p, o)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fetching offsets after the coordinator stopped: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if moved := adm.FindGroupCoordinators(ctx, "g"); moved["g"].Err != nil || moved["g"].NodeID == coord {
+		t.Fatalf("coordinator after the stop: %+v", moved)
+	}
+}
