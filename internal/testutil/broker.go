@@ -217,6 +217,21 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Pause stops the process with SIGSTOP: it holds its sockets and state but
+// does nothing, as a process stalled by its machine would.
+func (p *Process) Pause() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume lets a paused process run again (SIGCONT).
+func (p *Process) Resume() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Restart starts the process again with the same arguments (after Kill or
 // Stop).
 func (p *Process) Restart(t testing.TB) {

@@ -1,0 +1,15 @@
+// Package fault is Strand's fault suite: real broker processes, partitions
+// with three replicas and min.insync.replicas 2, idempotent acks=all
+// producers writing self-checking records and a consumer group committing
+// as it reads, while brokers are killed, paused past their session timeout
+// and restarted, each fault in its own round and then mixed at random.
+// After healing, a checker holds the cluster to its promises: every
+// acknowledged record is readable at its acknowledged offset, the
+// replicas of each partition are identical byte for byte, each producer's
+// records keep their order per partition, and the group saw every
+// acknowledged record (duplicates only from what it had not committed,
+// counted).
+//
+// STRAND_FAULT_ROUNDS sets the number of mixed rounds (CI runs a few; 50
+// or more for the long mode) and STRAND_FAULT_SEED the random choices.
+package fault
