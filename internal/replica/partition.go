@@ -55,10 +55,11 @@ type Partition struct {
 	// metadata names it, and while leading each follower's state, the log
 	// end when this leadership began, and followers about to join the
 	// in-sync set.
-	set        ReplicaSet
-	followers  map[int32]*follower
-	epochStart int64
-	pendingISR []int32
+	set          ReplicaSet
+	hasFollowers atomic.Bool // len(set.Replicas) > 1, read without mu
+	followers    map[int32]*follower
+	epochStart   int64
+	pendingISR   []int32
 }
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
@@ -264,11 +265,12 @@ func (p *Partition) waitFor(upTo int64) func() error {
 // theirs read past the high watermark, so new data is news to them even
 // when the high watermark stays.
 func (p *Partition) wakeFollowers() {
+	if !p.hasFollowers.Load() {
+		return // the common single-replica case takes no lock
+	}
 	p.mu.Lock()
-	if p.replicatedLocked() {
-		for w := range p.waiters {
-			w.wake()
-		}
+	for w := range p.waiters {
+		w.wake()
 	}
 	p.mu.Unlock()
 }

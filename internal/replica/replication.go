@@ -67,6 +67,7 @@ func (p *Partition) SetReplicaSet(rs ReplicaSet) {
 			"partition", p.TP.String(), "leader_epoch", rs.LeaderEpoch, "unclean_elections", rs.UncleanElections)
 	}
 	p.set = rs
+	p.hasFollowers.Store(len(rs.Replicas) > 1)
 	p.pendingISR = nil
 	p.mu.Unlock()
 	p.advanceHighWatermark() // a smaller in-sync set may commit more
