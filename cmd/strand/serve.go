@@ -91,6 +91,8 @@ wins over the file.`,
 	f.Int16Var(&cfg.DefaultReplicationFactor, "default-replication-factor", cfg.DefaultReplicationFactor, "replicas of topics created without a factor (default.replication.factor)")
 	f.Int16Var(&cfg.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", cfg.OffsetsTopicReplicationFactor, "replicas of __consumer_offsets, fewer while fewer brokers are live (offsets.topic.replication.factor)")
 	f.Int16Var(&cfg.TransactionStateReplicationFactor, "transaction-state-replication-factor", cfg.TransactionStateReplicationFactor, "replicas of __transaction_state, fewer while fewer brokers are live (transaction.state.log.replication.factor)")
+	f.BoolVar(&cfg.AutoLeaderRebalance, "auto-leader-rebalance", cfg.AutoLeaderRebalance, "give partitions back to their preferred replicas (auto.leader.rebalance.enable)")
+	f.DurationVar(&cfg.LeaderImbalanceCheck, "leader-imbalance-check-interval", cfg.LeaderImbalanceCheck, "how often leadership is balanced (leader.imbalance.check.interval.seconds)")
 	f.DurationVar(&cfg.ReplicaLagTime, "replica-lag-time", cfg.ReplicaLagTime, "a follower not caught up for this long leaves the in-sync set (replica.lag.time.max.ms)")
 	f.Int32Var(&cfg.DefaultPartitions, "default-partitions", cfg.DefaultPartitions, "partitions of auto-created topics (num.partitions)")
 	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create unknown topics on first use (auto.create.topics.enable)")

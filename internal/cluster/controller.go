@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"github.com/strandlog/strand/internal/cluster/raft"
 	"log/slog"
 	"sync"
@@ -23,18 +24,19 @@ import (
 // node speaks, the silence of the registered one counts after a short
 // grace rather than a whole session.
 type controller struct {
-	s       *Store
-	be      *raftBackend
-	timeout time.Duration
-	logger  *slog.Logger
+	s         *Store
+	be        *raftBackend
+	timeout   time.Duration
+	rebalance time.Duration // preferred-leader balancing interval; <= 0: off
+	logger    *slog.Logger
 
 	stopOnce sync.Once
 	done     chan struct{}
 	wg       sync.WaitGroup
 }
 
-func startController(s *Store, be *raftBackend, timeout time.Duration, logger *slog.Logger) *controller {
-	c := &controller{s: s, be: be, timeout: timeout, logger: logger, done: make(chan struct{})}
+func startController(s *Store, be *raftBackend, timeout, rebalance time.Duration, logger *slog.Logger) *controller {
+	c := &controller{s: s, be: be, timeout: timeout, rebalance: rebalance, logger: logger, done: make(chan struct{})}
 	c.wg.Go(c.run)
 	return c
 }
@@ -42,6 +44,28 @@ func startController(s *Store, be *raftBackend, timeout time.Duration, logger *s
 func (c *controller) stop() {
 	c.stopOnce.Do(func() { close(c.done) })
 	c.wg.Wait()
+}
+
+// imbalanceRatio is leader.imbalance.per.broker.percentage: a broker
+// that does not lead more than this share of the partitions it is
+// preferred for gets them back.
+const imbalanceRatio = 0.10
+
+// balanceLeaders gives partitions back to their preferred replicas, as
+// Kafka's auto.leader.rebalance.enable does, so that leadership spreads
+// again after failovers.
+func (c *controller) balanceLeaders() {
+	for _, tp := range c.s.ImbalancedPartitions(imbalanceRatio) {
+		st, err := c.s.ElectLeader(tp.Topic, tp.Partition, false)
+		switch {
+		case err == nil:
+			c.logger.Info("preferred replica leads again", "topic", tp.Topic, "partition", tp.Partition,
+				"leader", st.Leader, "leader_epoch", st.LeaderEpoch)
+		case !errors.Is(err, ErrElectionNotNeeded) && !errors.Is(err, ErrPreferredLeaderNotAvailable):
+			c.logger.Warn("preferred leader election not made", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			return
+		}
+	}
 }
 
 // restartGrace is how long a registered process may be silent while
@@ -71,7 +95,7 @@ func (c *controller) heard(ps raft.PeerStatus, inc string, leadingSince, now tim
 func (c *controller) run() {
 	tick := time.NewTicker(min(c.timeout/4, 250*time.Millisecond))
 	defer tick.Stop()
-	var leadingSince time.Time
+	var leadingSince, lastBalance time.Time
 	for {
 		select {
 		case <-c.done:
@@ -85,7 +109,11 @@ func (c *controller) run() {
 		}
 		now := time.Now()
 		if leadingSince.IsZero() {
-			leadingSince = now
+			leadingSince, lastBalance = now, now
+		}
+		if c.rebalance > 0 && now.Sub(lastBalance) >= c.rebalance {
+			lastBalance = now
+			c.balanceLeaders()
 		}
 		self := nodeID(st.ID)
 		match := map[int32]uint64{self: st.Applied}

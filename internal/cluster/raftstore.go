@@ -30,6 +30,10 @@ type RaftConfig struct {
 	// fences a broker it has not heard from for this long. Negative: no
 	// liveness decisions at all (tests that fence by hand).
 	SessionTimeout time.Duration
+	// LeaderRebalanceInterval is leader.imbalance.check.interval: how often
+	// the active controller gives partitions back to their preferred
+	// replicas (auto.leader.rebalance.enable); zero or negative: never.
+	LeaderRebalanceInterval time.Duration
 	// ProposeTimeout bounds each change: past it the change fails with
 	// ErrNotAvailable (default 10 s).
 	ProposeTimeout time.Duration
@@ -118,7 +122,7 @@ func OpenRaft(cfg RaftConfig) (*Store, error) {
 		return nil, fmt.Errorf("data directory %s belongs to cluster %s, not %s", cfg.Dir, id, cfg.ClusterID)
 	}
 	if cfg.SessionTimeout > 0 {
-		be.ctl = startController(s, be, cfg.SessionTimeout, logger)
+		be.ctl = startController(s, be, cfg.SessionTimeout, cfg.LeaderRebalanceInterval, logger)
 	}
 	return s, nil
 }

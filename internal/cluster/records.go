@@ -38,6 +38,7 @@ const (
 	kindProducerIDs      = "producer-ids"
 	kindFeatures         = "features"
 	kindAlterPartition   = "alter-partition"
+	kindElectLeader      = "elect-leader"
 )
 
 type clusterIDRecord struct {
@@ -68,6 +69,15 @@ type alterPartitionRecord struct {
 	LeaderEpoch    int32   `json:"leader_epoch"`
 	PartitionEpoch int32   `json:"partition_epoch"`
 	ISR            []int32 `json:"isr"`
+}
+
+// electLeaderRecord asks for a partition's preferred replica to lead
+// (Kafka's preferred election), or, Unclean, for any live replica to lead
+// a partition that has no leader.
+type electLeaderRecord struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Unclean   bool   `json:"unclean,omitempty"`
 }
 
 type fenceRecord struct {
@@ -280,6 +290,12 @@ func (im *image) applyKind(index uint64, rec record) result {
 			im.FeaturesEpoch = int64(index)
 		}
 		return result{}
+	case kindElectLeader:
+		r, err := decode[electLeaderRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.electLeaderByRequest(r)
 	case kindAlterPartition:
 		r, err := decode[alterPartitionRecord](rec.Body)
 		if err != nil {
@@ -444,6 +460,43 @@ func (im *image) alterPartition(r alterPartitionRecord) result {
 		}
 	}
 	p.ISR = isr
+	p.PartitionEpoch++
+	return result{val: p.clone()}
+}
+
+// electLeaderByRequest applies an election asked for through ElectLeaders
+// or by the controller's preferred-leader balancing.
+func (im *image) electLeaderByRequest(r electLeaderRecord) result {
+	t := im.byName[r.Topic]
+	if t == nil || r.Partition < 0 || int(r.Partition) >= len(t.States) {
+		return result{err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, r.Topic, r.Partition)}
+	}
+	p := &t.States[r.Partition]
+	if r.Unclean {
+		if p.Leader != NoLeader {
+			return result{err: fmt.Errorf("%w: %s-%d is led by %d", ErrElectionNotNeeded, r.Topic, r.Partition, p.Leader)}
+		}
+		if p.Leader = im.electLeader(p, NoLeader); p.Leader != NoLeader {
+			p.LeaderEpoch++
+			p.PartitionEpoch++
+			return result{val: p.clone()}
+		}
+		if !im.electUnclean(p, NoLeader) {
+			return result{err: fmt.Errorf("%w: no replica of %s-%d is live", ErrEligibleLeadersNotAvailable, r.Topic, r.Partition)}
+		}
+		p.LeaderEpoch++
+		return result{val: p.clone()}
+	}
+	preferred := p.Replicas[0]
+	switch {
+	case p.Leader == preferred:
+		return result{err: fmt.Errorf("%w: %s-%d is led by its preferred replica %d", ErrElectionNotNeeded, r.Topic, r.Partition, preferred)}
+	case !slices.Contains(p.ISR, preferred) || !im.isLive(preferred):
+		return result{err: fmt.Errorf("%w: the preferred replica %d of %s-%d is not live and in sync", ErrPreferredLeaderNotAvailable,
+			preferred, r.Topic, r.Partition)}
+	}
+	p.Leader = preferred
+	p.LeaderEpoch++
 	p.PartitionEpoch++
 	return result{val: p.clone()}
 }

@@ -44,6 +44,13 @@ var (
 	// ErrIneligibleReplica: an in-sync set change adds a replica that may
 	// not join (not live).
 	ErrIneligibleReplica = errors.New("cluster: ineligible replica")
+	// ErrElectionNotNeeded: the partition is led as asked already.
+	ErrElectionNotNeeded = errors.New("cluster: election not needed")
+	// ErrPreferredLeaderNotAvailable: the preferred replica cannot lead
+	// (not live, or not in sync).
+	ErrPreferredLeaderNotAvailable = errors.New("cluster: preferred leader not available")
+	// ErrEligibleLeadersNotAvailable: no replica can lead.
+	ErrEligibleLeadersNotAvailable = errors.New("cluster: eligible leaders not available")
 	// ErrInvalidRequest: a change that is malformed.
 	ErrInvalidRequest = errors.New("cluster: invalid request")
 	// ErrNotAvailable: the metadata log cannot take changes now (no quorum,
@@ -432,6 +439,49 @@ func (s *Store) AlterPartition(topic string, id TopicID, partition, leaderEpoch,
 		return Partition{}, err
 	}
 	return v.(Partition), nil
+}
+
+// ElectLeader makes a partition's preferred replica its leader or, with
+// unclean, gives a leaderless partition any live replica as leader, and
+// returns the partition as changed.
+func (s *Store) ElectLeader(topic string, partition int32, unclean bool) (Partition, error) {
+	v, err := s.propose(kindElectLeader, electLeaderRecord{Topic: topic, Partition: partition, Unclean: unclean})
+	if err != nil {
+		return Partition{}, err
+	}
+	return v.(Partition), nil
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// ImbalancedPartitions lists, for Kafka's leader balancing, the partitions
+// whose preferred replica could lead but does not, of the brokers that do
+// not lead more than maxRatio of the partitions they are preferred for.
+func (s *Store) ImbalancedPartitions(maxRatio float64) []TopicPartition {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	preferred := map[int32]int{}
+	movable := map[int32][]TopicPartition{}
+	for _, t := range s.im.Topics {
+		for i, p := range t.States {
+			pref := p.Replicas[0]
+			preferred[pref]++
+			if p.Leader != pref && slices.Contains(p.ISR, pref) && s.im.isLive(pref) {
+				movable[pref] = append(movable[pref], TopicPartition{t.Name, int32(i)})
+			}
+		}
+	}
+	var out []TopicPartition
+	for b, tps := range movable {
+		if float64(len(tps)) > maxRatio*float64(preferred[b]) {
+			out = append(out, tps...)
+		}
+	}
+	return out
 }
 
 // FenceBroker stops the registration epoch of node from leading.

@@ -29,10 +29,15 @@ type Broker struct {
 	TransactionStateReplicationFactor int16
 	// ReplicaLagTime is replica.lag.time.max.ms: a follower that has not
 	// caught up with its leader for this long leaves the in-sync set.
-	ReplicaLagTime   time.Duration
-	Rack             string // broker.rack
-	AutoCreateTopics bool   // auto.create.topics.enable
-	MaxRequestBytes  int32  // socket.request.max.bytes: larger frames close the connection
+	ReplicaLagTime time.Duration
+	// AutoLeaderRebalance is auto.leader.rebalance.enable: every
+	// LeaderImbalanceCheck (leader.imbalance.check.interval.seconds) the
+	// active controller gives partitions back to their preferred replicas.
+	AutoLeaderRebalance  bool
+	LeaderImbalanceCheck time.Duration
+	Rack                 string // broker.rack
+	AutoCreateTopics     bool   // auto.create.topics.enable
+	MaxRequestBytes      int32  // socket.request.max.bytes: larger frames close the connection
 	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
@@ -88,6 +93,8 @@ func Defaults() Broker {
 		OffsetsTopicReplicationFactor:     3,
 		TransactionStateReplicationFactor: 3,
 		ReplicaLagTime:                    30 * time.Second,
+		AutoLeaderRebalance:               true,
+		LeaderImbalanceCheck:              300 * time.Second,
 		AutoCreateTopics:                  true,
 		MaxRequestBytes:                   100 << 20,
 		Log:                               log.Defaults(),

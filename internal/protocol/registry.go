@@ -110,6 +110,7 @@ type Metadata interface {
 	NodeConfigs(node int32) map[string]string
 	NextProducerID() (int64, error)
 	FeatureLevel(name string) (level int16, epoch int64, ok bool)
+	ElectLeader(topic string, partition int32, unclean bool) (cluster.Partition, error)
 }
 
 // Replicas finds the partitions this broker holds (replica.Manager).

@@ -39,8 +39,13 @@ func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error
 		cfg.ClusterID = meta.clusterID // a restart checks the quorum against the id it had
 	}
 	if len(voters) > 0 {
+		rebalance := cfg.LeaderImbalanceCheck
+		if !cfg.AutoLeaderRebalance {
+			rebalance = 0
+		}
 		return cluster.OpenRaft(cluster.RaftConfig{NodeID: cfg.NodeID, Voters: voters, Listen: cfg.ControllerListen,
-			Dir: cfg.DataDir, ClusterID: cfg.ClusterID, SessionTimeout: cfg.BrokerSessionTimeout, Logger: logger})
+			Dir: cfg.DataDir, ClusterID: cfg.ClusterID, SessionTimeout: cfg.BrokerSessionTimeout,
+			LeaderRebalanceInterval: rebalance, Logger: logger})
 	}
 	s, err := cluster.OpenFile(cfg.DataDir, cfg.NodeID)
 	if err != nil {
@@ -165,6 +170,9 @@ func (s *Server) controlledShutdown() {
 	epoch := s.brokerEpoch.Load()
 	if epoch < 0 {
 		return // never registered: it leads nothing
+	}
+	if b, ok := s.cluster.Broker(s.cfg.NodeID); s.cluster.LiveBrokers() <= 1 && ok && !b.Fenced {
+		return // the last live broker: no one to hand leadership to
 	}
 	start := time.Now()
 	done := make(chan error, 1)

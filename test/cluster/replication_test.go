@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -216,5 +219,57 @@ func TestClusterGroupCoordinatorFailsOver(t *testing.T) {
 	}
 	if moved := adm.FindGroupCoordinators(ctx, "g"); moved["g"].Err != nil || moved["g"].NodeID == coord {
 		t.Fatalf("coordinator after the stop: %+v", moved)
+	}
+}
+
+// Leadership goes back to preferred replicas: by ElectLeaders (kadm, as
+// kafka-leader-election.sh) and by the controller's balancing.
+func TestClusterPreferredLeaders(t *testing.T) {
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auto=%v", auto), func(t *testing.T) {
+			c := testutil.StartCluster(t, 3, 0, func(_ int, cfg *config.Broker) {
+				cfg.AutoLeaderRebalance, cfg.LeaderImbalanceCheck = auto, 300*time.Millisecond
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(newClient(t, c.Seeds(), kgo.MetadataMinAge(100*time.Millisecond)))
+			if _, err := adm.CreateTopic(ctx, 3, 3, nil, "pref"); err != nil {
+				t.Fatal(err)
+			}
+			st := partitionState(t, c, 0, "pref", 0)
+			preferred := st.Replicas[0]
+			other := int((preferred + 1) % 3)
+			c.Brokers[preferred].Stop(t)
+			c.Brokers[preferred].Restart(t)
+			c.WaitLive(t, 3, 30*time.Second)
+			led := func() bool { return partitionState(t, c, other, "pref", 0).Leader == preferred }
+			inSync := func() bool { return len(partitionState(t, c, other, "pref", 0).ISR) == 3 }
+			for deadline := time.Now().Add(20 * time.Second); !inSync(); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not in sync again: %+v", partitionState(t, c, other, "pref", 0))
+				}
+			}
+			if !auto {
+				time.Sleep(time.Second) // no balancing without it
+				if led() {
+					t.Fatal("the preferred replica leads again without an election")
+				}
+				set := kadm.TopicsSet{}
+				set.Add("pref", 0)
+				res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+				if err != nil || res["pref"][0].Err != nil {
+					t.Fatalf("electing the preferred leader: %v %+v", err, res)
+				}
+				res, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+				if !errors.Is(res["pref"][0].Err, kerr.ElectionNotNeeded) {
+					t.Fatalf("electing it again: %+v", res["pref"][0])
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); !led(); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the preferred replica %d does not lead: %+v", preferred, partitionState(t, c, other, "pref", 0))
+				}
+			}
+		})
 	}
 }

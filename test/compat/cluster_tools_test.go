@@ -20,7 +20,8 @@ func runKafkaTool(t *testing.T, class string, args ...string) result {
 // shows the quorum (leader, voters with their controller listeners, every
 // voter caught up) through any broker; kafka-topics.sh creates a topic
 // spread over the brokers, describes it, creates one with three replicas
-// (all in sync), and gets Kafka's refusal for more replicas than brokers.
+// (all in sync), and gets Kafka's refusal for more replicas than brokers;
+// kafka-leader-election.sh finds the preferred replica leading.
 func TestClusterKafkaTools(t *testing.T) {
 	c := startCluster(t)
 	const quorumTool = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -74,6 +75,12 @@ func TestClusterKafkaTools(t *testing.T) {
 	if describeWide.err != nil || m == nil || len(strings.Split(m[2], ",")) != 3 || len(strings.Split(m[3], ",")) != 3 ||
 		!strings.Contains(m[2], m[1]) {
 		t.Errorf("kafka-topics --describe of a topic with three replicas: %v", describeWide)
+	}
+	// kafka-leader-election.sh: the preferred replica leads already.
+	elect := runKafkaTool(t, "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server", c.seed(2),
+		"--election-type", "PREFERRED", "--topic", "wide", "--partition", "0")
+	if elect.err != nil || !strings.Contains(elect.stdout, "Valid replica already elected for partitions wide-0") {
+		t.Errorf("kafka-leader-election --election-type PREFERRED: %v", elect)
 	}
 	wider := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(0), "--create", "--topic", "wider",
 		"--partitions", "1", "--replication-factor", "4")
