@@ -44,7 +44,9 @@ import (
 // Follower fetches (a replica id, v15+ in ReplicaState): the follower's
 // fetch offset is its log end, which tells the leader what it has (and so
 // moves the high watermark); it reads up to the leader's log end, not the
-// high watermark, and is answered the high watermark it may expose.
+// high watermark, and is answered the high watermark it may expose. A
+// follower fetch whose broker epoch is older than the follower's
+// registration is STALE_BROKER_EPOCH (a replaced process, KIP-903's fence).
 
 func init() { register(1, 4, 17, handleFetch) }
 
@@ -153,6 +155,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 	budget := fetchLimit(req)
 	readCommitted := req.IsolationLevel == 1
 	follower := fetchingReplica(req)
+	if follower >= 0 && req.Version >= 15 && b.staleReplica(follower, req.ReplicaState.Epoch) {
+		// A stale process of a follower (an older broker epoch than its
+		// node's registration) must not count as the follower.
+		res.resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		res.failed = true
+		return res
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -208,6 +217,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 		res.resp.Brokers = leaders.fetch()
 	}
 	return res
+}
+
+// staleReplica reports whether a follower fetch names a broker epoch older
+// than its node's registration: it comes from a process that has been
+// replaced. A newer epoch is this broker's image lagging, and is served.
+func (b *Broker) staleReplica(node int32, epoch int64) bool {
+	reg, ok := b.Cluster.Broker(node)
+	return epoch >= 0 && ok && epoch < reg.Epoch
 }
 
 // fetchingReplica is the broker a follower fetch comes from, or -1 for a

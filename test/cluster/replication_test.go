@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
@@ -271,5 +272,49 @@ func TestClusterPreferredLeaders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A follower fetch from a replaced process (an older broker epoch than the
+// follower's registration) is refused: it must not move the high
+// watermark for the follower.
+func TestClusterStaleFollowerFetchRefused(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, c.Seeds()))
+	td, err := adm.CreateTopic(ctx, 1, 3, nil, "stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := partitionState(t, c, 0, "stale", 0)
+	follower := st.Replicas[1]
+	if follower == st.Leader {
+		follower = st.Replicas[2]
+	}
+	reg, _ := c.Brokers[0].Server().Metadata().Broker(follower)
+	cl := newClient(t, []string{c.Brokers[st.Leader].Addr})
+	fetch := func(epoch int64) int16 {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 15
+		req.ReplicaState.ID, req.ReplicaState.Epoch = follower, epoch
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = td.ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.PartitionMaxBytes = st.LeaderEpoch, -1, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	if code := fetch(reg.Epoch - 1); code != kerr.StaleBrokerEpoch.Code {
+		t.Fatalf("fetch with an older broker epoch: %v", kerr.ErrorForCode(code))
+	}
+	if code := fetch(reg.Epoch); code != 0 {
+		t.Fatalf("fetch with the current broker epoch: %v", kerr.ErrorForCode(code))
 	}
 }
