@@ -116,6 +116,7 @@ type Metadata interface {
 // Replicas finds the partitions this broker holds (replica.Manager).
 type Replicas interface {
 	Get(tp model.TopicPartition) (*replica.Partition, bool)
+	Partitions() []*replica.Partition
 }
 
 // Groups is the group coordinator as handlers call it (group.Coordinator).

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +22,8 @@ func runKafkaTool(t *testing.T, class string, args ...string) result {
 // voter caught up) through any broker; kafka-topics.sh creates a topic
 // spread over the brokers, describes it, creates one with three replicas
 // (all in sync), and gets Kafka's refusal for more replicas than brokers;
-// kafka-leader-election.sh finds the preferred replica leading.
+// kafka-leader-election.sh finds the preferred replica leading, and
+// kafka-log-dirs.sh lists the replica on every broker.
 func TestClusterKafkaTools(t *testing.T) {
 	c := startCluster(t)
 	const quorumTool = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -81,6 +83,34 @@ func TestClusterKafkaTools(t *testing.T) {
 		"--election-type", "PREFERRED", "--topic", "wide", "--partition", "0")
 	if elect.err != nil || !strings.Contains(elect.stdout, "Valid replica already elected for partitions wide-0") {
 		t.Errorf("kafka-leader-election --election-type PREFERRED: %v", elect)
+	}
+	// kafka-log-dirs.sh: every broker holds a replica of wide-0.
+	dirs := runKafkaTool(t, "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", c.seed(1), "--describe",
+		"--topic-list", "wide")
+	var described struct {
+		Brokers []struct {
+			Broker  int32 `json:"broker"`
+			LogDirs []struct {
+				LogDir     string `json:"logDir"`
+				Partitions []struct {
+					Partition string `json:"partition"`
+				} `json:"partitions"`
+			} `json:"logDirs"`
+		} `json:"brokers"`
+	}
+	if i := strings.Index(dirs.stdout, "{"); dirs.err != nil || i < 0 || json.Unmarshal([]byte(strings.TrimSpace(dirs.stdout[i:])), &described) != nil {
+		t.Errorf("kafka-log-dirs --describe: %v", dirs)
+	}
+	holding := 0
+	for _, b := range described.Brokers {
+		for _, d := range b.LogDirs {
+			if len(d.Partitions) == 1 && d.Partitions[0].Partition == "wide-0" && d.LogDir != "" {
+				holding++
+			}
+		}
+	}
+	if holding != 3 {
+		t.Errorf("kafka-log-dirs lists wide-0 on %d brokers, want 3: %s", holding, dirs.stdout)
 	}
 	wider := runKafkaTool(t, topicTool, "--bootstrap-server", c.seed(0), "--create", "--topic", "wider",
 		"--partitions", "1", "--replication-factor", "4")
