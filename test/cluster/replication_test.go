@@ -70,13 +70,18 @@ func waitIdentical(t *testing.T, c *testutil.Cluster, topic string, partition in
 	}
 }
 
+// partitionState is the partition as broker from knows it, once it knows
+// it (brokers learn of a new topic a moment apart).
 func partitionState(t *testing.T, c *testutil.Cluster, from int, topic string, partition int32) cluster.Partition {
 	t.Helper()
-	st, ok := c.Brokers[from].Server().Metadata().Partition(topic, partition)
-	if !ok {
-		t.Fatalf("%s-%d unknown", topic, partition)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, ok := c.Brokers[from].Server().Metadata().Partition(topic, partition); ok {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d does not know %s-%d", from, topic, partition)
+		}
 	}
-	return st
 }
 
 // Partitions with three replicas: acks=all records reach every in-sync
@@ -175,6 +180,11 @@ func TestClusterGroupCoordinatorFailsOver(t *testing.T) {
 	adm := kadm.NewClient(newClient(t, c.Seeds(), kgo.MetadataMinAge(100*time.Millisecond)))
 	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "offs"); err != nil {
 		t.Fatal(err)
+	}
+	// Brokers learn of a topic a moment apart, as in Kafka: the
+	// coordinator refuses offsets of a topic it does not know yet.
+	for i := range c.Brokers {
+		partitionState(t, c, i, "offs", 0)
 	}
 	offsets := kadm.Offsets{}
 	for p := range int32(3) {

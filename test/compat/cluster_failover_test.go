@@ -145,7 +145,49 @@ func TestClusterClientsFailover(t *testing.T) {
 				}
 			}
 			c.Procs[victim].Restart(t)
+			c.WaitLive(t, clusterBrokers, 30*time.Second) // the next topic needs three live brokers
 			c.waitLeaders(t, topic, c.others(-1), 30*time.Second, allLed(clusterPartitions))
 		})
 	}
+}
+
+// TestClusterJavaTransformFailover runs the Java client's exactly-once
+// transform (a read_committed consumer in a group and a transactional
+// producer that aborts every fifth transaction) against three brokers,
+// with topics of three replicas, and kills (SIGKILL) the broker that
+// coordinates its transactional id once a third of the input is committed.
+// The coordinator moves to a survivor with the transaction's state, the
+// transform finishes, and every input record is in the committed output
+// exactly once, as read by franz-go and by the Java client (see
+// testJavaTransformUnderFault).
+func TestClusterJavaTransformFailover(t *testing.T) {
+	javaHelper(t)
+	c := startCluster(t, "--broker-session-timeout", "3s", "--transaction-version=2")
+	minISR := "2"
+	testJavaTransformUnderFault(t, transformTarget{
+		seed: c.seed(0),
+		create: func(t *testing.T, topic string, partitions int32) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(client(t, c.seed(0)))
+			if _, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &minISR}, topic); err != nil {
+				t.Fatal(err)
+			}
+			c.waitLeaders(t, topic, c.others(-1), 20*time.Second, allLed(int(partitions)))
+		},
+		fault: func(t *testing.T, txnID string) (string, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			found := kadm.NewClient(client(t, c.seed(1))).FindTxnCoordinators(ctx, txnID)
+			coord := found[txnID].NodeID
+			if found[txnID].Err != nil || coord < 0 {
+				t.Fatalf("finding the coordinator of %s: %+v", txnID, found)
+			}
+			c.Procs[coord].Kill()
+			return fmt.Sprintf("broker %d, the coordinator of %s, killed", coord, txnID), func() {
+				c.Procs[coord].Restart(t)
+				c.WaitLive(t, clusterBrokers, 30*time.Second)
+			}
+		},
+	})
 }

@@ -683,6 +683,43 @@ func TestJavaTransformBrokerRestart(t *testing.T) {
 }
 
 func testJavaTransformRestart(t *testing.T, tv int, kill bool) {
+	b := startBroker(t, append(slices.Clone(groupBrokerArgs), fmt.Sprintf("--transaction-version=%d", tv))...)
+	testJavaTransformUnderFault(t, transformTarget{
+		seed:   b.Addr,
+		create: func(t *testing.T, topic string, partitions int32) { createTopic(t, b.Addr, topic, partitions, nil) },
+		fault: func(t *testing.T, _ string) (string, func()) {
+			if kill {
+				b.Kill()
+			} else if err := b.Stop(); err != nil {
+				t.Errorf("the broker did not stop cleanly on SIGTERM: %v", err)
+			}
+			down := time.Now()
+			// Down long enough for the clients' requests to fail and their
+			// connections to be refused, shorter than their timeouts.
+			time.Sleep(3 * time.Second)
+			b.Restart(t)
+			return fmt.Sprintf("transaction.version=%d: broker restarted (kill -9: %v), down %v", tv, kill,
+				time.Since(down).Round(time.Millisecond)), func() {}
+		},
+	})
+}
+
+// transformTarget is what testJavaTransformUnderFault runs against: a seed
+// broker, how to create a topic there, and the fault made once a third of
+// the input is committed, which returns what it did and how to heal what it
+// left broken (after the transform ends).
+type transformTarget struct {
+	seed   string
+	create func(t *testing.T, topic string, partitions int32)
+	fault  func(t *testing.T, txnID string) (what string, heal func())
+}
+
+// testJavaTransformUnderFault runs the Java helper's exactly-once transform
+// while the target suffers its fault, and checks that every input record is
+// in the committed output exactly once, that the client saw every
+// transaction it committed, and that the group's committed offsets are the
+// input's end.
+func testJavaTransformUnderFault(t *testing.T, target transformTarget) {
 	const (
 		n          = 1500
 		abortEvery = 5
@@ -691,11 +728,11 @@ func testJavaTransformRestart(t *testing.T, tv int, kill bool) {
 		group      = "txn-restart"
 		txnID      = "txn-restart"
 	)
-	b := startBroker(t, append(slices.Clone(groupBrokerArgs), fmt.Sprintf("--transaction-version=%d", tv))...)
+	seed := target.seed
 	ctx := groupCtx(t, 4*time.Minute)
-	createTopic(t, b.Addr, in, partitions, nil)
-	createTopic(t, b.Addr, out, partitions, nil)
-	prod := client(t, b.Addr, kgo.DefaultProduceTopic(in))
+	target.create(t, in, partitions)
+	target.create(t, out, partitions)
+	prod := client(t, seed, kgo.DefaultProduceTopic(in))
 	inputs := map[string]rec{}
 	var rs []*kgo.Record
 	for i := range n {
@@ -716,7 +753,7 @@ func testJavaTransformRestart(t *testing.T, tv int, kill bool) {
 	java, cp := javaHelper(t)
 	var stdout, stderr grouptest.Lines
 	cmd := exec.Command(java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp,
-		"strandlog.compat.Txn", "transform", b.Addr, in, out, group, txnID, fmt.Sprint(n), fmt.Sprint(abortEvery),
+		"strandlog.compat.Txn", "transform", seed, in, out, group, txnID, fmt.Sprint(n), fmt.Sprint(abortEvery),
 		"compat.max.poll.records=5", "compat.deadline.ms=150000")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -758,24 +795,15 @@ func testJavaTransformRestart(t *testing.T, tv int, kill bool) {
 		}
 	}
 	at := committedSoFar()
-	if kill {
-		b.Kill()
-	} else if err := b.Stop(); err != nil {
-		t.Errorf("the broker did not stop cleanly on SIGTERM: %v", err)
-	}
-	down := time.Now()
-	// Down long enough for the clients' requests to fail and their
-	// connections to be refused, shorter than their timeouts.
-	time.Sleep(3 * time.Second)
-	b.Restart(t)
-	t.Logf("transaction.version=%d: broker restarted (kill -9: %v) after %d of %d input records committed; down %v",
-		tv, kill, at, n, time.Since(down).Round(time.Millisecond))
+	what, heal := target.fault(t, txnID)
+	t.Logf("%s, after %d of %d input records were committed", what, at, n)
 	select {
 	case exitErr = <-exited:
 		ended = true
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("the transform did not finish within 3 minutes of the restart")
+		t.Fatalf("the transform did not finish within 3 minutes of the fault")
 	}
+	heal()
 	o := parseTxnHelper(t, stdout.String())
 	if exitErr != nil || len(o.errors) > 0 || o.done != n {
 		t.Fatalf("Java transform: exit %v, done %d of %d, errors %q", exitErr, o.done, n, o.errors)
@@ -836,15 +864,15 @@ func testJavaTransformRestart(t *testing.T, tv int, kill bool) {
 			t.Errorf("%s: %d input records not exactly once, %d committed records missing", who, bad, missing)
 		}
 	}
-	check("franz-go read_committed", asRecs(readIsolatedQuiet(t, b.Addr, out, kgo.ReadCommitted(), n)))
-	jr := runTxnHelper(t, 2*time.Minute, "read-committed", b.Addr, out, fmt.Sprint(n))
+	check("franz-go read_committed", asRecs(readIsolatedQuiet(t, seed, out, kgo.ReadCommitted(), n)))
+	jr := runTxnHelper(t, 2*time.Minute, "read-committed", seed, out, fmt.Sprint(n))
 	jo := parseTxnHelper(t, jr.stdout)
 	if jr.err != nil || len(jo.errors) > 0 || !jo.caughtUp {
 		t.Errorf("Java read-committed: exit %v, errors %q, seen %d, caught up %v", jr.err, jo.errors, jo.seen, jo.caughtUp)
 	}
 	check("Java read_committed", jo.recs)
 
-	adm := kadm.NewClient(client(t, b.Addr))
+	adm := kadm.NewClient(client(t, seed))
 	offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
 	if err != nil {
 		t.Fatalf("fetching %s's offsets (require_stable): %v", group, err)
