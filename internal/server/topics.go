@@ -157,18 +157,22 @@ func (a *topicAdmin) setDynamic(clusterDefaults, node map[string]string, validat
 }
 
 // internalReplicationFactor is an internal topic's replication factor: the
-// configured one, or every live broker while there are fewer (a single
-// node's internal topics have one replica), said in a log line.
+// configured one, or every registered broker while the cluster has fewer
+// (a single node's internal topics have one replica), said in a log line.
+// Registered, not live: while a broker of a larger cluster is starting or
+// down, the creation waits for it (clients are told the coordinator is not
+// available and retry), as Kafka's does, rather than making the topic
+// with fewer replicas for good.
 func (s *Server) internalReplicationFactor(topic string, want int16) int16 {
-	live := int16(max(1, min(s.cluster.LiveBrokers(), 32767)))
-	if want <= live {
+	registered := int16(max(1, min(len(s.cluster.Brokers()), 32767)))
+	if want <= registered {
 		return want
 	}
 	lvl := slog.LevelInfo
 	if s.clustered() {
 		lvl = slog.LevelWarn
 	}
-	s.logger.Log(context.Background(), lvl, "creating an internal topic with fewer replicas than configured: fewer brokers are live",
-		"topic", topic, "replication_factor", live, "configured", want)
-	return live
+	s.logger.Log(context.Background(), lvl, "creating an internal topic with fewer replicas than configured: the cluster has fewer brokers",
+		"topic", topic, "replication_factor", registered, "configured", want)
+	return registered
 }

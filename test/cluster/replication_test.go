@@ -328,3 +328,46 @@ func TestClusterStaleFollowerFetchRefused(t *testing.T) {
 		t.Fatalf("fetch with the current broker epoch: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// __consumer_offsets is made with three replicas once three brokers are
+// live: with one of them down, FindCoordinator answers
+// COORDINATOR_NOT_AVAILABLE (clients retry) instead of the topic being made
+// with fewer replicas for good.
+func TestClusterOffsetsTopicWaitsForItsReplicas(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Brokers[2].Stop(t)
+	cl := newClient(t, c.Seeds()[:1], kgo.RetryTimeout(time.Second))
+	find := func() (int32, int16) {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g"}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Coordinators) > 0 {
+			return resp.Coordinators[0].NodeID, resp.Coordinators[0].ErrorCode
+		}
+		return resp.NodeID, resp.ErrorCode
+	}
+	if _, code := find(); code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("FindCoordinator with a broker down: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	if _, ok := c.Brokers[0].Server().Metadata().Topic("__consumer_offsets"); ok {
+		t.Fatal("__consumer_offsets was made while a broker was down")
+	}
+	c.Brokers[2].Restart(t)
+	c.WaitLive(t, 3, 30*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, code := find(); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no coordinator with every broker back")
+		}
+	}
+	if st := partitionState(t, c, 0, "__consumer_offsets", 0); len(st.Replicas) != 3 {
+		t.Fatalf("__consumer_offsets made with replicas %v", st.Replicas)
+	}
+}
