@@ -32,14 +32,14 @@ import (
 //     OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch (v9+) other than ours is
 //     FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer).
 //   - v13+: topics are named by id; an unknown id is UNKNOWN_TOPIC_ID.
+//   - v7+: fetch sessions (KIP-227, fetch_session.go): epoch 0 opens one and
+//     the answer names it; later epochs send and get only what changed; -1
+//     closes it. An unknown or evicted session is FETCH_SESSION_ID_NOT_FOUND,
+//     a wrong epoch INVALID_FETCH_SESSION_EPOCH. Followers fetch without.
 //
-// Not supported: fetch sessions (KIP-227). Every answer has session id 0,
-// which tells clients to send full fetch requests. As in Kafka, a request
-// with session epoch 0 or -1 is full whatever its session id; any other
-// epoch is an incremental request for a session we never gave:
-// FETCH_SESSION_ID_NOT_FOUND. Consumers' fetch offsets are reported to the
-// group coordinator (observeFetch) for its rebalance history. Rack-aware
-// preferred read replicas come later.
+// Consumers' fetch offsets are reported to the group coordinator
+// (observeFetch) for its rebalance history. Rack-aware preferred read
+// replicas come later.
 //
 // Follower fetches (a replica id, v15+ in ReplicaState): the follower's
 // fetch offset is its log end, which tells the leader what it has (and so
@@ -58,23 +58,25 @@ const maxFetchBytes = 55 << 20
 
 func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.FetchRequest)
-	// Sessions, as Kafka's FetchManager: an initial (epoch 0) or final (-1)
-	// epoch is a full request, served without a session (any session id it
-	// names is closed; we never have one), and answered with session id 0,
-	// which tells the client to keep sending full requests. Any other epoch
-	// is an incremental request for a session we never created.
-	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return reply(resp)
+	sf := &sessionFetch{request: req, full: true}
+	if req.Version >= 7 && fetchingReplica(req) < 0 {
+		// Sessions (fetch_session.go): the request to serve is every
+		// partition of the client's session.
+		var code int16
+		if sf, code = b.beginSession(req); code != 0 {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return reply(resp)
+		}
 	}
+	req = sf.request
 	b.observeFetch(r, req)
 	first := b.fetchOnce(req)
 	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
-		return first.response(), nil
+		return sf.finish(first), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		return b.fetchWait(ctx, req, first).response(), nil
+		return sf.finish(b.fetchWait(ctx, req, first)), nil
 	}}, nil
 }
 

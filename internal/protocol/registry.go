@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -171,6 +172,9 @@ type Broker struct {
 	FetchObserver group.FetchObserver
 	// Peers, when set, sends requests to other brokers (forwarding).
 	Peers Peers
+
+	sessionsOnce sync.Once
+	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)
 }
 
 // Peers sends a request to another broker of the cluster and returns its

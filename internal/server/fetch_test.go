@@ -302,49 +302,80 @@ func TestFetchTopicIDs(t *testing.T) {
 	}
 }
 
-// TestFetchSessions: no sessions are created; full requests are served
-// whatever their session id, incremental ones are
-// FETCH_SESSION_ID_NOT_FOUND (Kafka's FetchManager rules).
+// TestFetchSessions: KIP-227 as Kafka's FetchManager serves it. A full
+// fetch at epoch 0 opens a session and names it; incremental fetches send
+// only what changed and get only partitions with news (records, or a moved
+// high watermark); a wrong epoch is INVALID_FETCH_SESSION_EPOCH, an
+// unknown id FETCH_SESSION_ID_NOT_FOUND; forgotten partitions leave the
+// session; epoch -1 closes it.
 func TestFetchSessions(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	ensureTopic(t, b.Addr, "sess")
 	c := dialRaw(t, b.Addr)
 	produceRaw(t, c, "sess", 0, "x")
-	cases := []struct {
-		id, epoch int32
-		want      *kerr.Error
-	}{
-		{0, 0, nil},  // initial: a new session is asked for, none given
-		{0, -1, nil}, // sessionless full request
-		{123, -1, nil},
-		{123, 0, nil},
-		{123, 1, kerr.FetchSessionIDNotFound},
-		{0, 5, kerr.FetchSessionIDNotFound},
-		{-7, 3, kerr.FetchSessionIDNotFound},
-	}
 	for _, v := range []int16{7, 12, 17} {
-		for _, tc := range cases {
-			req := fetchRequest(v, 0, 1, 1<<20, fetchPart{topic: "sess"})
-			if v >= 13 {
-				req.Topics[0].TopicID = topicID(t, c, "sess")
+		part0 := fetchPart{topic: "sess", maxBytes: 1 << 20}
+		if v >= 13 {
+			part0.id = topicID(t, c, "sess")
+		}
+		fetch := func(id, epoch int32, parts []fetchPart, forget bool) *kmsg.FetchResponse {
+			t.Helper()
+			req := fetchRequest(v, 0, 0, 1<<20, parts...)
+			req.SessionID, req.SessionEpoch = id, epoch
+			if forget {
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic, ft.TopicID, ft.Partitions = "sess", part0.id, []int32{0}
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
 			}
-			req.SessionID, req.SessionEpoch = tc.id, tc.epoch
-			resp := fetchOne(t, c, req)
-			if resp.SessionID != 0 {
-				t.Errorf("v%d session %d/%d: answered session id %d", v, tc.id, tc.epoch, resp.SessionID)
+			return fetchOne(t, c, req)
+		}
+		records := func(resp *kmsg.FetchResponse) int {
+			if len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+				return -1 // the partition is not in the answer
 			}
-			if tc.want != nil {
-				if resp.ErrorCode != tc.want.Code || len(resp.Topics) != 0 {
-					t.Errorf("v%d session %d/%d: %v, %d topics; want %v", v, tc.id, tc.epoch, kerr.ErrorForCode(resp.ErrorCode), len(resp.Topics), tc.want)
-				}
-				continue
-			}
-			if resp.ErrorCode != 0 || len(resp.Topics) != 1 {
-				t.Fatalf("v%d session %d/%d: %v", v, tc.id, tc.epoch, kerr.ErrorForCode(resp.ErrorCode))
-			}
-			if _, recs := parseBatches(t, part(resp, 0, 0).RecordBatches); len(recs) != 1 {
-				t.Errorf("v%d session %d/%d: records %+v", v, tc.id, tc.epoch, recs)
-			}
+			_, recs := parseBatches(t, resp.Topics[0].Partitions[0].RecordBatches)
+			return len(recs)
+		}
+		end := fetchOne(t, c, fetchRequest(v, 0, 0, 1<<20, part0)).Topics[0].Partitions[0].HighWatermark
+
+		// Open: the full answer, with the session's id.
+		first := fetch(0, 0, []fetchPart{part0}, false)
+		id := first.SessionID
+		if first.ErrorCode != 0 || id == 0 || records(first) != int(end) {
+			t.Fatalf("v%d opening: error %v, session %d, %d records", v, kerr.ErrorForCode(first.ErrorCode), id, records(first))
+		}
+		// Caught up (the partition sent with its new offset): no news.
+		caught := part0
+		caught.offset = end
+		if resp := fetch(id, 1, []fetchPart{caught}, false); resp.ErrorCode != 0 || resp.SessionID != id || records(resp) != -1 {
+			t.Fatalf("v%d caught up: error %v, session %d, partition answered (%d records)", v,
+				kerr.ErrorForCode(resp.ErrorCode), resp.SessionID, records(resp))
+		}
+		// A new record: the partition, unnamed, is answered with it.
+		produceRaw(t, c, "sess", 0, "y")
+		if resp := fetch(id, 2, nil, false); records(resp) != 1 || resp.Topics[0].Partitions[0].HighWatermark != end+1 {
+			t.Fatalf("v%d after a produce: %d records", v, records(resp))
+		}
+		if resp := fetch(id, 7, nil, false); resp.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+			t.Fatalf("v%d wrong epoch: %v", v, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if resp := fetch(id+1000, 1, nil, false); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("v%d unknown session: %v", v, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		// Forgotten, the partition is no longer fetched.
+		if resp := fetch(id, 3, nil, true); resp.ErrorCode != 0 || records(resp) != -1 {
+			t.Fatalf("v%d forgetting: %v, %d records", v, kerr.ErrorForCode(resp.ErrorCode), records(resp))
+		}
+		produceRaw(t, c, "sess", 0, "z")
+		if resp := fetch(id, 4, nil, false); records(resp) != -1 {
+			t.Fatalf("v%d a forgotten partition was answered", v)
+		}
+		// Closed: a full answer without a session, and the id is gone.
+		if resp := fetch(id, -1, []fetchPart{part0}, false); resp.SessionID != 0 || records(resp) != int(end)+2 {
+			t.Fatalf("v%d closing: session %d, %d records", v, resp.SessionID, records(resp))
+		}
+		if resp := fetch(id, 5, nil, false); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("v%d closed session: %v", v, kerr.ErrorForCode(resp.ErrorCode))
 		}
 	}
 }
