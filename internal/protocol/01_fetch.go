@@ -283,12 +283,18 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 		}
 	}
+	res.add(sp, sec, budget)
+	return nil
+}
+
+// add puts a read section into the answer for sp, sent from its file, and
+// counts it against the request's budget.
+func (f *fetchResult) add(sp *kmsg.FetchResponseTopicPartition, sec replica.Section, budget *int64) {
 	s := NewSplice(sec)
 	sp.RecordBatches = s.Marker
-	res.splices = append(res.splices, s)
-	res.bytes += sec.Size
+	f.splices = append(f.splices, s)
+	f.bytes += sec.Size
 	*budget -= sec.Size
-	return nil
 }
 
 // fetchForFollower serves one partition of a follower's fetch.
@@ -310,11 +316,7 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 	if err != nil || sec.Size == 0 || (sec.Size > limit && res.bytes > 0) {
 		return err
 	}
-	s := NewSplice(sec)
-	sp.RecordBatches = s.Marker
-	res.splices = append(res.splices, s)
-	res.bytes += sec.Size
-	*budget -= sec.Size
+	res.add(sp, sec, budget)
 	return nil
 }
 

@@ -56,7 +56,7 @@ type Partition struct {
 	// end when this leadership began, and followers about to join the
 	// in-sync set.
 	set          ReplicaSet
-	hasFollowers atomic.Bool // len(set.Replicas) > 1, read without mu
+	hasFollowers atomic.Bool // len(set.Replicas) > 1: replicas on other brokers; set under mu, read without
 	followers    map[int32]*follower
 	epochStart   int64
 	pendingISR   []int32

@@ -34,10 +34,6 @@ type follower struct {
 	lastCaughtUp time.Time
 }
 
-// replicated reports whether the partition has replicas on other brokers.
-// p.mu is held.
-func (p *Partition) replicatedLocked() bool { return len(p.set.Replicas) > 1 }
-
 // SetReplicaSet records the partition's replicas, in-sync set and leader
 // as the metadata names them. Taking the lead at a new epoch starts the
 // followers' state afresh: each in-sync follower counts as caught up now
@@ -91,7 +87,7 @@ func (p *Partition) minInSync() int { return max(p.log.Config().MinInSyncReplica
 // does not lead, or the in-sync set is below min.insync.replicas (KIP-966).
 // p.mu is held.
 func (p *Partition) replicatedHighWatermarkLocked(hw int64) (int64, bool) {
-	if !p.replicatedLocked() {
+	if !p.hasFollowers.Load() {
 		return hw, true
 	}
 	if !p.IsLeader() || p.set.Leader != p.set.Self || len(p.set.ISR) < p.minInSync() {
@@ -164,7 +160,7 @@ func (p *Partition) InSyncChange(lag time.Duration) (ReplicaSet, []int32, bool) 
 	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.replicatedLocked() || p.set.Leader != p.set.Self {
+	if !p.hasFollowers.Load() || p.set.Leader != p.set.Self {
 		return ReplicaSet{}, nil, false
 	}
 	var isr, joining []int32
@@ -194,10 +190,13 @@ func (p *Partition) InSyncChange(lag time.Duration) (ReplicaSet, []int32, bool) 
 // CheckEnoughReplicas refuses an acks=all write while the in-sync set is
 // below min.insync.replicas.
 func (p *Partition) CheckEnoughReplicas() error {
+	if !p.hasFollowers.Load() {
+		return nil // a single replica: nothing to wait for, no lock on the produce path
+	}
 	p.mu.Lock()
-	n, replicated := len(p.set.ISR), p.replicatedLocked()
+	n := len(p.set.ISR)
 	p.mu.Unlock()
-	if replicated && n < p.minInSync() {
+	if n < p.minInSync() {
 		return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", ErrNotEnoughReplicas, p.TP, n, p.minInSync())
 	}
 	return nil
@@ -207,10 +206,7 @@ func (p *Partition) CheckEnoughReplicas() error {
 // in-sync replica has the write), the leadership is lost (ErrNotLeader),
 // or timeout passes (ErrReplicationTimeout).
 func (p *Partition) WaitReplicated(ctx context.Context, upTo int64, timeout time.Duration) error {
-	p.mu.Lock()
-	replicated := p.replicatedLocked()
-	p.mu.Unlock()
-	if !replicated {
+	if !p.hasFollowers.Load() {
 		return nil
 	}
 	w := NewWaiter()

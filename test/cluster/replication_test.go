@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,28 +19,6 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// replicaBytes is a partition's stored batches on one broker: its segment
-// files in order, concatenated (followers may roll at other points).
-func replicaBytes(t *testing.T, dataDir, topic string, partition int32) []byte {
-	t.Helper()
-	dir := filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, partition))
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b...)
-		}
-	}
-	return out
-}
-
 // waitIdentical waits until every running replica of the partition holds
 // the same bytes, the leader's.
 func waitIdentical(t *testing.T, c *testutil.Cluster, topic string, partition int32, replicas []int32) {
@@ -53,7 +28,7 @@ func waitIdentical(t *testing.T, c *testutil.Cluster, topic string, partition in
 		var first []byte
 		same := true
 		for i, r := range replicas {
-			b := replicaBytes(t, c.Brokers[r].DataDir, topic, partition)
+			b := testutil.ReplicaBytes(t, c.Brokers[r].DataDir, topic, partition)
 			if i == 0 {
 				first = b
 			} else if !bytes.Equal(b, first) {

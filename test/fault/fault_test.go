@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -511,7 +510,7 @@ func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32) {
 		var first []byte
 		same := true
 		for i, proc := range c.Procs {
-			b := replicaBytes(t, proc.DataDir, p)
+			b := testutil.ReplicaBytes(t, proc.DataDir, topic, p)
 			if i == 0 {
 				first = b
 			} else if !bytes.Equal(b, first) {
@@ -524,32 +523,10 @@ func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32) {
 		if time.Now().After(deadline) {
 			var sizes []int
 			for _, proc := range c.Procs {
-				sizes = append(sizes, len(replicaBytes(t, proc.DataDir, p)))
+				sizes = append(sizes, len(testutil.ReplicaBytes(t, proc.DataDir, topic, p)))
 			}
 			t.Fatalf("partition %d (leader %d): replicas differ after 30 s, sizes %v", p, leader, sizes)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// replicaBytes is a partition's stored batches on one broker: its segment
-// files in order, concatenated (followers may roll at other points).
-func replicaBytes(t *testing.T, dataDir string, partition int32) []byte {
-	t.Helper()
-	dir := filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, partition))
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b...)
-		}
-	}
-	return out
 }
