@@ -62,9 +62,18 @@ func (p *Partition) SetReplicaSet(rs ReplicaSet) {
 		p.opts.Logger.Warn("leading after an unclean election: what the last in-sync replica had beyond this log is lost",
 			"partition", p.TP.String(), "leader_epoch", rs.LeaderEpoch, "unclean_elections", rs.UncleanElections)
 	}
+	// A join in flight stays pending while the partition epoch it was
+	// proposed at holds: until then other records (another partition's
+	// change) do not decide it. A new epoch either took it in or refuses
+	// the proposal, and the follower qualifies again on its next fetch.
+	if newTerm || rs.PartitionEpoch != p.set.PartitionEpoch {
+		p.pendingISR = nil
+	}
+	p.pendingISR = slices.DeleteFunc(p.pendingISR, func(r int32) bool {
+		return slices.Contains(rs.ISR, r) || !slices.Contains(rs.Replicas, r)
+	})
 	p.set = rs
 	p.hasFollowers.Store(len(rs.Replicas) > 1)
-	p.pendingISR = nil
 	p.mu.Unlock()
 	p.advanceHighWatermark() // a smaller in-sync set may commit more
 }
@@ -142,6 +151,15 @@ func (p *Partition) FollowerFetched(node int32, offset int64) (int64, error) {
 		f.lastCaughtUp = f.lastFetch
 	}
 	f.end, f.lastFetch, f.lastFetchLeaderEnd = offset, now, leo
+	// A follower out of the in-sync set qualifies to join at the moment it
+	// has everything committed and everything of this leadership, and from
+	// then on holds the high watermark back (Kafka's maximal ISR). Judged
+	// later, a follower a little slower than the others would never be
+	// seen at the high watermark while writes go on.
+	if p.set.Leader == p.set.Self && offset >= p.hw && offset >= p.epochStart &&
+		!slices.Contains(p.set.ISR, node) && !slices.Contains(p.pendingISR, node) {
+		p.pendingISR = append(p.pendingISR, node)
+	}
 	p.mu.Unlock()
 	p.advanceHighWatermark()
 	return p.HighWatermark(), nil
@@ -149,10 +167,12 @@ func (p *Partition) FollowerFetched(node int32, offset int64) (int64, error) {
 
 // InSyncChange returns the in-sync set the leader should propose now, if
 // it differs from the current one: followers not caught up for lag leave;
-// a replica whose log has reached the high watermark and the start of
-// this leadership joins. The change is proposed to the controller, and
-// applies only through the metadata (SetReplicaSet); meanwhile a joining
-// follower already holds back the high watermark.
+// those that qualified to join at a fetch (their log reached the high
+// watermark and the start of this leadership) join. The change is
+// proposed to the controller, and applies only through the metadata
+// (SetReplicaSet); meanwhile a joining follower already holds back the
+// high watermark. If the proposal fails, InSyncChangeFailed drops the
+// joins.
 func (p *Partition) InSyncChange(lag time.Duration) (ReplicaSet, []int32, bool) {
 	if !p.IsLeader() {
 		return ReplicaSet{}, nil, false
@@ -163,7 +183,7 @@ func (p *Partition) InSyncChange(lag time.Duration) (ReplicaSet, []int32, bool) 
 	if !p.hasFollowers.Load() || p.set.Leader != p.set.Self {
 		return ReplicaSet{}, nil, false
 	}
-	var isr, joining []int32
+	var isr []int32
 	for _, r := range p.set.Replicas {
 		f := p.followers[r]
 		switch {
@@ -173,18 +193,26 @@ func (p *Partition) InSyncChange(lag time.Duration) (ReplicaSet, []int32, bool) 
 			if f != nil && now.Sub(f.lastCaughtUp) <= lag {
 				isr = append(isr, r)
 			}
-		case f != nil && f.end >= p.hw && f.end >= p.epochStart:
+		case slices.Contains(p.pendingISR, r):
 			isr = append(isr, r)
-			joining = append(joining, r)
 		}
 	}
 	if slices.Equal(isr, p.set.ISR) {
 		return ReplicaSet{}, nil, false
 	}
-	p.pendingISR = joining
 	rs := p.set
 	rs.Replicas = slices.Clone(rs.Replicas)
 	return rs, isr, true
+}
+
+// InSyncChangeFailed drops the joins of a proposal the controller did not
+// make, so that a follower it refused (fenced, say) does not hold the high
+// watermark back: it qualifies again at its next fetch.
+func (p *Partition) InSyncChangeFailed() {
+	p.mu.Lock()
+	p.pendingISR = nil
+	p.mu.Unlock()
+	p.advanceHighWatermark()
 }
 
 // CheckEnoughReplicas refuses an acks=all write while the in-sync set is

@@ -161,3 +161,82 @@ func TestInSyncChanges(t *testing.T) {
 		t.Fatalf("back in sync: %v, high watermark %d", err, a.p.HighWatermark())
 	}
 }
+
+// A follower out of the in-sync set that trails the others by one fetch
+// joins all the same: it qualifies at its own fetch, when it has reached
+// the high watermark, and holds it back from then until the change
+// applies. Judged only when the change is proposed, it would never be
+// seen at the high watermark while writes go on.
+func TestInSyncJoinOfATrailingFollower(t *testing.T) {
+	a, b, c := newEnv(t, nil), newEnv(t, nil), newEnv(t, nil)
+	set := ReplicaSet{Self: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 4}
+	a.p.SetReplicaSet(set)
+	a.p.SetRole(true, 1)
+	b.p.SetRole(false, 1)
+	c.p.SetRole(false, 1)
+	copyAll := func(to *Partition, node int32) {
+		t.Helper()
+		end := to.Log().EndOffset()
+		if _, err := a.p.FollowerFetched(node, end); err != nil {
+			t.Fatal(err)
+		}
+		if end == a.p.Log().EndOffset() {
+			return
+		}
+		sec, err := a.p.ReadToLogEnd(end, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := sec.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := to.AppendReplicated(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func() {
+		t.Helper()
+		if _, _, err := a.p.Append(testBatch(-1, -1, -1, 2, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		write()
+		copyAll(b.p, 2)
+		copyAll(b.p, 2)
+	}
+	// Broker 3 starts behind the high watermark and copies all there is.
+	copyAll(c.p, 3)
+	if _, isr, ok := a.p.InSyncChange(time.Hour); ok {
+		t.Fatalf("a follower behind the high watermark joins: %v", isr)
+	}
+	// The next batch reaches broker 2 first. Broker 3 reports the end it
+	// copied while that is still the high watermark, and takes the batch;
+	// broker 2 then reports it before broker 3 does.
+	write()
+	copyAll(b.p, 2)
+	at := c.p.Log().EndOffset()
+	copyAll(c.p, 3)
+	copyAll(b.p, 2)
+	if hw := a.p.HighWatermark(); hw != at {
+		t.Fatalf("the high watermark %d passed what a joining follower has (%d)", hw, at)
+	}
+	rs, isr, ok := a.p.InSyncChange(time.Hour)
+	if !ok || len(isr) != 3 || rs.PartitionEpoch != 4 {
+		t.Fatalf("the trailing follower does not join: %v %v %+v", ok, isr, rs)
+	}
+	// Another record's run of the metadata keeps the join pending; a
+	// refused proposal drops it and the high watermark moves on.
+	a.p.SetReplicaSet(set)
+	if _, isr, ok := a.p.InSyncChange(time.Hour); !ok || len(isr) != 3 {
+		t.Fatalf("the join was forgotten at an unchanged partition epoch: %v %v", ok, isr)
+	}
+	a.p.InSyncChangeFailed()
+	if _, _, ok := a.p.InSyncChange(time.Hour); ok {
+		t.Fatal("a refused join is proposed again before the follower fetches")
+	}
+	if hw := a.p.HighWatermark(); hw != a.p.Log().EndOffset() {
+		t.Fatalf("high watermark %d after the join was dropped, log end %d", hw, a.p.Log().EndOffset())
+	}
+}

@@ -183,6 +183,7 @@ func (s *Server) maintainInSyncSets() {
 			}
 			st, err := s.cluster.AlterPartition(p.TP.Topic, cluster.TopicID(p.TopicID), p.TP.Partition, rs.LeaderEpoch, rs.PartitionEpoch, isr)
 			if err != nil {
+				p.InSyncChangeFailed()
 				s.logger.Debug("in-sync set change not made", "partition", p.TP.String(), "isr", isr, "err", err)
 				continue
 			}

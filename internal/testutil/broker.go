@@ -255,3 +255,13 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Tail returns the last n lines written.
+func (s *syncBuffer) Tail(n int) string {
+	out := s.String()
+	lines := strings.SplitAfter(out, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}

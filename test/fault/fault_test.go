@@ -193,12 +193,16 @@ func waitInSync(t *testing.T, ctx context.Context, c *testutil.ProcessCluster) {
 	for {
 		md, err := testutil.BrokerMetadata(c.Seeds()[0])
 		full := 0
+		var lagging []string
 		if err == nil {
 			for _, tp := range md.Topics {
 				if tp.Topic != nil && *tp.Topic == topic {
 					for _, p := range tp.Partitions {
 						if len(p.ISR) == brokers && p.Leader >= 0 {
 							full++
+						} else {
+							lagging = append(lagging, fmt.Sprintf("%d (leader %d, epoch %d, replicas %v, in sync %v)",
+								p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR))
 						}
 					}
 				}
@@ -208,7 +212,12 @@ func waitInSync(t *testing.T, ctx context.Context, c *testutil.ProcessCluster) {
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%d of %d partitions fully in sync after %v: %+v", full, partitions, time.Since(start).Round(time.Second), md)
+			var logs strings.Builder
+			for i, p := range c.Procs {
+				fmt.Fprintf(&logs, "\n--- broker %d ---\n%s", i, p.Output.Tail(80))
+			}
+			t.Fatalf("%d of %d partitions fully in sync after %v (err %v); not in sync: %s%s",
+				full, partitions, time.Since(start).Round(time.Second), err, strings.Join(lagging, "; "), logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
