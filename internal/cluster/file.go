@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/strandlog/strand/internal/log/vfs"
 )
@@ -73,6 +74,8 @@ func (f *fileBackend) propose(data []byte) (result, error) {
 }
 
 func (f *fileBackend) controller() int32 { return f.s.node }
+
+func (f *fileBackend) contact() time.Time { return time.Now() }
 
 func (f *fileBackend) close() error { return nil }
 

@@ -161,6 +161,8 @@ func (r *raftBackend) controller() int32 {
 	return -1
 }
 
+func (r *raftBackend) contact() time.Time { return r.node.LeaderContact() }
+
 func (r *raftBackend) stopped() <-chan struct{} { return r.node.Done() }
 
 func (r *raftBackend) failure() error { return r.node.Err() }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Errors the protocol layer maps to Kafka codes.
@@ -67,6 +68,9 @@ type backend interface {
 	// controller is the node that orders records now (the quorum's
 	// leader), or -1 while there is none.
 	controller() int32
+	// contact is when this broker last knew it was in touch with the
+	// quorum (now, for a file).
+	contact() time.Time
 	// stopped is closed when the backend stopped on its own (never for a
 	// file); failure says why.
 	stopped() <-chan struct{}
@@ -147,6 +151,12 @@ func (s *Store) propose(kind string, body any) (any, error) {
 
 // Controller is the active controller's node id, or -1 while there is none.
 func (s *Store) Controller() int32 { return s.be.controller() }
+
+// QuorumContact is when this broker last knew it was in touch with the
+// metadata quorum: leading it, or hearing from its leader. A broker out of
+// touch for the session timeout may have been fenced, its partitions led
+// elsewhere, without its knowing.
+func (s *Store) QuorumContact() time.Time { return s.be.contact() }
 
 // NodeID is the broker this view belongs to.
 func (s *Store) NodeID() int32 { return s.node }

@@ -258,3 +258,44 @@ func writeMetaProperties(dir, clusterID string, node int32) error {
 func featureLevels(cfg config.Broker) map[string]int16 {
 	return map[string]int16{protocol.TransactionVersionFeature: cfg.TransactionVersion}
 }
+
+// watchQuorumContact makes a broker cut off from the metadata quorum for
+// longer than the session timeout lead nothing. By then the active controller may have
+// fenced it and moved its partitions, and a leader that went on as before
+// would answer acks=all writes with REQUEST_TIMED_OUT, which clients retry
+// at the same broker, or acknowledge acks=1 writes that the new leaders
+// never see. Leading nothing, it answers NOT_LEADER_OR_FOLLOWER, which
+// sends clients to fresh metadata. Back in touch, it registers again, as at
+// a start: once that applies, its image holds everything decided while it
+// was away, and it leads what that says.
+func (s *Server) watchQuorumContact() {
+	const every = 100 * time.Millisecond
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	// Past the session timeout the controller may have fenced this broker;
+	// an election of the quorum's leader (one that died, say) takes up to
+	// twice its election timeout of 1 s, without contact all the while.
+	limit := s.cfg.BrokerSessionTimeout + 2*time.Second
+	cut := false
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		silent := time.Since(s.cluster.QuorumContact())
+		switch {
+		case !cut && silent >= limit && s.rec.caughtUp.Load():
+			cut = true
+			s.logger.Warn("out of touch with the metadata quorum: leading nothing until back in touch",
+				"silent", silent.Round(time.Millisecond))
+			s.leadNothing()
+		case cut && silent < limit/4:
+			s.logger.Info("back in touch with the metadata quorum; registering again")
+			if !s.register(s.broker.Host, s.broker.Port) {
+				return
+			}
+			cut = false
+		}
+	}
+}

@@ -176,6 +176,7 @@ func (s *Server) Start() error {
 	s.goroutines.Go(s.followMetadata)
 	if s.clustered() {
 		s.goroutines.Go(s.maintainInSyncSets)
+		s.goroutines.Go(s.watchQuorumContact)
 	}
 	if !s.clustered() {
 		s.goroutines.Go(s.acceptLoop)

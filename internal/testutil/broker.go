@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,9 +143,11 @@ type Process struct {
 	Addr    string
 	DataDir string
 	Args    []string
-	cmd     *exec.Cmd
-	done    chan error
-	Output  *syncBuffer
+	// Prefix runs the binary through a command (ip netns exec NS).
+	Prefix []string
+	cmd    *exec.Cmd
+	done   chan error
+	Output *syncBuffer
 }
 
 // StartProcess runs `strand serve --data-dir D --listen ADDR` plus extra
@@ -163,7 +166,8 @@ func StartProcess(t testing.TB, dataDir string, extra ...string) *Process {
 
 func (p *Process) start(t testing.TB) {
 	t.Helper()
-	p.cmd = exec.Command(Binary(t), p.Args...)
+	argv := append(append(slices.Clone(p.Prefix), Binary(t)), p.Args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,5 @@
 // Package testutil starts brokers for tests: in-process (StartBroker) or as
 // the real binary in a child process (StartProcess), each on a free loopback
-// port with its own data directory.
+// port with its own data directory; or a cluster of processes, each in a
+// network namespace of its own (StartNetCluster), whose links the test cuts.
 package testutil

@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
 const (
-	brokers        = 3
 	partitions     = 6
 	topic          = "faults"
 	sessionTimeout = 2 * time.Second
@@ -31,13 +33,25 @@ const (
 )
 
 // The kinds of fault, each a round on its own, then mixed at random.
-var faultKinds = []string{"kill-leader", "kill-controller", "pause-leader", "rolling-restart"}
+var faultKinds = []string{"kill-leader", "kill-controller", "pause-leader", "isolate-leader", "isolate-controller",
+	"rolling-restart"}
 
-func TestFaults(t *testing.T) {
+// Three brokers, every kind of fault, then mixed rounds.
+func TestFaults(t *testing.T) { runFaults(t, 3, faultKinds, 2) }
+
+// Five brokers: the faults that differ with a larger quorum, among them a
+// split of the cluster into two brokers (with the controller) and three.
+func TestFaultsFiveBrokers(t *testing.T) {
+	runFaults(t, 5, []string{"kill-controller", "isolate-leader", "split", "pause-leader"}, 0)
+}
+
+// runFaults runs each of kinds once on a cluster of n brokers, then
+// rounds more (STRAND_FAULT_ROUNDS) drawn at random from them, and checks
+// the cluster once healed.
+func runFaults(t *testing.T, brokers int, kinds []string, rounds int) {
 	if testing.Short() {
 		t.Skip("broker processes and faults: not in -short")
 	}
-	rounds := 2 // mixed rounds after one of each kind
 	if v, err := strconv.Atoi(os.Getenv("STRAND_FAULT_ROUNDS")); err == nil && v >= 0 {
 		rounds = v
 	}
@@ -48,29 +62,29 @@ func TestFaults(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("seed %d (STRAND_FAULT_SEED), %d mixed rounds (STRAND_FAULT_ROUNDS)", seed, rounds)
 
-	c := testutil.StartProcessCluster(t, brokers, "--broker-session-timeout", sessionTimeout.String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(faultKinds)+rounds)*40*time.Second+2*time.Minute)
+	c := testutil.StartNetCluster(t, brokers, "--broker-session-timeout", sessionTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(kinds)+rounds)*40*time.Second+2*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, c.Seeds()))
 	minISR := "2"
 	if _, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &minISR}, topic); err != nil {
 		t.Fatal(err)
 	}
-	waitLed(t, ctx, c, nil)
+	waitLed(t, ctx, c.ProcessCluster, nil)
 
 	w := newWorkload(t, c.Seeds())
 	w.start(ctx)
 	time.Sleep(time.Second)
 
-	plan := slices.Clone(faultKinds)
+	plan := slices.Clone(kinds)
 	for range rounds {
-		plan = append(plan, faultKinds[rng.IntN(len(faultKinds))])
+		plan = append(plan, kinds[rng.IntN(len(kinds))])
 	}
 	var recoveries []string
 	for round, kind := range plan {
 		before := w.acked()
 		took := inject(t, ctx, c, w, kind, rng)
-		waitInSync(t, ctx, c)
+		waitInSync(t, ctx, c.ProcessCluster)
 		time.Sleep(500 * time.Millisecond) // writes go on healed
 		if w.acked() <= before {
 			t.Fatalf("round %d (%s): nothing acknowledged since the fault", round, kind)
@@ -80,17 +94,19 @@ func TestFaults(t *testing.T) {
 			round, kind, took.Round(time.Millisecond), w.acked())
 	}
 	w.stop(ctx)
-	check(t, ctx, c, w)
+	check(t, ctx, c.ProcessCluster, w)
 	t.Logf("%d rounds; recovery per fault: %s", len(plan), strings.Join(recoveries, ", "))
 }
 
 // inject makes one fault, heals it, and returns how long the partitions the
 // victim led took to acknowledge a write again after the fault began.
-func inject(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, w *workload, kind string, rng *rand.Rand) time.Duration {
+func inject(t *testing.T, ctx context.Context, nc *testutil.NetCluster, w *workload, kind string, rng *rand.Rand) time.Duration {
 	t.Helper()
+	c := nc.ProcessCluster
+	brokers := len(c.Procs)
 	leaders := waitLed(t, ctx, c, nil)
 	victim := leaders[int32(rng.IntN(partitions))]
-	if kind == "kill-controller" {
+	if kind == "kill-controller" || kind == "isolate-controller" || kind == "split" {
 		l, err := testutil.QuorumLeader(c.Seeds()[0])
 		if err != nil || l < 0 {
 			l, err = testutil.QuorumLeader(c.Seeds()[1])
@@ -100,9 +116,19 @@ func inject(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, w *wo
 		}
 		victim = l
 	}
+	// The brokers the fault takes out: the victim, and for a split as
+	// many more as leave a majority on the other side.
+	out := []int32{victim}
+	if kind == "split" {
+		for _, i := range rng.Perm(brokers) {
+			if len(out) < (brokers-1)/2 && int32(i) != victim {
+				out = append(out, int32(i))
+			}
+		}
+	}
 	var led []int32
 	for p, l := range leaders {
-		if l == victim {
+		if slices.Contains(out, l) {
 			led = append(led, p)
 		}
 	}
@@ -124,6 +150,40 @@ func inject(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, w *wo
 		took := w.writtenAfter(ctx, led, start)
 		time.Sleep(sessionTimeout)
 		proc.Resume()
+		c.WaitLive(t, brokers, 30*time.Second)
+		return took
+	case "isolate-leader", "isolate-controller", "split":
+		// Cut off from the other brokers but not from the clients: the
+		// others fence it and lead its partitions; it must not
+		// acknowledge a write they do not have, and healed it follows.
+		var side []int
+		for _, b := range out {
+			side = append(side, int(b))
+		}
+		// A partition with fewer than min.insync.replicas replicas on
+		// the majority's side takes no acks=all write until healed: that
+		// is the promise min.insync.replicas makes.
+		writable := writableWithout(t, c, out)
+		led = slices.DeleteFunc(led, func(p int32) bool { return !slices.Contains(writable, p) })
+		nc.Split(t, side)
+		start = time.Now() // the cut takes a few commands: it is whole from here
+		waitLed(t, ctx, c, func(p, l int32) bool { return !slices.Contains(out, l) || !slices.Contains(writable, p) })
+		t.Logf("%s: brokers %v cut off at %s; their partitions %v moved after %v", kind, out, start.Format("15:04:05.000"), led, time.Since(start).Round(time.Millisecond))
+		took := w.writtenAfter(ctx, led, start)
+		if d := sessionTimeout + 2500*time.Millisecond - time.Since(start); d > 0 { // its limit, and a tick
+			time.Sleep(d)
+		}
+		var victimLed []int32
+		for p, l := range leaders {
+			if l == victim {
+				victimLed = append(victimLed, p)
+			}
+		}
+		if len(victimLed) > 0 {
+			zombieRefuses(t, ctx, c.Procs[victim].Addr, victimLed)
+		}
+		time.Sleep(sessionTimeout)
+		nc.Heal(t)
 		c.WaitLive(t, brokers, 30*time.Second)
 		return took
 	case "rolling-restart":
@@ -150,6 +210,62 @@ func inject(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, w *wo
 	}
 	t.Fatalf("unknown fault %s", kind)
 	return 0
+}
+
+// writableWithout lists the partitions that keep min.insync.replicas (2)
+// replicas without the brokers out.
+func writableWithout(t *testing.T, c *testutil.ProcessCluster, out []int32) []int32 {
+	t.Helper()
+	md, err := testutil.BrokerMetadata(c.Seeds()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok []int32
+	for _, tp := range md.Topics {
+		if tp.Topic == nil || *tp.Topic != topic {
+			continue
+		}
+		for _, p := range tp.Partitions {
+			left := slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return slices.Contains(out, r) })
+			if len(left) >= 2 {
+				ok = append(ok, p.Partition)
+			}
+		}
+	}
+	return ok
+}
+
+// zombieRefuses holds a leader cut off from the metadata quorum past its
+// session timeout (and an election's time) to taking no write for the partitions it led, not even
+// with acks=1: they are led elsewhere by now, and what it took would be
+// lost. It answers NOT_LEADER_OR_FOLLOWER, which sends clients to fresh
+// metadata.
+func zombieRefuses(t *testing.T, ctx context.Context, addr string, led []int32) {
+	t.Helper()
+	cl := newClient(t, []string{addr}, kgo.RequestRetries(0))
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for _, p := range led {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p
+		rp.Records = model.EncodeBatch([]model.KeyValue{{Value: []byte("zombie")}}, time.Now().UnixMilli(), model.NoProducer)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil {
+		t.Fatalf("producing to the cut-off leader %s: %v", addr, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+				t.Errorf("the cut-off leader %s answered a write to %d with %v (offset %d), want NOT_LEADER_OR_FOLLOWER",
+					addr, rp.Partition, kerr.ErrorForCode(rp.ErrorCode), rp.BaseOffset)
+			}
+		}
+	}
 }
 
 // waitLed waits until every partition has a leader (that ok accepts, if
@@ -179,7 +295,7 @@ func waitLed(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, ok f
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("partitions of %s not all led after 30 s", topic)
+			t.Fatalf("partitions of %s not all led after 30 s%s", topic, logTails(c))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -198,7 +314,7 @@ func waitInSync(t *testing.T, ctx context.Context, c *testutil.ProcessCluster) {
 			for _, tp := range md.Topics {
 				if tp.Topic != nil && *tp.Topic == topic {
 					for _, p := range tp.Partitions {
-						if len(p.ISR) == brokers && p.Leader >= 0 {
+						if len(p.ISR) == len(p.Replicas) && p.Leader >= 0 {
 							full++
 						} else {
 							lagging = append(lagging, fmt.Sprintf("%d (leader %d, epoch %d, replicas %v, in sync %v)",
@@ -212,15 +328,20 @@ func waitInSync(t *testing.T, ctx context.Context, c *testutil.ProcessCluster) {
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			var logs strings.Builder
-			for i, p := range c.Procs {
-				fmt.Fprintf(&logs, "\n--- broker %d ---\n%s", i, p.Output.Tail(80))
-			}
 			t.Fatalf("%d of %d partitions fully in sync after %v (err %v); not in sync: %s%s",
-				full, partitions, time.Since(start).Round(time.Second), err, strings.Join(lagging, "; "), logs.String())
+				full, partitions, time.Since(start).Round(time.Second), err, strings.Join(lagging, "; "), logTails(c))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// logTails is the end of every broker's log, for a failure's message.
+func logTails(c *testutil.ProcessCluster) string {
+	var logs strings.Builder
+	for i, p := range c.Procs {
+		fmt.Fprintf(&logs, "\n--- broker %d ---\n%s", i, p.Output.Tail(60))
+	}
+	return logs.String()
 }
 
 func newClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
@@ -505,21 +626,36 @@ func check(t *testing.T, ctx context.Context, c *testutil.ProcessCluster, w *wor
 		t.Errorf("the group never read %d acknowledged records", unseen)
 	}
 	// Replicas identical byte for byte once caught up.
+	md, err := testutil.BrokerMetadata(c.Seeds()[leaders[0]])
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := map[int32][]int32{}
+	for _, tp := range md.Topics {
+		if tp.Topic != nil && *tp.Topic == topic {
+			for _, p := range tp.Partitions {
+				replicas[p.Partition] = p.Replicas
+			}
+		}
+	}
 	for p := range int32(partitions) {
-		waitIdentical(t, c, p, leaders[p])
+		waitIdentical(t, c, p, leaders[p], replicas[p])
 	}
 }
 
 // waitIdentical waits until every replica of partition p holds the same
 // bytes.
-func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32) {
+func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32, replicas []int32) {
 	t.Helper()
+	if len(replicas) != 3 {
+		t.Fatalf("partition %d has replicas %v", p, replicas)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var first []byte
 		same := true
-		for i, proc := range c.Procs {
-			b := testutil.ReplicaBytes(t, proc.DataDir, topic, p)
+		for i, r := range replicas {
+			b := testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)
 			if i == 0 {
 				first = b
 			} else if !bytes.Equal(b, first) {
@@ -531,10 +667,10 @@ func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32) {
 		}
 		if time.Now().After(deadline) {
 			var sizes []int
-			for _, proc := range c.Procs {
-				sizes = append(sizes, len(testutil.ReplicaBytes(t, proc.DataDir, topic, p)))
+			for _, r := range replicas {
+				sizes = append(sizes, len(testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)))
 			}
-			t.Fatalf("partition %d (leader %d): replicas differ after 30 s, sizes %v", p, leader, sizes)
+			t.Fatalf("partition %d (leader %d): replicas %v differ after 30 s, sizes %v", p, leader, replicas, sizes)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -471,3 +471,71 @@ func TestClusterPowerLoss(t *testing.T) {
 		}
 	}
 }
+
+// LeaderContact tells a node cut off from the quorum from one in an
+// election: a leader or follower cut off from the others stops being in
+// touch, the majority's side stays in touch as it elects a new leader,
+// and a node cut off from its leader alone is not in touch, however well
+// it reaches the others.
+func TestLeaderContact(t *testing.T) {
+	c := newCluster(t, 5, 11, nil)
+	defer c.closeAll()
+	lead := c.waitLeader(10 * time.Second)
+	// Twice the election timeout (10 ticks of 10 ms) is the longest a
+	// healthy node goes without contact: the randomized election timer
+	// runs up to twice the timeout.
+	timeout := 2 * 10 * 10 * time.Millisecond
+	silent := func(id uint64) time.Duration { return time.Since(c.node(id).LeaderContact()) }
+
+	// The leader and one follower on one side, three on the other.
+	var follower uint64
+	var majority []uint64
+	for _, tn := range c.running() {
+		switch {
+		case tn.id == lead:
+		case follower == 0:
+			follower = tn.id
+		default:
+			majority = append(majority, tn.id)
+		}
+	}
+	c.net.Partition([]uint64{lead, follower}, majority)
+	deadline := time.Now().Add(3 * timeout)
+	for time.Now().Before(deadline) {
+		for _, id := range majority {
+			if s := silent(id); s > timeout {
+				t.Fatalf("node %d of the majority out of touch for %v while electing", id, s)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range []uint64{lead, follower} {
+		if s := silent(id); s < timeout {
+			t.Fatalf("node %d of the minority in touch %v ago", id, s)
+		}
+	}
+
+	// Cut a follower off from the new leader alone: its peers ignore its
+	// votes while they hear from their leader, and it stays out of touch.
+	c.net.Heal()
+	newLead := c.waitLeader(10 * time.Second)
+	var lone uint64
+	var rest []uint64
+	for _, tn := range c.running() {
+		if tn.id != newLead && lone == 0 {
+			lone = tn.id
+		} else if tn.id != newLead {
+			rest = append(rest, tn.id)
+		}
+	}
+	c.net.Cut(lone, newLead)
+	time.Sleep(3 * timeout)
+	if s := silent(lone); s < timeout {
+		t.Fatalf("a node cut off from its leader, hearing only refusals, in touch %v ago", s)
+	}
+	for _, id := range rest {
+		if s := silent(id); s > timeout {
+			t.Fatalf("node %d, in touch with the leader, silent for %v", id, s)
+		}
+	}
+}

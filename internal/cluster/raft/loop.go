@@ -283,6 +283,9 @@ func (n *Node) maybeSnapshot() error {
 
 func (n *Node) tick() {
 	n.rn.Tick()
+	if n.lastLead == n.id {
+		n.touchQuorum(time.Now())
+	}
 	if !n.cfg.Join || n.isMember(n.id) {
 		return
 	}
@@ -383,10 +386,28 @@ func (n *Node) step(m *pb.Message) {
 		return
 	}
 	if from != 0 {
-		n.contact[from] = time.Now()
+		n.noteContact(m, time.Now())
 	}
 	if err := n.stepRaft(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
 		n.log.Debug("message not stepped", "type", m.GetType().String(), "from", from, "err", err)
+	}
+}
+
+// noteContact records a message from a peer, and with it when this node
+// last heard from its leader.
+func (n *Node) noteContact(m *pb.Message, now time.Time) {
+	from := m.GetFrom()
+	n.contact[from] = now
+	if from == n.lastLead {
+		n.touchQuorum(now)
+	}
+}
+
+// touchQuorum moves the time of the last contact with the quorum forward
+// to at.
+func (n *Node) touchQuorum(at time.Time) {
+	if ns := at.UnixNano(); ns > n.leaderContact.Load() {
+		n.leaderContact.Store(ns)
 	}
 }
 

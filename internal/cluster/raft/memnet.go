@@ -13,7 +13,8 @@ import (
 
 // MemNetwork connects nodes in one process, for tests. It can lose messages
 // (with a probability), delay them by a random time (which reorders them),
-// partition the nodes into sets that cannot reach each other, and kill a
+// partition the nodes into sets that cannot reach each other, cut single
+// links (a partial partition), and kill a
 // node (drop everything to and from it). Messages are marshalled on send
 // and unmarshalled on delivery, so nodes share no memory, as over a wire.
 // Its random choices come from one seeded source.
@@ -23,7 +24,8 @@ type MemNetwork struct {
 	loss     float64
 	minDelay time.Duration
 	maxDelay time.Duration
-	group    map[uint64]int // partition set of each listed node; unlisted nodes are in set 0
+	group    map[uint64]int     // partition set of each listed node; unlisted nodes are in set 0
+	cut      map[[2]uint64]bool // pairs of nodes that cannot reach each other, either way
 	eps      map[uint64]*memEndpoint
 }
 
@@ -32,6 +34,7 @@ func NewMemNetwork(seed uint64) *MemNetwork {
 	return &MemNetwork{
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		group: map[uint64]int{},
+		cut:   map[[2]uint64]bool{},
 		eps:   map[uint64]*memEndpoint{},
 	}
 }
@@ -78,8 +81,20 @@ func (n *MemNetwork) Partition(sets ...[]uint64) {
 	}
 }
 
-// Heal ends any partition.
-func (n *MemNetwork) Heal() { n.Partition() }
+// Cut breaks the link between nodes a and b alone, both ways.
+func (n *MemNetwork) Cut(a, b uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[[2]uint64{min(a, b), max(a, b)}] = true
+}
+
+// Heal ends any partition and restores every cut link.
+func (n *MemNetwork) Heal() {
+	n.Partition()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.cut)
+}
 
 // Kill drops every message to and from node id's current endpoint, as if
 // the process were gone; messages already in flight are dropped too.
@@ -93,7 +108,8 @@ func (n *MemNetwork) Kill(id uint64) {
 
 // deliverable reports whether from can reach to now. n.mu must be held.
 func (n *MemNetwork) deliverable(from, to *memEndpoint) bool {
-	return from != nil && to != nil && !from.dead && !to.dead && n.group[from.id] == n.group[to.id]
+	return from != nil && to != nil && !from.dead && !to.dead && n.group[from.id] == n.group[to.id] &&
+		!n.cut[[2]uint64{min(from.id, to.id), max(from.id, to.id)}]
 }
 
 type memEndpoint struct {

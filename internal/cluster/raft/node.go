@@ -157,9 +157,12 @@ type Node struct {
 	// the loop stops with it.
 	stepErr error
 
-	leader   atomic.Uint64
-	leaderMu sync.Mutex
-	leaderCh chan struct{} // closed and replaced on each leader change; leaderMu
+	leader atomic.Uint64
+	// leaderContact is when, in unix nanoseconds, this node last knew it
+	// was in touch with the quorum (LeaderContact). Written by the loop.
+	leaderContact atomic.Int64
+	leaderMu      sync.Mutex
+	leaderCh      chan struct{} // closed and replaced on each leader change; leaderMu
 
 	wait   waitTable
 	reqSeq atomic.Uint64
@@ -460,6 +463,19 @@ func (n *Node) changeMembership(ctx context.Context, typ pb.ConfChangeType, id u
 
 // Leader returns the leader's id as this node last knew it, 0 if none.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
+
+// LeaderContact is when this node last knew itself in touch with the
+// quorum: while it leads (check-quorum makes a leader cut off from the
+// others step down within an election timeout), or when it last heard
+// from its leader. Zero before either. Between the loss of a leader and
+// the election of the next, up to twice the election timeout passes
+// without contact.
+func (n *Node) LeaderContact() time.Time {
+	if ns := n.leaderContact.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // Status describes the node and, on the leader, its peers' progress: what
 // Kafka's DescribeQuorum reports.
