@@ -7,7 +7,10 @@
 // (OffsetForLeaderEpoch) and truncates what the new leader does not have,
 // the KIP-101 way rather than to the high watermark. Then it fetches with
 // its replica id and broker epoch (Fetch v15's ReplicaState) from its log
-// end, writes the batches as they come (same offsets, same bytes), syncs
+// end, in a fetch session with the leader (KIP-227: after the first fetch
+// it names only the partitions whose log end, log start or leader epoch
+// moved, and forgets those it no longer follows; a lost session starts
+// afresh), writes the batches as they come (same offsets, same bytes), syncs
 // them when the topic syncs every append (so that the log end it reports
 // next, which the leader's high watermark follows, is durable), and takes
 // the leader's high watermark.

@@ -130,6 +130,23 @@ type leaderLoop struct {
 
 	mu    sync.Mutex
 	parts map[model.TopicPartition]*following
+
+	// The fetch session with the leader (KIP-227), used by run alone: its
+	// id, the epoch the next fetch carries (0 opens a session), and what
+	// the session holds of each partition, as last sent.
+	sessionID    int32
+	sessionEpoch int32
+	sent         map[model.TopicPartition]sentState
+}
+
+// sentState is what a fetch told the leader of one partition. A partition
+// whose state is unchanged is left out of an incremental fetch: the
+// leader's session still has it.
+type sentState struct {
+	topicID     [16]byte
+	leaderEpoch int32
+	offset      int64
+	logStart    int64
 }
 
 func newLeaderLoop(f *Fetcher, leader int32) *leaderLoop {
@@ -296,8 +313,24 @@ func (l *leaderLoop) truncationPoint(p *replica.Partition, asked, leaderEpoch in
 }
 
 // fetch sends one fetch for the partitions ready to fetch and writes what
-// comes back.
+// comes back. Within a fetch session it names only the partitions whose
+// fetch state changed since the last fetch, and those to forget; the
+// leader fetches the rest as the session holds them and answers only the
+// partitions with news.
 func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
+	now := map[model.TopicPartition]sentState{}
+	byKey := map[sessionKey]model.TopicPartition{}
+	for tp, fp := range parts {
+		if !fp.truncated {
+			continue
+		}
+		now[tp] = sentState{topicID: fp.TopicID, leaderEpoch: fp.LeaderEpoch,
+			offset: fp.Partition.Log().EndOffset(), logStart: fp.Partition.Log().StartOffset()}
+		byKey[sessionKey{fp.TopicID, tp.Partition}] = tp
+	}
+	if len(now) == 0 {
+		return errors.New("no partition is ready to fetch")
+	}
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 15
 	req.ReplicaState.ID = l.f.cfg.Self
@@ -305,55 +338,78 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 	req.MaxWaitMillis = int32(l.f.cfg.MaxWait.Milliseconds())
 	req.MinBytes = 1
 	req.MaxBytes = 10 << 20
-	req.SessionEpoch = -1
+	req.SessionID, req.SessionEpoch = l.sessionID, l.sessionEpoch
+	incremental := l.sessionEpoch > 0
 	byID := map[[16]byte]int{}
-	asked := map[model.TopicPartition]*following{}
-	for tp, fp := range parts {
-		if !fp.truncated {
+	for tp, st := range now {
+		if incremental && l.sent[tp] == st {
 			continue
 		}
-		asked[tp] = fp
-		i, ok := byID[fp.TopicID]
+		i, ok := byID[st.topicID]
 		if !ok {
 			i = len(req.Topics)
-			byID[fp.TopicID] = i
+			byID[st.topicID] = i
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = tp.Topic, fp.TopicID
+			t.Topic, t.TopicID = tp.Topic, st.topicID
 			req.Topics = append(req.Topics, t)
 		}
 		p := kmsg.NewFetchRequestTopicPartition()
 		p.Partition = tp.Partition
-		p.CurrentLeaderEpoch = fp.LeaderEpoch
-		p.FetchOffset = fp.Partition.Log().EndOffset()
-		p.LogStartOffset = fp.Partition.Log().StartOffset()
+		p.CurrentLeaderEpoch = st.leaderEpoch
+		p.FetchOffset = st.offset
+		p.LogStartOffset = st.logStart
 		p.LastFetchedEpoch = -1
 		p.PartitionMaxBytes = 1 << 20
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	if len(asked) == 0 {
-		return errors.New("no partition is ready to fetch")
+	if incremental {
+		forgotten := map[[16]byte]int{}
+		for tp, st := range l.sent {
+			if _, ok := now[tp]; ok {
+				continue
+			}
+			i, ok := forgotten[st.topicID]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forgotten[st.topicID] = i
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic, ft.TopicID = tp.Topic, st.topicID
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+		}
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.f.cfg.MaxWait+10*time.Second)
 	defer cancel()
 	kresp, err := l.f.cfg.Client.Request(ctx, l.leader, req)
 	if err != nil {
+		l.resetSession()
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		// FETCH_SESSION_ID_NOT_FOUND (the leader restarted or evicted
+		// it), INVALID_FETCH_SESSION_EPOCH, or another: start afresh.
+		l.resetSession()
 		return err
+	}
+	if resp.SessionID == 0 {
+		l.sessionID, l.sessionEpoch, l.sent = 0, 0, nil // no session: every fetch is full
+	} else {
+		l.sessionID, l.sent = resp.SessionID, now
+		if l.sessionEpoch++; l.sessionEpoch <= 0 {
+			l.sessionEpoch = 1
+		}
 	}
 	var errs []error
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
-			var fp *following
-			for tp, a := range asked {
-				if a.TopicID == t.TopicID && tp.Partition == rp.Partition {
-					fp = a
-					break
-				}
+			tp, ok := byKey[sessionKey{t.TopicID, rp.Partition}]
+			if !ok {
+				continue
 			}
-			if fp == nil || !l.current(fp) {
+			fp := parts[tp]
+			if !l.current(fp) {
 				continue
 			}
 			if err := l.apply(fp, &rp); err != nil {
@@ -362,6 +418,19 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sessionKey names a partition in a fetch answer.
+type sessionKey struct {
+	topicID   [16]byte
+	partition int32
+}
+
+// resetSession makes the next fetch open a new session and name every
+// partition. The leader drops the old one (named with epoch 0) or lets it
+// expire.
+func (l *leaderLoop) resetSession() {
+	l.sessionEpoch, l.sent = 0, nil
 }
 
 // apply writes one partition's fetched batches and takes the high

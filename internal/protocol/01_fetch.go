@@ -35,7 +35,9 @@ import (
 //   - v7+: fetch sessions (KIP-227, fetch_session.go): epoch 0 opens one and
 //     the answer names it; later epochs send and get only what changed; -1
 //     closes it. An unknown or evicted session is FETCH_SESSION_ID_NOT_FOUND,
-//     a wrong epoch INVALID_FETCH_SESSION_EPOCH. Followers fetch without.
+//     a wrong epoch INVALID_FETCH_SESSION_EPOCH. Followers' fetches use
+//     sessions too: a partition left out of an incremental fetch counts as
+//     fetched again at the offset the session holds.
 //
 // Consumers' fetch offsets are reported to the group coordinator
 // (observeFetch) for its rebalance history. Rack-aware preferred read
@@ -59,9 +61,9 @@ const maxFetchBytes = 55 << 20
 func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.FetchRequest)
 	sf := &sessionFetch{request: req, full: true}
-	if req.Version >= 7 && fetchingReplica(req) < 0 {
+	if req.Version >= 7 {
 		// Sessions (fetch_session.go): the request to serve is every
-		// partition of the client's session.
+		// partition of the session.
 		var code int16
 		if sf, code = b.beginSession(req); code != 0 {
 			resp := req.ResponseKind().(*kmsg.FetchResponse)

@@ -44,7 +44,9 @@ type sessionPartition struct {
 
 type fetchSession struct {
 	id       int32
+	replica  int32 // the follower fetching, -1 for a client
 	epoch    int32 // the epoch the next request must carry
+	named    int   // the partitions the last request named
 	version  int16 // names (v7-12) or ids (v13+)
 	order    []sessionKey
 	parts    map[sessionKey]*sessionPartition
@@ -65,7 +67,7 @@ func (b *Broker) sessionCache() *fetchSessionCache {
 
 // open starts a session, evicting an idle or the least recently used one
 // when the cache is full; nil when no id is free.
-func (c *fetchSessionCache) open(version int16) *fetchSession {
+func (c *fetchSessionCache) open(version int16, replica int32) *fetchSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -84,12 +86,41 @@ func (c *fetchSessionCache) open(version int16) *fetchSession {
 			c.next = 1
 		}
 		if _, taken := c.sessions[c.next]; !taken {
-			s := &fetchSession{id: c.next, version: version, parts: map[sessionKey]*sessionPartition{}, lastUsed: now}
+			s := &fetchSession{id: c.next, replica: replica, version: version, parts: map[sessionKey]*sessionPartition{}, lastUsed: now}
 			c.sessions[s.id] = s
 			return s
 		}
 	}
 	return nil
+}
+
+// FetchSessionStatus describes one fetch session, as Kafka's
+// FetchSessionCache metrics count them.
+type FetchSessionStatus struct {
+	ID      int32
+	Replica int32 // the follower fetching, -1 for a client
+	Epoch   int32 // the epoch its next fetch carries
+	// Partitions is how many partitions it holds; Named how many its last
+	// fetch named (all of them at the first, only the changed ones after).
+	Partitions, Named int
+}
+
+// FetchSessions describes the fetch sessions this broker holds.
+func (b *Broker) FetchSessions() []FetchSessionStatus {
+	c := b.sessionCache()
+	c.mu.Lock()
+	sessions := make([]*fetchSession, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	c.mu.Unlock()
+	out := make([]FetchSessionStatus, 0, len(sessions))
+	for _, s := range sessions {
+		s.mu.Lock()
+		out = append(out, FetchSessionStatus{ID: s.id, Replica: s.replica, Epoch: s.epoch, Partitions: len(s.parts), Named: s.named})
+		s.mu.Unlock()
+	}
+	return out
 }
 
 func (c *fetchSessionCache) get(id int32) *fetchSession {
@@ -131,7 +162,7 @@ func (b *Broker) beginSession(req *kmsg.FetchRequest) (*sessionFetch, int16) {
 		if req.SessionID != 0 {
 			cache.close(req.SessionID)
 		}
-		s := cache.open(req.Version)
+		s := cache.open(req.Version, fetchingReplica(req))
 		if s == nil {
 			return &sessionFetch{request: req, full: true}, 0
 		}
@@ -163,6 +194,10 @@ func keyOf(version int16, topic string, id [16]byte, partition int32) sessionKey
 // update adds and changes the partitions a request names, forgets those it
 // forgets, and moves the session to its next epoch. s.mu is held.
 func (s *fetchSession) update(req *kmsg.FetchRequest) {
+	s.named = 0
+	for _, rt := range req.Topics {
+		s.named += len(rt.Partitions)
+	}
 	for _, ft := range req.ForgottenTopics {
 		for _, p := range ft.Partitions {
 			k := keyOf(req.Version, ft.Topic, ft.TopicID, p)
@@ -229,10 +264,15 @@ func (f *sessionFetch) finish(res *fetchResult) *Response {
 	defer f.s.mu.Unlock()
 	resp.SessionID = f.s.id
 	var topics []kmsg.FetchResponseTopic
+	var served []sessionKey
 	for _, rt := range resp.Topics {
 		kept := rt.Partitions[:0]
 		for _, rp := range rt.Partitions {
-			sp := f.s.parts[keyOf(f.request.Version, rt.Topic, rt.TopicID, rp.Partition)]
+			k := keyOf(f.request.Version, rt.Topic, rt.TopicID, rp.Partition)
+			sp := f.s.parts[k]
+			if len(rp.RecordBatches) > 0 {
+				served = append(served, k)
+			}
 			news := f.full || sp == nil || !sp.answered || len(rp.RecordBatches) > 0 || rp.ErrorCode != 0 ||
 				rp.HighWatermark != sp.hw || rp.LastStableOffset != sp.lso || rp.LogStartOffset != sp.logStart
 			if sp != nil {
@@ -248,5 +288,32 @@ func (f *sessionFetch) finish(res *fetchResult) *Response {
 		}
 	}
 	resp.Topics = topics
+	f.s.rotate(served)
 	return res.response()
+}
+
+// rotate moves the partitions just served records to the end of the
+// session's order, as Kafka does, so that when a response fills up the
+// partitions after them are read first next time rather than starved.
+// s.mu is held.
+func (s *fetchSession) rotate(served []sessionKey) {
+	if len(served) == 0 || len(served) == len(s.order) {
+		return
+	}
+	moved := map[sessionKey]bool{}
+	for _, k := range served {
+		moved[k] = true
+	}
+	kept := s.order[:0:0]
+	for _, k := range s.order {
+		if !moved[k] {
+			kept = append(kept, k)
+		}
+	}
+	for _, k := range s.order {
+		if moved[k] {
+			kept = append(kept, k)
+		}
+	}
+	s.order = kept
 }

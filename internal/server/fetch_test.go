@@ -771,3 +771,39 @@ func TestChunks(t *testing.T) {
 		}
 	}
 }
+
+// A session answers first, next time, the partitions the last response
+// had no room for: those just served records go to the end of its order,
+// so that a full response does not starve the partitions after them.
+func TestFetchSessionRotates(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	ensureTopic(t, b.Addr, "rot-a")
+	ensureTopic(t, b.Addr, "rot-b")
+	c := dialRaw(t, b.Addr)
+	produceRaw(t, c, "rot-a", 0, "a")
+	produceRaw(t, c, "rot-b", 0, "b")
+	parts := []fetchPart{{topic: "rot-a", maxBytes: 1 << 20}, {topic: "rot-b", maxBytes: 1 << 20}}
+	served := func(resp *kmsg.FetchResponse) []string {
+		var out []string
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if len(rp.RecordBatches) > 0 {
+					out = append(out, rt.Topic)
+				}
+			}
+		}
+		return out
+	}
+	// One byte of room: each response carries the first batch it reads.
+	req := fetchRequest(12, 0, 0, 1, parts...)
+	req.SessionEpoch = 0
+	first := fetchOne(t, c, req)
+	if got := served(first); len(got) != 1 || got[0] != "rot-a" || first.SessionID == 0 {
+		t.Fatalf("opening: served %v, session %d", got, first.SessionID)
+	}
+	next := fetchRequest(12, 0, 0, 1)
+	next.SessionID, next.SessionEpoch = first.SessionID, 1
+	if got := served(fetchOne(t, c, next)); len(got) != 1 || got[0] != "rot-b" {
+		t.Fatalf("the next fetch served %v, want rot-b, which the first had no room for", got)
+	}
+}

@@ -198,6 +198,10 @@ func (s *Server) Start() error {
 // rebalance history).
 func (s *Server) Groups() *group.Coordinator { return s.groups }
 
+// FetchSessions describes the fetch sessions this broker holds for its
+// clients and followers.
+func (s *Server) FetchSessions() []protocol.FetchSessionStatus { return s.broker.FetchSessions() }
+
 // Metadata is this broker's view of the cluster metadata.
 func (s *Server) Metadata() *cluster.Store { return s.cluster }
 

@@ -346,3 +346,51 @@ func TestClusterOffsetsTopicWaitsForItsReplicas(t *testing.T) {
 		t.Fatalf("__consumer_offsets made with replicas %v", st.Replicas)
 	}
 }
+
+// Followers fetch in sessions (KIP-227): a follower of many partitions
+// names them all once, then only those whose fetch state changed, and
+// they replicate all the same.
+func TestClusterFollowersFetchInSessions(t *testing.T) {
+	c := testutil.StartCluster(t, 2, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const partitions = 24
+	adm := kadm.NewClient(newClient(t, c.Seeds()))
+	if _, err := adm.CreateTopic(ctx, partitions, 2, nil, "sessions"); err != nil {
+		t.Fatal(err)
+	}
+	st := partitionState(t, c, 0, "sessions", 0)
+	partitionState(t, c, 1, "sessions", partitions-1)
+	leader, follower := st.Leader, st.Replicas[0]
+	if follower == leader {
+		follower = st.Replicas[1]
+	}
+	led := 0
+	for p := range int32(partitions) {
+		if s := partitionState(t, c, 0, "sessions", p); s.Leader == leader {
+			led++
+		}
+	}
+	cl := newClient(t, c.Seeds(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 50 {
+		r := &kgo.Record{Topic: "sessions", Partition: 0, Value: fmt.Appendf(nil, "r%d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdentical(t, c, "sessions", 0, []int32{leader, follower})
+
+	var mine []string
+	for _, s := range c.Brokers[leader].Server().FetchSessions() {
+		if s.Replica != follower {
+			continue
+		}
+		mine = append(mine, fmt.Sprintf("%+v", s))
+		if s.Partitions != led || s.Named > 1 || s.Epoch < 2 {
+			t.Errorf("the follower's session %+v: want %d partitions held, at most 1 named by its last fetch", s, led)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("the leader holds %d sessions for its follower, want 1: %v", len(mine), mine)
+	}
+}
