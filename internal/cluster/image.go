@@ -29,11 +29,27 @@ type Partition struct {
 	// UncleanElections counts the times a replica out of the in-sync set
 	// was made leader (unclean.leader.election.enable).
 	UncleanElections int32 `json:"unclean_elections,omitempty"`
+	// Adding and Removing are the replicas a reassignment in progress
+	// adds and removes (AlterPartitionReassignments). Meanwhile Replicas
+	// is the target followed by those being removed.
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }
 
 func (p Partition) clone() Partition {
 	p.Replicas, p.ISR = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+	p.Adding, p.Removing = slices.Clone(p.Adding), slices.Clone(p.Removing)
 	return p
+}
+
+// Reassigning reports whether a reassignment of the partition is in
+// progress.
+func (p Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+
+// Target is the replicas the partition is reassigned to, or its replicas
+// when no reassignment is in progress.
+func (p Partition) Target() []int32 {
+	return slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return slices.Contains(p.Removing, r) })
 }
 
 // HasReplica reports whether node holds a replica of the partition.

@@ -271,3 +271,70 @@ func TestUncleanElection(t *testing.T) {
 		}
 	}
 }
+
+// A reassignment adds its new replicas at once, and leaves the partition
+// with its target only when every target replica is in sync: the old
+// leader hands over if it is not in the target. It can be replaced, and
+// cancelled back to the replicas it started from.
+func TestReassignment(t *testing.T) {
+	recs := registerAll(t, "", "", "", "")
+	recs = append(recs, rec(t, kindCreateTopic, createTopicRecord{Name: "t", ID: TopicID{1}, Partitions: 1,
+		Assignment: [][]int32{{1, 2, 3}}}))
+	move := func(target ...int32) []byte {
+		return rec(t, kindReassignPartition, reassignRecord{Topic: "t", Target: target})
+	}
+	alter := func(leader, leaderEpoch, partitionEpoch int32, isr ...int32) []byte {
+		return rec(t, kindAlterPartition, alterPartitionRecord{Topic: "t", TopicID: TopicID{1}, Leader: leader,
+			LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr})
+	}
+	state := func(recs ...[]byte) (Partition, error) {
+		im, res := applyAll(t, recs...)
+		return im.byName["t"].States[0], res.err
+	}
+	// Onto broker 4, off broker 1, the leader.
+	started := append(slices.Clone(recs), move(4, 2, 3))
+	p, err := state(started...)
+	if err != nil || !reflect.DeepEqual(p.Replicas, []int32{4, 2, 3, 1}) || !reflect.DeepEqual(p.Adding, []int32{4}) ||
+		!reflect.DeepEqual(p.Removing, []int32{1}) || p.Leader != 1 || !reflect.DeepEqual(p.ISR, []int32{1, 2, 3}) {
+		t.Fatalf("started: %+v, %v", p, err)
+	}
+	// Broker 4 catches up and joins: the reassignment completes, and the
+	// target's first in-sync replica leads.
+	done := append(slices.Clone(started), alter(1, 0, 1, 1, 2, 3, 4))
+	p, err = state(done...)
+	if err != nil || !reflect.DeepEqual(p.Replicas, []int32{4, 2, 3}) || p.Reassigning() || p.Leader != 4 ||
+		p.LeaderEpoch != 1 || !reflect.DeepEqual(p.ISR, []int32{4, 2, 3}) {
+		t.Fatalf("completed: %+v, %v", p, err)
+	}
+	// Cancelled before it completes: back to the replicas it started from.
+	p, err = state(append(slices.Clone(started), move(nil...))...)
+	if err != nil || !slices.Equal(slicesSorted(p.Replicas), []int32{1, 2, 3}) || p.Reassigning() || p.Leader != 1 {
+		t.Fatalf("cancelled: %+v, %v", p, err)
+	}
+	// Replaced: the new target starts from the original replicas.
+	p, err = state(append(slices.Clone(started), move(1, 2, 4))...)
+	if err != nil || !reflect.DeepEqual(p.Adding, []int32{4}) || !reflect.DeepEqual(p.Removing, []int32{3}) {
+		t.Fatalf("replaced: %+v, %v", p, err)
+	}
+	// A new order alone completes at once.
+	p, err = state(append(slices.Clone(recs), move(3, 2, 1))...)
+	if err != nil || !reflect.DeepEqual(p.Replicas, []int32{3, 2, 1}) || p.Reassigning() || p.Leader != 1 {
+		t.Fatalf("reordered: %+v, %v", p, err)
+	}
+	for _, tc := range []struct {
+		name string
+		recs [][]byte
+		err  error
+	}{
+		{"nothing to cancel", [][]byte{move(nil...)}, ErrNoReassignmentInProgress},
+		{"empty", [][]byte{move([]int32{}...)}, ErrInvalidReplicaAssignment},
+		{"twice", [][]byte{move(1, 1, 2)}, ErrInvalidReplicaAssignment},
+		{"unknown broker", [][]byte{move(1, 2, 9)}, ErrInvalidReplicaAssignment},
+	} {
+		if _, err := state(append(slices.Clone(recs), tc.recs...)...); !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+		}
+	}
+}
+
+func slicesSorted(s []int32) []int32 { return slices.Sorted(slices.Values(s)) }

@@ -25,20 +25,21 @@ type record struct {
 
 // Record kinds.
 const (
-	kindClusterID        = "cluster-id"
-	kindRegisterBroker   = "register-broker"
-	kindFenceBroker      = "fence-broker"
-	kindUnfenceBroker    = "unfence-broker"
-	kindCreateTopic      = "create-topic"
-	kindDeleteTopic      = "delete-topic"
-	kindCreatePartitions = "create-partitions"
-	kindTopicConfigs     = "topic-configs"
-	kindBrokerConfigs    = "broker-configs"
-	kindNodeConfigs      = "node-configs"
-	kindProducerIDs      = "producer-ids"
-	kindFeatures         = "features"
-	kindAlterPartition   = "alter-partition"
-	kindElectLeader      = "elect-leader"
+	kindClusterID         = "cluster-id"
+	kindRegisterBroker    = "register-broker"
+	kindFenceBroker       = "fence-broker"
+	kindUnfenceBroker     = "unfence-broker"
+	kindCreateTopic       = "create-topic"
+	kindDeleteTopic       = "delete-topic"
+	kindCreatePartitions  = "create-partitions"
+	kindTopicConfigs      = "topic-configs"
+	kindBrokerConfigs     = "broker-configs"
+	kindNodeConfigs       = "node-configs"
+	kindProducerIDs       = "producer-ids"
+	kindFeatures          = "features"
+	kindAlterPartition    = "alter-partition"
+	kindElectLeader       = "elect-leader"
+	kindReassignPartition = "reassign-partition"
 )
 
 type clusterIDRecord struct {
@@ -69,6 +70,14 @@ type alterPartitionRecord struct {
 	LeaderEpoch    int32   `json:"leader_epoch"`
 	PartitionEpoch int32   `json:"partition_epoch"`
 	ISR            []int32 `json:"isr"`
+}
+
+// reassignRecord starts, replaces or (with no target) cancels a
+// partition's reassignment.
+type reassignRecord struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Target    []int32 `json:"target"`
 }
 
 // electLeaderRecord asks for a partition's preferred replica to lead
@@ -302,6 +311,12 @@ func (im *image) applyKind(index uint64, rec record) result {
 			return result{err: err}
 		}
 		return im.alterPartition(r)
+	case kindReassignPartition:
+		r, err := decode[reassignRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.reassign(r)
 	case kindProducerIDs:
 		start := im.ProducerIDBlockEnd
 		if start > math.MaxInt64-ProducerIDBlockSize {
@@ -461,7 +476,75 @@ func (im *image) alterPartition(r alterPartitionRecord) result {
 	}
 	p.ISR = isr
 	p.PartitionEpoch++
+	im.completeReassignment(p)
 	return result{val: p.clone()}
+}
+
+// reassign applies a reassignment record (Kafka's rules for
+// AlterPartitionReassignments): the target has at least one replica,
+// none twice, each a registered broker. A new target replaces one in
+// progress, from the replicas that one started from.
+func (im *image) reassign(r reassignRecord) result {
+	t := im.byName[r.Topic]
+	if t == nil || r.Partition < 0 || int(r.Partition) >= len(t.States) {
+		return result{err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, r.Topic, r.Partition)}
+	}
+	p := &t.States[r.Partition]
+	// The replicas before any reassignment in progress (Kafka's revert:
+	// the replicas but those being added).
+	original := slices.DeleteFunc(slices.Clone(p.Replicas), func(n int32) bool { return slices.Contains(p.Adding, n) })
+	target := r.Target
+	if target == nil {
+		if !p.Reassigning() {
+			return result{err: fmt.Errorf("%w: %s-%d", ErrNoReassignmentInProgress, r.Topic, r.Partition)}
+		}
+		target = original
+	}
+	if len(target) == 0 {
+		return result{err: fmt.Errorf("%w: an empty replica list for %s-%d", ErrInvalidReplicaAssignment, r.Topic, r.Partition)}
+	}
+	for i, n := range target {
+		if slices.Contains(target[:i], n) {
+			return result{err: fmt.Errorf("%w: broker %d named twice for %s-%d", ErrInvalidReplicaAssignment, n, r.Topic, r.Partition)}
+		}
+		if im.broker(n) == nil {
+			return result{err: fmt.Errorf("%w: broker %d is not registered", ErrInvalidReplicaAssignment, n)}
+		}
+	}
+	p.Adding = slices.DeleteFunc(slices.Clone(target), func(n int32) bool { return slices.Contains(original, n) })
+	p.Removing = slices.DeleteFunc(slices.Clone(original), func(n int32) bool { return slices.Contains(target, n) })
+	p.Replicas = append(slices.Clone(target), p.Removing...)
+	p.ISR = slices.DeleteFunc(p.ISR, func(n int32) bool { return !slices.Contains(p.Replicas, n) })
+	if !slices.Contains(p.Replicas, p.Leader) {
+		p.Leader = im.electLeader(p, NoLeader)
+		p.LeaderEpoch++
+	}
+	p.PartitionEpoch++
+	im.completeReassignment(p)
+	return result{val: p.clone()}
+}
+
+// completeReassignment ends p's reassignment once every replica of its
+// target is in sync: the removed replicas leave the replica list and the
+// in-sync set, and if the leader is one of them, the target's first
+// in-sync live replica leads. Until then the removed replicas keep their
+// part, so that nothing acknowledged depends on a replica still copying.
+func (im *image) completeReassignment(p *Partition) {
+	if !p.Reassigning() {
+		return
+	}
+	target := p.Target()
+	for _, n := range target {
+		if !slices.Contains(p.ISR, n) {
+			return
+		}
+	}
+	p.Replicas, p.Adding, p.Removing = target, nil, nil
+	p.ISR = slices.DeleteFunc(slices.Clone(target), func(n int32) bool { return !slices.Contains(p.ISR, n) })
+	if !slices.Contains(target, p.Leader) {
+		p.Leader = im.electLeader(p, NoLeader)
+		p.LeaderEpoch++
+	}
 }
 
 // electLeaderByRequest applies an election asked for through ElectLeaders

@@ -54,6 +54,9 @@ var (
 	ErrEligibleLeadersNotAvailable = errors.New("cluster: eligible leaders not available")
 	// ErrInvalidRequest: a change that is malformed.
 	ErrInvalidRequest = errors.New("cluster: invalid request")
+	// ErrNoReassignmentInProgress: a cancellation named a partition that
+	// is not being reassigned.
+	ErrNoReassignmentInProgress = errors.New("cluster: no reassignment in progress")
 	// ErrNotAvailable: the metadata log cannot take changes now (no quorum,
 	// no leader, shutting down). Retriable; reads still answer.
 	ErrNotAvailable = errors.New("cluster: metadata quorum not available")
@@ -456,6 +459,21 @@ func (s *Store) AlterPartition(topic string, id TopicID, partition, leaderEpoch,
 // returns the partition as changed.
 func (s *Store) ElectLeader(topic string, partition int32, unclean bool) (Partition, error) {
 	v, err := s.propose(kindElectLeader, electLeaderRecord{Topic: topic, Partition: partition, Unclean: unclean})
+	if err != nil {
+		return Partition{}, err
+	}
+	return v.(Partition), nil
+}
+
+// ReassignPartition starts moving a partition onto target (its replicas
+// in preference order), replacing a reassignment in progress; with a nil
+// target it cancels the one in progress, back to the replicas it started
+// from. The added replicas copy the partition and, once every replica of
+// the target is in sync, the partition is left with the target alone (a
+// new leader elected if the old one is not in it). It returns the
+// partition as changed.
+func (s *Store) ReassignPartition(topic string, partition int32, target []int32) (Partition, error) {
+	v, err := s.propose(kindReassignPartition, reassignRecord{Topic: topic, Partition: partition, Target: target})
 	if err != nil {
 		return Partition{}, err
 	}

@@ -30,6 +30,13 @@ type Broker struct {
 	// ReplicaLagTime is replica.lag.time.max.ms: a follower that has not
 	// caught up with its leader for this long leaves the in-sync set.
 	ReplicaLagTime time.Duration
+	// LeaderThrottleRate and FollowerThrottleRate are
+	// leader.replication.throttled.rate and
+	// follower.replication.throttled.rate: the bytes a second this broker
+	// sends to, or copies as, the throttled replicas that are out of sync
+	// (their topics' *.replication.throttled.replicas). Set at runtime, as
+	// kafka-reassign-partitions.sh --throttle does.
+	LeaderThrottleRate, FollowerThrottleRate int64
 	// AutoLeaderRebalance is auto.leader.rebalance.enable: every
 	// LeaderImbalanceCheck (leader.imbalance.check.interval.seconds) the
 	// active controller gives partitions back to their preferred replicas.
@@ -93,6 +100,8 @@ func Defaults() Broker {
 		OffsetsTopicReplicationFactor:     3,
 		TransactionStateReplicationFactor: 3,
 		ReplicaLagTime:                    30 * time.Second,
+		LeaderThrottleRate:                math.MaxInt64,
+		FollowerThrottleRate:              math.MaxInt64,
 		AutoLeaderRebalance:               true,
 		LeaderImbalanceCheck:              300 * time.Second,
 		AutoCreateTopics:                  true,

@@ -41,10 +41,13 @@ type BrokerDef struct {
 	Topic *TopicDef
 	// Get reads the value from the broker's settings.
 	Get func(b Broker) string
+	// Set parses v into the broker's settings, for the broker configs
+	// that are not a topic's default but can change at runtime.
+	Set func(b *Broker, v string) error
 }
 
 // Dynamic reports whether the config can be changed while the broker runs.
-func (d *BrokerDef) Dynamic() bool { return d.Topic != nil }
+func (d *BrokerDef) Dynamic() bool { return d.Topic != nil || d.Set != nil }
 
 // BrokerDefs are the broker configs Strand describes, sorted by name: its
 // own settings under Kafka's names, and the default of every topic config.
@@ -53,7 +56,24 @@ var BrokerDefs = brokerDefs()
 func brokerDefs() []BrokerDef {
 	itoa := func(n int32) string { return strconv.FormatInt(int64(n), 10) }
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	rate := func(set func(b *Broker, n int64)) func(b *Broker, v string) error {
+		return func(b *Broker, v string) error {
+			n, err := parseLong(v, 0)
+			if err == nil {
+				set(b, n)
+			}
+			return err
+		}
+	}
 	defs := []BrokerDef{
+		{Name: "follower.replication.throttled.rate", Type: TypeLong,
+			Doc: "Bytes a second this broker copies, at most, as the throttled replicas out of sync (follower.replication.throttled.replicas).",
+			Get: func(b Broker) string { return strconv.FormatInt(b.FollowerThrottleRate, 10) },
+			Set: rate(func(b *Broker, n int64) { b.FollowerThrottleRate = n })},
+		{Name: "leader.replication.throttled.rate", Type: TypeLong,
+			Doc: "Bytes a second this broker sends, at most, to the throttled replicas out of sync (leader.replication.throttled.replicas).",
+			Get: func(b Broker) string { return strconv.FormatInt(b.LeaderThrottleRate, 10) },
+			Set: rate(func(b *Broker, n int64) { b.LeaderThrottleRate = n })},
 		{Name: "advertised.listeners", Type: TypeString,
 			Doc: "The address clients are told to connect to.",
 			Get: func(b Broker) string { return "PLAINTEXT://" + advertised(b) }},
@@ -108,6 +128,9 @@ func brokerDefs() []BrokerDef {
 	}
 	for i := range TopicDefs {
 		t := &TopicDefs[i]
+		if t.BrokerName == "" {
+			continue // no broker-wide default (the throttled replicas lists)
+		}
 		defs = append(defs, BrokerDef{Name: t.BrokerName, Type: t.Type, Topic: t,
 			Doc: "The default of the topic config " + t.Name + ": " + t.Doc,
 			Get: func(b Broker) string { return t.Get(b.Log) }})
@@ -139,8 +162,12 @@ func LookupBrokerDef(name string) (*BrokerDef, bool) {
 	return &BrokerDefs[i], true
 }
 
-// BrokerDefOf returns the broker-level default of topic config d.
+// BrokerDefOf returns the broker-level default of topic config d, nil for
+// a topic config without one.
 func BrokerDefOf(d *TopicDef) *BrokerDef {
+	if d.BrokerName == "" {
+		return nil
+	}
 	b, ok := LookupBrokerDef(d.BrokerName)
 	if !ok {
 		panic("config: no broker config " + d.BrokerName + " for topic config " + d.Name)
@@ -167,7 +194,7 @@ func CheckDynamic(configs map[string]string) error {
 	case len(unknown) > 0:
 		return fmt.Errorf("%w: unknown broker config %s", ErrUnknownConfig, strings.Join(unknown, ", "))
 	case len(static) > 0:
-		return fmt.Errorf("%w: cannot update these configs dynamically: %s (only the topic defaults log.*, message.max.bytes, compression.type and min.insync.replicas can be)",
+		return fmt.Errorf("%w: cannot update these configs dynamically: %s (only the topic defaults log.*, message.max.bytes, compression.type and min.insync.replicas, and the replication throttle rates, can be)",
 			ErrInvalidConfig, strings.Join(static, ", "))
 	}
 	return nil
@@ -185,8 +212,27 @@ func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broke
 		return static, err
 	}
 	b := static
+	for i := range BrokerDefs {
+		d := &BrokerDefs[i]
+		if d.Set == nil {
+			continue
+		}
+		v, ok := node[d.Name]
+		if !ok {
+			v, ok = clusterDefaults[d.Name]
+		}
+		if !ok {
+			continue
+		}
+		if err := d.Set(&b, v); err != nil {
+			return static, fmt.Errorf("%s: %w", d.Name, err)
+		}
+	}
 	for i := range TopicDefs {
 		d := &TopicDefs[i]
+		if d.BrokerName == "" {
+			continue
+		}
 		v, ok := node[d.BrokerName]
 		if !ok {
 			v, ok = clusterDefaults[d.BrokerName]
@@ -232,5 +278,9 @@ func TopicSynonyms(d *TopicDef, overrides map[string]string, static Broker, clus
 	if v, ok := overrides[d.Name]; ok {
 		out = append(out, Synonym{Name: d.Name, Value: v, Source: SourceTopic})
 	}
-	return append(out, BrokerSynonyms(BrokerDefOf(d), static, clusterDefaults, node)...)
+	bd := BrokerDefOf(d)
+	if bd == nil {
+		return append(out, Synonym{Name: d.Name, Value: d.Get(Defaults().Log), Source: SourceDefault})
+	}
+	return append(out, BrokerSynonyms(bd, static, clusterDefaults, node)...)
 }

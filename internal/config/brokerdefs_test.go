@@ -27,6 +27,12 @@ func TestBrokerDefsCoverTopicDefaults(t *testing.T) {
 	for i := range TopicDefs {
 		td := &TopicDefs[i]
 		bd := BrokerDefOf(td)
+		if td.BrokerName == "" {
+			if bd != nil {
+				t.Errorf("%s has no broker default, yet %+v", td.Name, bd)
+			}
+			continue
+		}
 		if bd.Topic != td || !bd.Dynamic() || bd.Type != td.Type {
 			t.Errorf("broker default of %s: %+v", td.Name, bd)
 		}
@@ -145,5 +151,29 @@ func TestSynonyms(t *testing.T) {
 	nodeID, _ := LookupBrokerDef("node.id")
 	if got := BrokerSynonyms(nodeID, Defaults(), nil, nil); !slices.Equal(got, []Synonym{{"node.id", "0", SourceDefault}}) {
 		t.Errorf("node.id synonyms: %v", got)
+	}
+}
+
+// The replication throttles: the rates change at runtime like the topic
+// defaults, and the replicas lists take Kafka's partition:broker pairs.
+func TestReplicationThrottleConfigs(t *testing.T) {
+	b, err := ApplyDynamic(Defaults(), map[string]string{"leader.replication.throttled.rate": "1000"},
+		map[string]string{"follower.replication.throttled.rate": "2000"})
+	if err != nil || b.LeaderThrottleRate != 1000 || b.FollowerThrottleRate != 2000 {
+		t.Fatalf("rates applied: %d, %d, %v", b.LeaderThrottleRate, b.FollowerThrottleRate, err)
+	}
+	if _, err := ApplyDynamic(Defaults(), nil, map[string]string{"follower.replication.throttled.rate": "-5"}); err == nil {
+		t.Fatal("a negative rate accepted")
+	}
+	for _, tc := range []struct {
+		list string
+		ok   bool
+	}{{"", true}, {"*", true}, {"0:1,3:2", true}, {"0:1, 1:2", true}, {"0", false}, {"a:1", false}, {"0:b", false}} {
+		if _, err := TopicLogConfig(Defaults().Log, map[string]string{"follower.replication.throttled.replicas": tc.list}); (err == nil) != tc.ok {
+			t.Errorf("throttled replicas %q: %v", tc.list, err)
+		}
+	}
+	if !Throttles("0:1,3:2", 3, 2) || Throttles("0:1,3:2", 3, 1) || !Throttles("*", 7, 7) || Throttles("", 0, 0) {
+		t.Error("Throttles names the wrong replicas")
 	}
 }

@@ -209,6 +209,10 @@ var TopicDefs = []TopicDef{
 			}
 			return nil
 		}},
+	throttledReplicas("leader", "whose leaders send to followers out of sync",
+		func(c *log.Config) *string { return &c.LeaderThrottledReplicas }),
+	throttledReplicas("follower", "that, out of sync, copy from their leaders",
+		func(c *log.Config) *string { return &c.FollowerThrottledReplicas }),
 	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong,
 		Doc: "The minimum age of a record before compaction may remove it.",
 		Get: msGet(func(c log.Config) time.Duration { return c.MinCompactionLag }),
@@ -286,6 +290,52 @@ func tsWindowSet(d *time.Duration, v string) error {
 		*d = time.Duration(n) * time.Millisecond
 	}
 	return nil
+}
+
+// throttledReplicas defines the side's (leader or follower)
+// replication.throttled.replicas topic config, kept where field says.
+func throttledReplicas(side, what string, field func(c *log.Config) *string) TopicDef {
+	return TopicDef{Name: side + ".replication.throttled.replicas", Type: TypeList,
+		Doc: "Replicas (partition:broker pairs, or * for all) " + what + " at no more than " + side + ".replication.throttled.rate.",
+		Get: func(c log.Config) string { return *field(&c) },
+		Set: func(c *log.Config, v string) error {
+			*field(c) = v
+			return checkThrottledReplicas(v)
+		}}
+}
+
+// checkThrottledReplicas validates a throttled replicas list: empty, "*",
+// or partition:broker pairs separated by commas.
+func checkThrottledReplicas(v string) error {
+	if v = strings.TrimSpace(v); v == "" || v == "*" {
+		return nil
+	}
+	for _, pair := range strings.Split(v, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if _, err := strconv.ParseInt(p, 10, 32); !ok || err != nil {
+			return fmt.Errorf("%w: throttled replica %q is not partition:broker", ErrInvalidConfig, pair)
+		}
+		if _, err := strconv.ParseInt(b, 10, 32); err != nil {
+			return fmt.Errorf("%w: throttled replica %q is not partition:broker", ErrInvalidConfig, pair)
+		}
+	}
+	return nil
+}
+
+// Throttles reports whether a throttled replicas list (as
+// checkThrottledReplicas accepts) names the replica of partition on
+// broker.
+func Throttles(list string, partition, broker int32) bool {
+	if list = strings.TrimSpace(list); list == "*" {
+		return true
+	}
+	want := strconv.FormatInt(int64(partition), 10) + ":" + strconv.FormatInt(int64(broker), 10)
+	for _, pair := range strings.Split(list, ",") {
+		if strings.TrimSpace(pair) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // LookupTopicDef finds a topic config by name.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ type Assignment struct {
 	TopicID     [16]byte
 	Leader      int32
 	LeaderEpoch int32
+	// Throttled: the topic's follower.replication.throttled.replicas names
+	// this replica; out of sync, it copies within Config.Throttle.
+	Throttled bool
 }
 
 // Config configures a Fetcher.
@@ -40,7 +44,10 @@ type Config struct {
 	// Backoff is the wait after a failed fetch (replica.fetch.backoff.ms,
 	// default 1 s).
 	Backoff time.Duration
-	Logger  *slog.Logger
+	// Throttle caps what the throttled replicas out of sync copy
+	// (follower.replication.throttled.rate); nil for none.
+	Throttle *replica.Throttle
+	Logger   *slog.Logger
 }
 
 // Fetcher runs one loop per leader this broker follows partitions of.
@@ -206,10 +213,13 @@ func (l *leaderLoop) run() {
 		if err == nil && len(parts) > 0 {
 			continue
 		}
-		if err != nil && l.ctx.Err() == nil {
+		wait := l.f.cfg.Backoff
+		switch {
+		case errors.Is(err, errThrottled):
+			wait = max(l.f.cfg.Throttle.Wait(), 10*time.Millisecond)
+		case err != nil && l.ctx.Err() == nil:
 			l.logger.Debug("fetching from the leader failed", "err", err)
 		}
-		wait := l.f.cfg.Backoff
 		if len(parts) == 0 {
 			wait = time.Hour
 		}
@@ -320,15 +330,29 @@ func (l *leaderLoop) truncationPoint(p *replica.Partition, asked, leaderEpoch in
 func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 	now := map[model.TopicPartition]sentState{}
 	byKey := map[sessionKey]model.TopicPartition{}
+	throttled := map[model.TopicPartition]bool{}
+	held := false
 	for tp, fp := range parts {
 		if !fp.truncated {
 			continue
+		}
+		if fp.Throttled && !slices.Contains(fp.Partition.ReplicaSet().ISR, l.f.cfg.Self) {
+			// Kafka's follower quota: a throttled replica out of sync
+			// sits out a fetch while the rate is spent.
+			if l.f.cfg.Throttle.Exceeded() {
+				held = true
+				continue
+			}
+			throttled[tp] = true
 		}
 		now[tp] = sentState{topicID: fp.TopicID, leaderEpoch: fp.LeaderEpoch,
 			offset: fp.Partition.Log().EndOffset(), logStart: fp.Partition.Log().StartOffset()}
 		byKey[sessionKey{fp.TopicID, tp.Partition}] = tp
 	}
 	if len(now) == 0 {
+		if held {
+			return errThrottled
+		}
 		return errors.New("no partition is ready to fetch")
 	}
 	req := kmsg.NewPtrFetchRequest()
@@ -412,6 +436,9 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 			if !l.current(fp) {
 				continue
 			}
+			if throttled[tp] {
+				l.f.cfg.Throttle.Record(len(rp.RecordBatches))
+			}
 			if err := l.apply(fp, &rp); err != nil {
 				errs = append(errs, err)
 			}
@@ -419,6 +446,10 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 	}
 	return errors.Join(errs...)
 }
+
+// errThrottled: every partition ready to fetch is throttled and the rate
+// is spent.
+var errThrottled = errors.New("the replication throttle holds every partition ready to fetch")
 
 // sessionKey names a partition in a fetch answer.
 type sessionKey struct {

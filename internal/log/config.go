@@ -70,6 +70,12 @@ type Config struct {
 	// cluster metadata applies when it elects; kept here with the topic's
 	// other configs.
 	UncleanLeaderElection bool
+	// LeaderThrottledReplicas and FollowerThrottledReplicas are
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas: the replicas
+	// ("partition:broker" pairs, or "*" for all) whose copying the
+	// brokers' replication throttle rates cap. Kept for the replica layer.
+	LeaderThrottledReplicas, FollowerThrottledReplicas string
 }
 
 // Defaults returns Kafka's topic defaults, with fsync on every acknowledged

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -310,6 +311,13 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 	res.followerHWs = append(res.followerHWs, hw)
 	res.hwMoved = res.hwMoved || hw != before
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, p.LastStableOffset(), p.Log().StartOffset()
+	// Kafka's leader quota: a throttled replica out of sync gets no
+	// records while the rate is spent.
+	throttled := config.Throttles(p.Log().Config().LeaderThrottledReplicas, p.TP.Partition, b.Config.NodeID) &&
+		!slices.Contains(p.ReplicaSet().ISR, follower)
+	if throttled && b.LeaderThrottle.Exceeded() {
+		return nil
+	}
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 && res.bytes > 0 {
 		return nil
@@ -319,6 +327,9 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 		return err
 	}
 	res.add(sp, sec, budget)
+	if throttled {
+		b.LeaderThrottle.Record(int(sec.Size))
+	}
 	return nil
 }
 

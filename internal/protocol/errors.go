@@ -61,6 +61,7 @@ var codes = []struct {
 	{cluster.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment.Code},
 	{cluster.ErrNotAvailable, kerr.RequestTimedOut.Code},
 	{cluster.ErrElectionNotNeeded, kerr.ElectionNotNeeded.Code},
+	{cluster.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress.Code},
 	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable.Code},
 	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable.Code},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},

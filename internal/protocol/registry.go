@@ -112,6 +112,7 @@ type Metadata interface {
 	NextProducerID() (int64, error)
 	FeatureLevel(name string) (level int16, epoch int64, ok bool)
 	ElectLeader(topic string, partition int32, unclean bool) (cluster.Partition, error)
+	ReassignPartition(topic string, partition int32, target []int32) (cluster.Partition, error)
 }
 
 // Replicas finds the partitions this broker holds (replica.Manager).
@@ -172,6 +173,9 @@ type Broker struct {
 	FetchObserver group.FetchObserver
 	// Peers, when set, sends requests to other brokers (forwarding).
 	Peers Peers
+	// LeaderThrottle caps what this broker sends to throttled followers
+	// out of sync (leader.replication.throttled.rate); nil for none.
+	LeaderThrottle *replica.Throttle
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)

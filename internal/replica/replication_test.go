@@ -240,3 +240,36 @@ func TestInSyncJoinOfATrailingFollower(t *testing.T) {
 		t.Fatalf("high watermark %d after the join was dropped, log end %d", hw, a.p.Log().EndOffset())
 	}
 }
+
+// A throttle lets a second's worth through, then holds until the rate has
+// paid for what moved; at no rate it never holds.
+func TestThrottle(t *testing.T) {
+	rate := int64(1000)
+	th := NewThrottle(func() int64 { return rate })
+	now := time.Unix(1000, 0)
+	th.now = func() time.Time { return now }
+	if th.Exceeded() {
+		t.Fatal("exceeded before anything moved")
+	}
+	th.Record(3000) // one fetch may overshoot
+	if !th.Exceeded() || th.Wait() != 2*time.Second {
+		t.Fatalf("after 3000 bytes at 1000/s: exceeded %v, wait %v", th.Exceeded(), th.Wait())
+	}
+	now = now.Add(1500 * time.Millisecond)
+	if w := th.Wait(); w != 500*time.Millisecond {
+		t.Fatalf("1.5 s later: wait %v", w)
+	}
+	now = now.Add(time.Second)
+	if th.Exceeded() {
+		t.Fatal("still exceeded once the rate paid for it")
+	}
+	rate = 0 // no throttle
+	th.Record(1 << 30)
+	if th.Exceeded() || th.Wait() != 0 {
+		t.Fatal("a throttle without a rate held")
+	}
+	var none *Throttle
+	if none.Exceeded() {
+		t.Fatal("a nil throttle held")
+	}
+}

@@ -55,6 +55,8 @@ func (s *Server) reconcile() error {
 		s.logger.Warn("ignoring invalid dynamic broker configs", "err", err)
 		defaults = s.cfg
 	}
+	s.leaderRate.Store(defaults.LeaderThrottleRate)
+	s.followerRate.Store(defaults.FollowerThrottleRate)
 	node := s.cfg.NodeID
 	caughtUp := s.rec.caughtUp.Load()
 	want := map[model.TopicPartition][16]byte{}
@@ -88,7 +90,8 @@ func (s *Server) reconcile() error {
 			leads := caughtUp && st.Leader == node
 			p.SetRole(leads, st.LeaderEpoch)
 			if caughtUp && !leads && st.Leader != cluster.NoLeader {
-				follow = append(follow, fetcher.Assignment{Partition: p, TopicID: t.ID, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch})
+				follow = append(follow, fetcher.Assignment{Partition: p, TopicID: t.ID, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
+					Throttled: config.Throttles(cfg.FollowerThrottledReplicas, int32(i), node)})
 			}
 		}
 		if cfgErr != nil {

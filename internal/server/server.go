@@ -35,12 +35,15 @@ type Server struct {
 	// brokerEpoch is this process's registration epoch, which its
 	// follower fetches carry.
 	brokerEpoch atomic.Int64
-	logs        *log.Manager
-	replicas    *replica.Manager
-	topics      *topicAdmin
-	groups      *group.Coordinator
-	txns        *txn.Coordinator
-	broker      *protocol.Broker
+	// The replication throttle rates (bytes a second) in force, as the
+	// dynamic broker configs set them; reconcile updates them.
+	leaderRate, followerRate atomic.Int64
+	logs                     *log.Manager
+	replicas                 *replica.Manager
+	topics                   *topicAdmin
+	groups                   *group.Coordinator
+	txns                     *txn.Coordinator
+	broker                   *protocol.Broker
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -88,8 +91,10 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	}
 	s.replicas = replica.NewManagerWith(s.logs, replica.Options{Logger: logger})
 	s.brokerEpoch.Store(-1)
+	s.leaderRate.Store(cfg.LeaderThrottleRate)
+	s.followerRate.Store(cfg.FollowerThrottleRate)
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
-		Client: peer.New(cfg.NodeID, s.resolvePeer), Logger: logger})
+		Client: peer.New(cfg.NodeID, s.resolvePeer), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
 	if err := s.openPartitions(); err != nil {
 		s.logs.Close()
 		return nil, err
@@ -104,7 +109,8 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	}
 	s.peers = peer.New(cfg.NodeID, s.resolvePeer)
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
-		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, Logger: logger.With("component", "protocol")}
+		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
+		Logger: logger.With("component", "protocol")}
 	// Then the __transaction_state partitions led here; transactions that
 	// were deciding when the broker stopped get their markers (written
 	// through the broker, or sent to the partitions' leaders) once their
