@@ -245,6 +245,7 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.StringVar(&o.KafkaVersion, "kafka-version", "", "Kafka version, for the report")
 	f.StringVar(&o.Factory.java, "java", "java", "java executable for Kafka")
 	f.StringVar(&o.Factory.kafkaHeap, "kafka-heap", "1g", "Kafka's -Xms and -Xmx (kafka-server-start.sh's default)")
+	f.IntVar(&o.Cluster, "cluster", 0, "run each broker kind as a cluster of this many brokers (3: replication factor 3, min.insync.replicas 2), and time a leader's kill -9")
 	f.BoolVar(&o.Profile, "cpuprofile", false, "write CPU profiles of the first round's Strand brokers to --out")
 	f.DurationVar(&machineTime, "machine-time", 3*time.Second, "time for each machine-limit measurement")
 	f.DurationVar(&timeout, "timeout", 2*time.Hour, "give up after this long")

@@ -153,16 +153,19 @@ type strandBroker struct {
 	dataDir string
 	logPath string
 	extra   []string
-	addr    string
+	addr    string // set before Start for a cluster member, else chosen
 	proc    *process
 }
 
 func (b *strandBroker) Start(context.Context) (time.Time, error) {
-	port, err := freePort()
-	if err != nil {
-		return time.Time{}, err
+	if b.addr == "" {
+		port, err := freePort()
+		if err != nil {
+			return time.Time{}, err
+		}
+		b.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	b.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	var err error
 	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr}, b.extra...)
 	start := time.Now()
 	b.proc, err = startProcess(b.bin, args, "", b.logPath, nil)
@@ -197,6 +200,13 @@ type kafkaBroker struct {
 	FormatSeconds float64
 	// Killed: it did not stop within the grace period after SIGTERM.
 	Killed bool
+	// A cluster member (kafkaCluster) has these set before Start: its node
+	// id, ports, the quorum's voters and the cluster id; a single node
+	// leaves them zero.
+	node        int
+	port, cport int
+	voters      string
+	clusterID   string
 }
 
 // The JVM options of Kafka's kafka-server-start.sh and kafka-run-class.sh
@@ -212,20 +222,29 @@ func (b *kafkaBroker) jvmArgs() []string {
 }
 
 func (b *kafkaBroker) Start(ctx context.Context) (time.Time, error) {
-	port, err := freePort()
-	if err != nil {
-		return time.Time{}, err
+	var err error
+	if b.port == 0 {
+		if b.port, err = freePort(); err != nil {
+			return time.Time{}, err
+		}
+		if b.cport, err = freePort(); err != nil {
+			return time.Time{}, err
+		}
+		b.node, b.voters = 1, fmt.Sprintf("1@127.0.0.1:%d", b.cport)
 	}
-	cport, err := freePort()
-	if err != nil {
-		return time.Time{}, err
-	}
+	port, cport := b.port, b.cport
 	b.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	data := filepath.Join(b.dir, "data")
-	props := fmt.Sprintf(`# Single-node KRaft: controller and broker in one process.
+	// Internal topics as replicated as the cluster allows, with the
+	// in-sync minimum Kafka recommends for three brokers.
+	rf, minISR := 1, 1
+	if b.clusterID != "" {
+		rf, minISR = strings.Count(b.voters, "@"), 2
+	}
+	props := fmt.Sprintf(`# KRaft: controller and broker in one process (combined mode).
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:%[2]d
+node.id=%[4]d
+controller.quorum.voters=%[5]s
 listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
 advertised.listeners=PLAINTEXT://127.0.0.1:%[1]d
 controller.listener.names=CONTROLLER
@@ -233,13 +252,13 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=%[3]s
 num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+offsets.topic.replication.factor=%[6]d
+transaction.state.log.replication.factor=%[6]d
+transaction.state.log.min.isr=%[7]d
+share.coordinator.state.topic.replication.factor=%[6]d
+share.coordinator.state.topic.min.isr=%[7]d
 group.initial.rebalance.delay.ms=0
-`, port, cport, data)
+`, port, cport, data, b.node, b.voters, rf, minISR)
 	// Everything else is Kafka's default: 3 network and 8 I/O threads,
 	// log.flush.interval.messages unset (fsync left to the OS), 1 GiB segments.
 	propsPath := filepath.Join(b.dir, "server.properties")
@@ -259,9 +278,12 @@ rootLogger.appenderRef.file.ref = FILE
 		return time.Time{}, err
 	}
 	// kafka-storage.sh format -t <cluster id> -c server.properties
-	var id [16]byte
-	rand.Read(id[:])
-	clusterID := base64.RawURLEncoding.EncodeToString(id[:])
+	clusterID := b.clusterID
+	if clusterID == "" {
+		var id [16]byte
+		rand.Read(id[:])
+		clusterID = base64.RawURLEncoding.EncodeToString(id[:])
+	}
 	start := time.Now()
 	format := exec.CommandContext(ctx, b.java, append(b.jvmArgsTool(), "kafka.tools.StorageTool",
 		"format", "-t", clusterID, "-c", propsPath)...)

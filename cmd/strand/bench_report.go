@@ -213,7 +213,11 @@ func markdownReport(rep *suiteReport) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	cols := reportColumns(rep)
 
-	p("## Strand vs Apache Kafka: %s mode, %d round(s)\n\n", rep.Mode, rep.Rounds)
+	if rep.Cluster > 1 {
+		p("## Strand vs Apache Kafka, clusters of %d brokers: %s mode, %d round(s)\n\n", rep.Cluster, rep.Mode, rep.Rounds)
+	} else {
+		p("## Strand vs Apache Kafka: %s mode, %d round(s)\n\n", rep.Mode, rep.Rounds)
+	}
 	p("%s · %v CPUs (%v) · %v · %v", rep.Started.Format("2006-01-02 15:04 MST"), rep.Host["cpus"], rep.Host["cpu"], rep.Host["memory"], rep.Host["go"])
 	if rep.KafkaVersion != "" {
 		p(" · Kafka %s on %v", rep.KafkaVersion, rep.Host["java"])
@@ -221,6 +225,10 @@ func markdownReport(rep *suiteReport) string {
 	p(" · load average at start %v · %s in all\n\n", rep.Host["load_at_start"], (time.Duration(rep.Seconds) * time.Second).String())
 	p("Each cell: median (min–max) over the rounds; brokers alternate within each round and start fresh each round. ")
 	p("Ratios are Strand's median over Kafka's at equal durability: above 1 is better for rates, below 1 is better for latencies.\n\n")
+	if rep.Cluster > 1 {
+		p("Every topic has a replica on each of the %d brokers and min.insync.replicas 2; Kafka runs in KRaft combined mode (each broker a controller too), Strand with every broker a voter of its metadata quorum. CPU and RSS are the cluster's sums. ", rep.Cluster)
+		p("Failover: an idempotent acks=all producer writes a record every 2 ms to one partition, led by a broker that is not the active controller; that leader is killed with SIGKILL; the time is from the kill to the first acknowledgement of a record sent after it, with both brokers' default session timeouts (9 s) and the same client. Every acknowledged record is then read back.\n\n")
+	}
 	p("Durability of each column:\n")
 	for _, k := range rep.Brokers {
 		p("- **%s**: %s\n", k.Label, k.Durability)
@@ -272,6 +280,12 @@ func markdownReport(rep *suiteReport) string {
 		format func(float64) string
 	}{
 		{"start-up to first acknowledged produce, ms", startup, fmtMs},
+		{"failover: kill -9 of a leader to the next acknowledged write, ms", func(r brokerRun) float64 {
+			if r.Failover == nil || r.Failover.Ms <= 0 {
+				return -1
+			}
+			return r.Failover.Ms
+		}, fmtMs},
 		{"peak RSS over the round, MiB", rss, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
 	} {
 		line := fmt.Sprintf("| | %s |", row.name)
@@ -366,6 +380,21 @@ func targetLines(rep *suiteReport) []string {
 				out = append(out, fmt.Sprintf("| (c) p99 produce latency ≤ ½ Kafka's, %s | %s | %s |", pairName(pr), s, yes(r <= 0.5)))
 			}
 		}
+	}
+	if rep.Cluster > 1 {
+		failover := func(r brokerRun) float64 {
+			if r.Failover == nil || r.Failover.Ms <= 0 {
+				return -1
+			}
+			return r.Failover.Ms
+		}
+		for _, pr := range pairs {
+			r, s := ratio(rep.runStat(pr[0], failover), rep.runStat(pr[1], failover))
+			if !math.IsNaN(r) {
+				out = append(out, fmt.Sprintf("| kill -9 of a leader to the next acknowledged write ≤ Kafka's, %s | %s | %s |", pairName(pr), s, yes(r <= 1)))
+			}
+		}
+		return out // the start-up and RSS targets are a single broker's
 	}
 	rss := func(r brokerRun) float64 { return float64(r.PeakRSSBytes) }
 	for _, pr := range pairs {

@@ -70,8 +70,11 @@ type suiteOptions struct {
 	KafkaVersion string
 	Profile      bool // CPU-profile the Strand brokers of the first round
 	MachineTime  time.Duration
-	Factory      brokerFactory
-	Log          io.Writer
+	// Cluster > 1 runs every kind as that many brokers: topics with a
+	// replica on each, min.insync.replicas 2, and a failover measured.
+	Cluster int
+	Factory brokerFactory
+	Log     io.Writer
 }
 
 // brokerRun is one broker instance: one kind in one round.
@@ -83,13 +86,16 @@ type brokerRun struct {
 	FormatSeconds float64 `json:"kafka_format_seconds,omitempty"`
 	StopSeconds   float64 `json:"stop_seconds"`
 	Killed        bool    `json:"killed_after_sigterm,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// Failover is the cluster mode's kill -9 of a partition's leader.
+	Failover *failoverResult `json:"failover,omitempty"`
+	Error    string          `json:"error,omitempty"`
 }
 
 type suiteReport struct {
 	Started      time.Time       `json:"started"`
 	Seconds      float64         `json:"seconds"`
 	Mode         string          `json:"mode"`
+	Cluster      int             `json:"cluster,omitempty"`
 	Rounds       int             `json:"rounds"`
 	Host         map[string]any  `json:"host"`
 	KafkaVersion string          `json:"kafka_version,omitempty"`
@@ -117,7 +123,7 @@ func runSuite(ctx context.Context, o suiteOptions) (*suiteReport, error) {
 			ws = append(ws, w)
 		}
 	}
-	rep := &suiteReport{Started: time.Now(), Mode: o.Mode, Rounds: o.Rounds, Workloads: ws,
+	rep := &suiteReport{Started: time.Now(), Mode: o.Mode, Cluster: o.Cluster, Rounds: o.Rounds, Workloads: ws,
 		KafkaVersion: o.KafkaVersion, Host: hostInfo(o.Factory.java)}
 	for _, k := range o.Brokers {
 		kind, ok := brokerKinds[k]
@@ -190,7 +196,13 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 	if o.Profile && round == 0 && strings.HasPrefix(kind, "strand") {
 		f.cpuProfile, _ = filepath.Abs(filepath.Join(o.Out, "cpu-"+kind+".pprof"))
 	}
-	b, err := f.make(kind, dir)
+	var b benchBroker
+	var err error
+	if o.Cluster > 1 {
+		b, err = f.makeCluster(kind, dir, o.Cluster)
+	} else {
+		b, err = f.make(kind, dir)
+	}
 	if err != nil {
 		failf("%v", err)
 		return
@@ -230,6 +242,17 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 		return
 	}
 	run.StartupMs = float64(first.Sub(launched).Microseconds()) / 1000
+	cb, clustered := b.(clusterBroker)
+	if clustered {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := waitBrokers(sctx, b.Addr(), cb.Size())
+		cancel()
+		if err != nil {
+			failf("start-up: %v", err)
+			keepDir = true
+			return
+		}
+	}
 	if kb, ok := b.(*kafkaBroker); ok {
 		run.FormatSeconds = kb.FormatSeconds
 		logf("  start-up to first produce %.0f ms (after %.1f s of kafka-storage format)", run.StartupMs, kb.FormatSeconds)
@@ -238,6 +261,10 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 	}
 	for _, w := range ws {
 		w.TopicConfigs = brokerKinds[kind].TopicConfigs
+		if clustered {
+			w.ReplicationFactor = int16(cb.Size())
+			w.TopicConfigs = clusterTopicConfigs(w.TopicConfigs)
+		}
 		if w.TxnRecords > 0 {
 			w.TxnStateConfigs = brokerKinds[kind].TxnStateConfigs
 		}
@@ -252,6 +279,18 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 			continue
 		}
 		logf("  %s", summarize(w, res))
+	}
+	if clustered && ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		fo, err := measureFailover(fctx, cb, clusterTopicConfigs(brokerKinds[kind].TopicConfigs))
+		cancel()
+		run.Failover = &fo
+		if err != nil {
+			failf("failover: %v", err)
+		} else {
+			logf("  failover: broker %d killed, its partition took a write again after %.0f ms (%d records acknowledged, none lost)",
+				fo.Killed, fo.Ms, fo.Acked)
+		}
 	}
 	run.PeakRSSBytes = b.PeakRSS()
 	if run.PeakRSSBytes > 0 {

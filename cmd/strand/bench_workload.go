@@ -53,6 +53,8 @@ type benchWorkload struct {
 	TxnRecords int `json:"txn_records,omitempty"`
 	// Topic configs for the topic the workload creates.
 	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
+	// ReplicationFactor of that topic (cluster mode); 0 is 1.
+	ReplicationFactor int16 `json:"replication_factor,omitempty"`
 	// TxnStateConfigs are set on __transaction_state before a transaction
 	// workload starts (Kafka with flush.messages=1: the coordinator's
 	// writes are fsynced too, as Strand's are).
@@ -360,9 +362,9 @@ func clientLogger() []kgo.Opt {
 	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil))}
 }
 
-// createTopic creates the workload's topic and waits until every partition
+// createTopicRF creates the workload's topic and waits until every partition
 // is online at its leader, so the run does not time topic creation.
-func createTopic(ctx context.Context, addr, topic string, partitions int32, configs map[string]string) error {
+func createTopicRF(ctx context.Context, addr, topic string, partitions int32, rf int16, configs map[string]string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return err
@@ -373,7 +375,7 @@ func createTopic(ctx context.Context, addr, topic string, partitions int32, conf
 	for k, v := range configs {
 		cfg[k] = &v
 	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	if _, err := adm.CreateTopic(ctx, partitions, max(rf, 1), cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	return waitTopicOnline(ctx, adm, topic, partitions)
@@ -436,7 +438,7 @@ func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, broke
 		return fail(err)
 	}
 	payloadPool()
-	if err := createTopic(ctx, addr, topic, w.Partitions, w.TopicConfigs); err != nil {
+	if err := createTopicRF(ctx, addr, topic, w.Partitions, w.ReplicationFactor, w.TopicConfigs); err != nil {
 		return fail(err)
 	}
 	if w.TxnRecords > 0 {
