@@ -73,15 +73,27 @@ func (c *controller) balanceLeaders() {
 // live process is never taken for a restarted one.
 const restartGrace = time.Second
 
+// refusedGrace is how long connections to a peer must be refused, with no
+// word from it since, before its process counts as gone: a few attempts
+// (the transport retries after 20, 40, 80 ms).
+const refusedGrace = 200 * time.Millisecond
+
 // heard reports whether the process inc of a peer counts as alive now.
 // Before this controller has led for a session timeout, a process not yet
-// heard from gets the benefit of the doubt.
+// heard from gets the benefit of the doubt. A peer whose address refuses
+// connections has no process listening there: it died (kill -9, a crash)
+// and is fenced at once rather than after the session timeout, so that
+// its partitions move in a fraction of a second. A peer that is stalled
+// or cut off refuses nothing, and has its session timeout.
 func (c *controller) heard(ps raft.PeerStatus, inc string, leadingSince, now time.Time) bool {
 	seen, ok := ps.Heard[inc]
 	if !ok || seen.Before(leadingSince) {
 		seen = leadingSince
 	}
 	if now.Sub(seen) >= c.timeout {
+		return false
+	}
+	if !ps.Refused.IsZero() && now.Sub(ps.Refused) >= refusedGrace && !ps.Heard[inc].After(ps.Refused) {
 		return false
 	}
 	for other, t := range ps.Heard {

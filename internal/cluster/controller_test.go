@@ -72,6 +72,66 @@ func TestControllerLiveness(t *testing.T) {
 	}
 }
 
+// A broker whose process is gone (its address refuses connections) is
+// fenced at once, long before its session timeout; one cut off by the
+// network refuses nothing and keeps its session.
+func TestControllerFencesADeadProcessAtOnce(t *testing.T) {
+	net := raft.NewMemNetwork(9)
+	voters := map[int32]string{1: "n1", 2: "n2", 3: "n3"}
+	stores := map[int32]*Store{}
+	for node := range voters {
+		s, err := OpenRaft(RaftConfig{NodeID: node, Voters: voters, Listen: voters[node], Dir: "/d", FS: vfs.NewMem(),
+			Transport: net.Endpoint(raftID(node)), TickInterval: 5 * time.Millisecond,
+			SessionTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[node] = s
+		t.Cleanup(func() { s.Close() })
+	}
+	for node, s := range stores {
+		if _, err := s.EnsureClusterID("c1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RegisterBroker("127.0.0.1", 9000+node, "", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); stores[1].LiveBrokers() != 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("brokers not unfenced: %+v", stores[1].Brokers())
+		}
+	}
+	var others []int32
+	for n := int32(1); n <= 3; n++ {
+		if n != stores[1].Controller() {
+			others = append(others, n)
+		}
+	}
+	cut, dead := others[0], others[1]
+	controller := stores[stores[1].Controller()]
+	fenced := func(n int32) bool {
+		b, _ := controller.Broker(n)
+		return b.Fenced
+	}
+	net.Cut(raftID(cut), raftID(controller.NodeID()))
+	net.Cut(raftID(cut), raftID(dead))
+	time.Sleep(1500 * time.Millisecond)
+	if fenced(cut) {
+		t.Fatalf("broker %d, cut off by the network for 1.5 s, fenced before its 5 s session timeout", cut)
+	}
+	net.Heal()
+	start := time.Now()
+	net.Kill(raftID(dead))
+	for !fenced(dead) {
+		if time.Since(start) > 2500*time.Millisecond {
+			t.Fatalf("broker %d, its process gone, not fenced after %v (session timeout 5 s)", dead, time.Since(start))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("a dead process fenced after %v", time.Since(start).Round(time.Millisecond))
+}
+
 // openQuorumStore opens node's store on the simulated network with its own
 // endpoint, which becomes the node's route.
 func openQuorumStore(t *testing.T, net *raft.MemNetwork, voters map[int32]string, node int32, fsys vfs.FS) (*Store, raft.Transport) {

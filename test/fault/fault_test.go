@@ -70,10 +70,15 @@ func runFaults(t *testing.T, brokers int, kinds []string, rounds int) {
 	if _, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &minISR}, topic); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": &minISR}, txnTopic); err != nil {
+		t.Fatal(err)
+	}
 	waitLed(t, ctx, c.ProcessCluster, nil)
 
 	w := newWorkload(t, c.Seeds())
 	w.start(ctx)
+	tw := newTxnWorkload(t, c.Seeds())
+	tw.start(ctx)
 	time.Sleep(time.Second)
 
 	plan := slices.Clone(kinds)
@@ -93,8 +98,10 @@ func runFaults(t *testing.T, brokers int, kinds []string, rounds int) {
 		t.Logf("round %d: %s; the victim's partitions took writes again after %v; %d records acknowledged so far",
 			round, kind, took.Round(time.Millisecond), w.acked())
 	}
+	tw.stop()
 	w.stop(ctx)
 	check(t, ctx, c.ProcessCluster, w)
+	tw.check(t, ctx, c.Seeds())
 	t.Logf("%d rounds; recovery per fault: %s", len(plan), strings.Join(recoveries, ", "))
 }
 
@@ -129,6 +136,13 @@ func inject(t *testing.T, ctx context.Context, nc *testutil.NetCluster, w *workl
 	var led []int32
 	for p, l := range leaders {
 		if slices.Contains(out, l) {
+			led = append(led, p)
+		}
+	}
+	if len(led) == 0 {
+		// A controller leading no partition: time every partition's
+		// next write, which waits on nothing the victim did.
+		for p := range int32(partitions) {
 			led = append(led, p)
 		}
 	}

@@ -487,7 +487,7 @@ func (n *Node) status() Status {
 				continue
 			}
 			s.Peers[id] = PeerStatus{Match: pr.Match, Learner: pr.IsLearner, Active: pr.RecentActive,
-				LastContact: n.contact[id], Heard: maps.Clone(n.heard[id])}
+				LastContact: n.contact[id], Heard: maps.Clone(n.heard[id]), Refused: n.refusedSince(id)}
 		}
 	}
 	return s

@@ -155,12 +155,16 @@ func (e *memEndpoint) send(msgs []*pb.Message) {
 		n := e.net
 		n.mu.Lock()
 		dst := n.eps[to]
+		// A killed node's address refuses connections, as a dead
+		// process's port does; a partition drops messages silently.
+		gone := dst == nil || dst.dead
 		ok := n.deliverable(e, dst) && n.rng.Float64() >= n.loss
 		delay := n.minDelay
 		if n.maxDelay > n.minDelay {
 			delay += time.Duration(n.rng.Int64N(int64(n.maxDelay - n.minDelay + 1)))
 		}
 		n.mu.Unlock()
+		e.h.refused(to, gone)
 		if ok {
 			ok = dst.enqueue(time.Now().Add(delay), b, e.inc)
 		}

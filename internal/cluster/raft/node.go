@@ -504,6 +504,10 @@ type PeerStatus struct {
 	// Heard is when each of the peer's recent incarnations (processes)
 	// was last heard from, when they name themselves.
 	Heard map[string]time.Time
+	// Refused is when connections to the peer began to be refused (no
+	// process listens at its address: it died, or it is starting again);
+	// zero while they are not.
+	Refused time.Time
 }
 
 // Status returns the node's status; after Close, its last one.
@@ -585,8 +589,11 @@ func (w *waitTable) trigger(id uint64, result any) {
 type reportQueue struct {
 	mu          sync.Mutex
 	unreachable map[uint64]struct{}
-	snaps       []snapReport
-	notify      chan struct{}
+	// refusedSince is when connections to each peer began to be refused,
+	// for those refused since the last one made.
+	refusedSince map[uint64]time.Time
+	snaps        []snapReport
+	notify       chan struct{}
 }
 
 type snapReport struct {
@@ -595,7 +602,7 @@ type snapReport struct {
 }
 
 func newReportQueue() reportQueue {
-	return reportQueue{unreachable: map[uint64]struct{}{}, notify: make(chan struct{}, 1)}
+	return reportQueue{unreachable: map[uint64]struct{}{}, refusedSince: map[uint64]time.Time{}, notify: make(chan struct{}, 1)}
 }
 
 func (q *reportQueue) signal() {
@@ -635,6 +642,25 @@ func (h *nodeHandler) unreachable(id uint64) {
 	h.reports.unreachable[id] = struct{}{}
 	h.reports.mu.Unlock()
 	h.reports.signal()
+}
+
+func (h *nodeHandler) refused(id uint64, refused bool) {
+	h.reports.mu.Lock()
+	defer h.reports.mu.Unlock()
+	switch _, was := h.reports.refusedSince[id]; {
+	case refused && !was:
+		h.reports.refusedSince[id] = time.Now()
+	case !refused && was:
+		delete(h.reports.refusedSince, id)
+	}
+}
+
+// refusedSince is when connections to peer id began to be refused; zero
+// while they are not.
+func (n *Node) refusedSince(id uint64) time.Time {
+	n.reports.mu.Lock()
+	defer n.reports.mu.Unlock()
+	return n.reports.refusedSince[id]
 }
 
 func (h *nodeHandler) snapshotStatus(id uint64, failed bool) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -353,6 +354,7 @@ func (p *tcpPeer) run() {
 	for {
 		d := net.Dialer{Timeout: p.t.cfg.DialTimeout}
 		c, err := d.DialContext(p.ctx, "tcp", p.addr)
+		p.t.h.refused(p.id, errors.Is(err, syscall.ECONNREFUSED))
 		if err == nil {
 			if !p.setConn(c) {
 				c.Close()

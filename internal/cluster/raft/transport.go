@@ -41,6 +41,9 @@ type handler interface {
 	receive(m *pb.Message, incarnation string)
 	// unreachable reports that a message to id could not be sent.
 	unreachable(id uint64)
+	// refused reports whether a connection to id was just refused (no
+	// process listens at its address) or made.
+	refused(id uint64, refused bool)
 	// snapshotStatus reports whether a MsgSnap to id was sent.
 	snapshotStatus(id uint64, failed bool)
 }
