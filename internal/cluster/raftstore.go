@@ -192,6 +192,14 @@ func (s *Store) EnsureClusterID(want string) (string, error) {
 	return v.(string), nil
 }
 
+// CatchUp returns once this broker's image holds everything the metadata
+// log committed before the call: it appends a record that changes nothing
+// (the cluster id, as it is) and waits until it applies here.
+func (s *Store) CatchUp() error {
+	_, err := s.propose(kindClusterID, clusterIDRecord{ID: s.ClusterID()})
+	return err
+}
+
 // QuorumStatus is the metadata quorum as this node sees it (Kafka's
 // DescribeQuorum).
 type QuorumStatus struct {

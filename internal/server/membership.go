@@ -265,9 +265,11 @@ func featureLevels(cfg config.Broker) map[string]int16 {
 // would answer acks=all writes with REQUEST_TIMED_OUT, which clients retry
 // at the same broker, or acknowledge acks=1 writes that the new leaders
 // never see. Leading nothing, it answers NOT_LEADER_OR_FOLLOWER, which
-// sends clients to fresh metadata. Back in touch, it registers again, as at
-// a start: once that applies, its image holds everything decided while it
-// was away, and it leads what that says.
+// sends clients to fresh metadata. Back in touch, it catches up with the
+// metadata log (a record that changes nothing, applied here) before it
+// leads what its image then says: everything decided while it was away.
+// It keeps its registration: if the controller fenced it, the controller
+// unfences it once it is heard from and caught up.
 func (s *Server) watchQuorumContact() {
 	const every = 100 * time.Millisecond
 	tick := time.NewTicker(every)
@@ -291,11 +293,17 @@ func (s *Server) watchQuorumContact() {
 				"silent", silent.Round(time.Millisecond))
 			s.leadNothing()
 		case cut && silent < limit/4:
-			s.logger.Info("back in touch with the metadata quorum; registering again")
-			if !s.register(s.broker.Host, s.broker.Port) {
-				return
+			if err := s.cluster.CatchUp(); err != nil {
+				s.logger.Debug("catching up with the metadata log", "err", err)
+				continue // the next tick tries again
 			}
+			s.logger.Info("back in touch with the metadata quorum; leading what it says")
 			cut = false
+			s.rec.caughtUp.Store(true)
+			if err := s.reconcile(); err != nil {
+				s.logger.Warn("serving the metadata's partitions failed", "err", err)
+			}
+			s.syncCoordinators()
 		}
 	}
 }

@@ -681,11 +681,60 @@ func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32, re
 		}
 		if time.Now().After(deadline) {
 			var sizes []int
+			var logs [][]byte
 			for _, r := range replicas {
-				sizes = append(sizes, len(testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)))
+				b := testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)
+				logs = append(logs, b)
+				sizes = append(sizes, len(b))
 			}
-			t.Fatalf("partition %d (leader %d): replicas %v differ after 30 s, sizes %v", p, leader, replicas, sizes)
+			t.Fatalf("partition %d (leader %d): replicas %v differ after 30 s, sizes %v%s", p, leader, replicas, sizes, divergence(replicas, logs))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// divergence describes where replicas' logs first differ: the batch there
+// as each replica holds it.
+func divergence(replicas []int32, logs [][]byte) string {
+	at := -1
+	for i := 0; at < 0; i++ {
+		for _, l := range logs {
+			if i >= len(l) || l[i] != logs[0][i] {
+				at = i
+				break
+			}
+		}
+		if i >= len(logs[0]) && at < 0 {
+			at = i
+		}
+	}
+	start := 0 // the batch holding byte at, by the first replica's boundaries
+	for start+model.BatchHeaderSize <= len(logs[0]) {
+		n := model.Batch(logs[0][start:]).Size()
+		if start+n > at {
+			break
+		}
+		start += n
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "; first difference at byte %d, in the batch at byte %d:", at, start)
+	for i, l := range logs {
+		if start+model.BatchHeaderSize > len(l) {
+			fmt.Fprintf(&b, "\n  replica %d: ends at byte %d", replicas[i], len(l))
+			continue
+		}
+		h := model.Batch(l[start:])
+		fmt.Fprintf(&b, "\n  replica %d: offsets %d-%d, %d bytes, leader epoch %d, producer %d/%d seq %d, crc %08x, attributes %x, %d batches after",
+			replicas[i], h.BaseOffset(), h.LastOffset(), h.Size(), h.PartitionLeaderEpoch(), h.ProducerID(), h.ProducerEpoch(),
+			h.BaseSequence(), h.CRC(), h.Attributes(), countBatches(l[start:]))
+	}
+	return b.String()
+}
+
+func countBatches(l []byte) int {
+	n := 0
+	for pos := 0; pos+model.BatchHeaderSize <= len(l); pos += model.Batch(l[pos:]).Size() {
+		n++
+	}
+	return n
 }
