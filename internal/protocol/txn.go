@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -166,23 +167,37 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []error {
 	errs := make([]error, len(tps))
 	waits := make([]func() error, len(tps))
+	parts := make([]*replica.Partition, len(tps))
+	ends := make([]int64, len(tps))
 	for i, tp := range tps {
 		p, err := b.leading(tp)
+		if err == nil {
+			// As Kafka writes markers: acks=all, so with fewer in-sync
+			// replicas than min.insync.replicas the coordinator retries.
+			err = p.CheckEnoughReplicas()
+		}
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		_, wait, err := p.WriteMarker(m)
-		errs[i], waits[i] = err, wait
+		off, wait, err := p.WriteMarker(m)
+		errs[i], waits[i], parts[i], ends[i] = err, wait, p, off+1
 	}
-	// Each partition is its own file: their fsyncs run at once.
+	// Each partition is its own file: their fsyncs run at once. A marker
+	// is answered once every in-sync replica has it: one only the leader
+	// had would be lost with it, and the new leader would count the
+	// transaction's records as part of the producer's next transaction,
+	// committed with it even when this one was aborted.
 	var wg sync.WaitGroup
 	for i, tp := range tps {
 		if errs[i] != nil || waits[i] == nil {
 			continue
 		}
 		wg.Go(func() {
-			if errs[i] = waits[i](); errs[i] == nil && tp.Topic == group.OffsetsTopic {
+			if errs[i] = waits[i](); errs[i] == nil {
+				errs[i] = parts[i].WaitReplicated(context.Background(), ends[i], markerReplicationTimeout)
+			}
+			if errs[i] == nil && tp.Topic == group.OffsetsTopic {
 				b.Groups.CompleteTxn(tp.Partition, m.ProducerID, m.Commit)
 			}
 		})
@@ -190,6 +205,11 @@ func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []er
 	wg.Wait()
 	return errs
 }
+
+// markerReplicationTimeout bounds how long a marker waits for the in-sync
+// replicas, as the coordinators' own writes do; past it the coordinator
+// retries.
+const markerReplicationTimeout = 5 * time.Second
 
 // maxCoordinatorEpoch is the highest coordinator epoch a transaction
 // coordinator can have now: the highest leader epoch of __transaction_state's

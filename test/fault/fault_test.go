@@ -76,6 +76,7 @@ func runFaults(t *testing.T, brokers int, kinds []string, rounds int) {
 	waitLed(t, ctx, c.ProcessCluster, nil)
 
 	w := newWorkload(t, c.Seeds())
+	w.logs = func() string { return logTails(c.ProcessCluster) }
 	w.start(ctx)
 	tw := newTxnWorkload(t, c.Seeds())
 	tw.start(ctx)
@@ -389,6 +390,7 @@ type workload struct {
 	dups     int
 	sent     int
 
+	logs      func() string // the brokers' log tails, for a failure
 	stopc     chan struct{} // the producers stop
 	stopCons  chan struct{} // the consumer stops
 	wg, consW sync.WaitGroup
@@ -537,7 +539,11 @@ func (w *workload) writtenAfter(ctx context.Context, parts []int32, since time.T
 			return latest.Sub(since)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			w.t.Fatalf("partitions %v took no write for 60 s after the fault", parts)
+			tails := ""
+			if w.logs != nil {
+				tails = w.logs()
+			}
+			w.t.Fatalf("partitions %v took no write for 60 s after the fault%s", parts, tails)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
