@@ -200,7 +200,7 @@ type kafkaBroker struct {
 	FormatSeconds float64
 	// Killed: it did not stop within the grace period after SIGTERM.
 	Killed bool
-	// A cluster member (kafkaCluster) has these set before Start: its node
+	// A cluster member (newKafkaCluster) has these set before Start: its node
 	// id, ports, the quorum's voters and the cluster id; a single node
 	// leaves them zero.
 	node        int

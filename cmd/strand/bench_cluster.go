@@ -27,15 +27,13 @@ type clusterBroker interface {
 	Size() int
 	// Kill ends broker node (as its cluster numbers it) with SIGKILL.
 	Kill(node int32) error
+	// MemberAddr is broker i's client address.
+	MemberAddr(i int) string
 }
 
-// strandCluster is N `strand serve` processes, each a voter of the
+// newStrandCluster makes N `strand serve` processes, each a voter of the
 // metadata quorum.
-type strandCluster struct {
-	members []*strandBroker
-}
-
-func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*strandCluster, error) {
+func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*memberCluster, error) {
 	ports := make([]int, 2*n)
 	for i := range ports {
 		p, err := freePort()
@@ -48,7 +46,7 @@ func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*stra
 	for i := range n {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, ports[n+i]))
 	}
-	c := &strandCluster{}
+	c := &memberCluster{}
 	for i := range n {
 		args := append([]string{"--node-id", fmt.Sprint(i), "--listeners", fmt.Sprintf("CONTROLLER://127.0.0.1:%d", ports[n+i]),
 			"--controller-quorum-voters", strings.Join(voters, ",")}, extra...)
@@ -58,58 +56,14 @@ func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*stra
 	return c, nil
 }
 
-func (c *strandCluster) Start(ctx context.Context) (time.Time, error) {
-	start := time.Now()
-	for _, m := range c.members {
-		if _, err := m.Start(ctx); err != nil {
-			return start, err
-		}
-	}
-	return start, nil
-}
-
-func (c *strandCluster) Size() int    { return len(c.members) }
-func (c *strandCluster) Addr() string { return c.members[0].addr }
-func (c *strandCluster) CPU() time.Duration {
-	var sum time.Duration
-	for _, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
-			sum += m.CPU()
-		}
-	}
-	return sum
-}
-func (c *strandCluster) PeakRSS() int64 {
-	var sum int64
-	for _, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
-			sum += max(m.PeakRSS(), 0)
-		}
-	}
-	return sum
-}
-func (c *strandCluster) Stop() error {
-	var errs []error
-	for _, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
-			errs = append(errs, m.Stop())
-		}
-	}
-	return errors.Join(errs...)
-}
-func (c *strandCluster) Kill(node int32) error { return c.members[node].proc.kill() }
-
-// kafkaCluster is N Kafka KRaft brokers, each controller and broker in one
-// JVM (combined mode), the controllers forming the quorum.
-type kafkaCluster struct {
-	members []*kafkaBroker
-}
-
-func newKafkaCluster(f brokerFactory, dir string, n int) (*kafkaCluster, error) {
+// newKafkaCluster makes N Kafka KRaft brokers, each controller and broker
+// in one JVM (combined mode), the controllers forming the quorum.
+func newKafkaCluster(f brokerFactory, dir string, n int) (*memberCluster, error) {
 	var id [16]byte
 	rand.Read(id[:])
 	clusterID := base64.RawURLEncoding.EncodeToString(id[:])
-	c := &kafkaCluster{}
+	c := &memberCluster{parallelStop: true}
+	var kafkas []*kafkaBroker
 	var voters []string
 	for i := range n {
 		port, err := freePort()
@@ -124,20 +78,46 @@ func newKafkaCluster(f brokerFactory, dir string, n int) (*kafkaCluster, error) 
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-		c.members = append(c.members, &kafkaBroker{java: f.java, lib: f.kafkaLib, heap: f.kafkaHeap, dir: d,
-			node: i, port: port, cport: cport, clusterID: clusterID})
+		m := &kafkaBroker{java: f.java, lib: f.kafkaLib, heap: f.kafkaHeap, dir: d,
+			node: i, port: port, cport: cport, clusterID: clusterID}
+		kafkas = append(kafkas, m)
+		c.members = append(c.members, m)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, cport))
 	}
-	for _, m := range c.members {
+	for _, m := range kafkas {
 		m.voters = strings.Join(voters, ",")
 	}
 	return c, nil
 }
 
-// Start formats and starts every member; the storage formats run one after
-// another before the first JVM starts, and the start-up time counts from
-// the first start.
-func (c *kafkaCluster) Start(ctx context.Context) (time.Time, error) {
+// clusterMember is one broker of a cluster: a bench broker with its own
+// process.
+type clusterMember interface {
+	benchBroker
+	process() *process
+}
+
+func (b *strandBroker) process() *process { return b.proc }
+func (b *kafkaBroker) process() *process  { return b.proc }
+
+// memberCluster is what both kinds of cluster share: members started in
+// turn, CPU and RSS summed over the running ones, stops, kills.
+type memberCluster struct {
+	members []clusterMember
+	// parallelStop stops the members at once (Kafka, whose controlled
+	// shutdowns take long); else one after another, so that each hands its
+	// leaderships to brokers still running.
+	parallelStop bool
+}
+
+func (c *memberCluster) running(m clusterMember) bool {
+	p := m.process()
+	return p != nil && !p.exited()
+}
+
+// Start starts every member in turn (a Kafka member formats its storage
+// first); the start-up time counts from the first member's start.
+func (c *memberCluster) Start(ctx context.Context) (time.Time, error) {
 	var first time.Time
 	for i, m := range c.members {
 		at, err := m.Start(ctx)
@@ -151,38 +131,49 @@ func (c *kafkaCluster) Start(ctx context.Context) (time.Time, error) {
 	return first, nil
 }
 
-func (c *kafkaCluster) Size() int    { return len(c.members) }
-func (c *kafkaCluster) Addr() string { return c.members[0].addr }
-func (c *kafkaCluster) CPU() time.Duration {
+func (c *memberCluster) Size() int    { return len(c.members) }
+func (c *memberCluster) Addr() string { return c.members[0].Addr() }
+
+func (c *memberCluster) MemberAddr(i int) string { return c.members[i].Addr() }
+
+func (c *memberCluster) CPU() time.Duration {
 	var sum time.Duration
 	for _, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
+		if c.running(m) {
 			sum += m.CPU()
 		}
 	}
 	return sum
 }
-func (c *kafkaCluster) PeakRSS() int64 {
+
+func (c *memberCluster) PeakRSS() int64 {
 	var sum int64
 	for _, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
+		if c.running(m) {
 			sum += max(m.PeakRSS(), 0)
 		}
 	}
 	return sum
 }
-func (c *kafkaCluster) Stop() error {
+
+func (c *memberCluster) Stop() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.members))
 	for i, m := range c.members {
-		if m.proc != nil && !m.proc.exited() {
+		if !c.running(m) {
+			continue
+		}
+		if c.parallelStop {
 			wg.Go(func() { errs[i] = m.Stop() })
+		} else {
+			errs[i] = m.Stop()
 		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
-func (c *kafkaCluster) Kill(node int32) error { return c.members[node].proc.kill() }
+
+func (c *memberCluster) Kill(node int32) error { return c.members[node].process().kill() }
 
 // kill ends the process (and its group) with SIGKILL and waits for it.
 func (p *process) kill() error {
@@ -337,7 +328,7 @@ func measureFailover(ctx context.Context, b clusterBroker, configs map[string]st
 	var seed string
 	for i := range b.Size() {
 		if int32(i) != leader {
-			seed = memberAddr(b, i)
+			seed = b.MemberAddr(i)
 			break
 		}
 	}
@@ -380,17 +371,6 @@ func quorumLeader(ctx context.Context, cl *kgo.Client) (int32, error) {
 		return -1, fmt.Errorf("describe quorum: %+v", resp)
 	}
 	return resp.Topics[0].Partitions[0].LeaderID, nil
-}
-
-// memberAddr is the client address of broker i of a cluster.
-func memberAddr(b clusterBroker, i int) string {
-	switch c := b.(type) {
-	case *strandCluster:
-		return c.members[i].addr
-	case *kafkaCluster:
-		return c.members[i].addr
-	}
-	return b.Addr()
 }
 
 // clusterTopicConfigs adds min.insync.replicas 2 to a kind's topic configs:

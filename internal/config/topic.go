@@ -326,6 +326,9 @@ func checkThrottledReplicas(v string) error {
 // checkThrottledReplicas accepts) names the replica of partition on
 // broker.
 func Throttles(list string, partition, broker int32) bool {
+	if list == "" {
+		return false // the usual case, on every follower fetch: no allocation
+	}
 	if list = strings.TrimSpace(list); list == "*" {
 		return true
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -33,12 +34,7 @@ func TestClusterReassignsPartitions(t *testing.T) {
 	}
 	st := partitionState(t, c, 0, "moving", 0)
 	out := st.Replicas[0]
-	spare := int32(-1)
-	for b := range int32(4) {
-		if !slices.Contains(st.Replicas, b) {
-			spare = b
-		}
-	}
+	spare := spareBroker(st, 4)
 	target := []int32{spare, st.Replicas[1], st.Replicas[2]}
 	cl := newClient(t, c.Seeds(), kgo.DefaultProduceTopic("moving"))
 	produce := func(from, to int) {
@@ -130,12 +126,7 @@ func reassignThrottled(t *testing.T, side string) {
 		t.Fatal(err)
 	}
 	st := partitionState(t, c, 0, "throttled", 0)
-	spare := int32(-1)
-	for b := range int32(4) {
-		if !slices.Contains(st.Replicas, b) {
-			spare = b
-		}
-	}
+	spare := spareBroker(st, 4)
 	// 5 MiB to copy at 1 MiB a second: after the first second's worth and
 	// one fetch's overshoot (1 MiB), at least 3 s.
 	const rate, size, record = 1 << 20, 5 << 20, 100 << 10
@@ -193,4 +184,14 @@ func reassignThrottled(t *testing.T, side string) {
 		t.Fatalf("%d MiB copied in %v: faster than the throttle allows", size>>20, took)
 	}
 	waitIdentical(t, c, "throttled", 0, target)
+}
+
+// spareBroker is a broker of the n that holds no replica of st.
+func spareBroker(st cluster.Partition, n int32) int32 {
+	for b := range n {
+		if !slices.Contains(st.Replicas, b) {
+			return b
+		}
+	}
+	return -1
 }
