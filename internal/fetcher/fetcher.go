@@ -425,7 +425,12 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 			l.sessionEpoch = 1
 		}
 	}
-	var errs []error
+	var (
+		errs    []error
+		written []*replica.Partition // appended to, to sync together
+		ends    []int64
+		hws     []int64
+	)
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			tp, ok := byKey[sessionKey{t.TopicID, rp.Partition}]
@@ -439,10 +444,26 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 			if throttled[tp] {
 				l.f.cfg.Throttle.Record(len(rp.RecordBatches))
 			}
-			if err := l.apply(fp, &rp); err != nil {
+			end, err := l.apply(fp, &rp)
+			switch {
+			case err != nil:
 				errs = append(errs, err)
+			case end >= 0:
+				written, ends, hws = append(written, fp.Partition), append(ends, end), append(hws, rp.HighWatermark)
+			default:
+				fp.Partition.SetLeaderHighWatermark(rp.HighWatermark)
 			}
 		}
+	}
+	// What was written is durable before the next fetch reports it
+	// replicated, and before the high watermark lets consumers read it
+	// here.
+	for i, err := range replica.SyncAppends(written, ends) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		written[i].SetLeaderHighWatermark(hws[i])
 	}
 	return errors.Join(errs...)
 }
@@ -464,9 +485,10 @@ func (l *leaderLoop) resetSession() {
 	l.sessionEpoch, l.sent = 0, nil
 }
 
-// apply writes one partition's fetched batches and takes the high
-// watermark.
-func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) error {
+// apply writes one partition's fetched batches and returns the new log
+// end, or -1 when it wrote nothing. The caller syncs what was written and
+// then takes the high watermark.
+func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) (int64, error) {
 	p := fp.Partition
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case err == nil:
@@ -475,25 +497,17 @@ func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) 
 		// deleted what this follower lacks): start over at its start.
 		if p.Log().EndOffset() >= rp.LogStartOffset {
 			fp.truncated = false
-			return err
+			return -1, err
 		}
 		l.logger.Warn("a follower's log ends before its leader's starts; it cannot catch up",
 			"partition", p.TP.String(), "end", p.Log().EndOffset(), "leader_start", rp.LogStartOffset)
-		return err
+		return -1, err
 	default:
-		return err
+		return -1, err
 	}
-	if data := log.WholeBatches(rp.RecordBatches); len(data) > 0 {
-		end, err := p.AppendReplicated(data)
-		if err != nil {
-			return err
-		}
-		if p.Log().Config().FlushPolicy == log.FlushEveryAppend {
-			if err := p.Log().Sync(end); err != nil {
-				return err
-			}
-		}
+	data := log.WholeBatches(rp.RecordBatches)
+	if len(data) == 0 {
+		return -1, nil
 	}
-	p.SetLeaderHighWatermark(rp.HighWatermark)
-	return nil
+	return p.AppendReplicated(data)
 }

@@ -37,7 +37,9 @@
 // releasing it. An append that asks for durability waits until an fsync
 // covers it; the appends that arrive while one fsync runs are covered
 // together by the next (group commit), so N concurrent writers pay about
-// one fsync per round, not N. Rolling a segment syncs it and its indexes
+// one fsync per round, not N. The logs of a manager share its rounds: a
+// round of a few logs fsyncs each, one of many syncs the whole file system
+// once (syncfs), which costs about what one fsync does. Rolling a segment syncs it and its indexes
 // before the next segment is created, so only the last segment can hold
 // data that was never synced.
 //
@@ -91,5 +93,6 @@
 //
 // Log.mu guards the segment list, offsets and the active segment's writes;
 // readers hold it shared while they locate batches, then read the file
-// without it. Log.syncMu serialises fsyncs and comes before Log.mu.
+// without it. Log.syncMu serialises the fsyncs of a log that syncs alone
+// and comes before Log.mu; the file syncer's lock is taken with no other.
 package log

@@ -31,10 +31,12 @@ type Options struct {
 //
 // Locking: mu guards the segment list, the offsets and the active segment's
 // writes. Appends validate batches before taking mu and sync after
-// releasing it; reads hold mu shared while they locate their batches. syncMu
-// serialises fsyncs, so that appends waiting for durability queue behind the
-// one fsync in flight and are covered by the next (group commit). Lock
-// order: syncMu before mu.
+// releasing it; reads hold mu shared while they locate their batches. A log
+// of a manager shares the manager's file syncer (syncall.go), whose rounds
+// group the syncs of all its logs; a log opened alone has syncMu serialise
+// its fsyncs, so that appends waiting for durability queue behind the one
+// fsync in flight and are covered by the next (group commit). Lock order:
+// syncMu before mu.
 type Log struct {
 	fs     vfs.FS
 	dir    string
@@ -50,6 +52,7 @@ type Log struct {
 	cleaned int64 // compaction may have left offset gaps below this
 	dirty   bool  // the checkpoint on disk says "not clean"
 	failed  error // sticky: a write or sync failed
+	closing bool  // Close waits for syncs in flight; no new one starts
 	closed  bool
 	epochs  *epochCache
 	retired []retiredSegment // deleted or replaced, closed after FileDeleteDelay
@@ -58,9 +61,11 @@ type Log struct {
 	firstUnstable int64                       // oldest unstable transaction's first offset, -1 for none
 	markerRemoval func([]RemovedMarker) error // told before transaction markers are removed; nil keeps them
 
-	syncMu   sync.Mutex
-	syncDone chan struct{} // syncMu: closed when the fsync in flight ends
-	synced   atomic.Int64  // recovery point: every offset below is durable
+	syncMu   sync.Mutex     // with no syncer
+	syncDone chan struct{}  // syncMu: closed when the fsync in flight ends
+	synced   atomic.Int64   // recovery point: every offset below is durable
+	syncer   *fileSyncer    // shares syncs with the manager's other logs; nil syncs alone
+	syncing  sync.WaitGroup // syncs prepared and not finished
 
 	compactMu sync.Mutex // one compaction at a time
 }
@@ -509,12 +514,17 @@ func advance(v *atomic.Int64, to int64) {
 }
 
 // Sync returns once every offset below upTo is on stable storage. Callers
-// arriving while an fsync runs wait for it and then share the next one.
+// arriving while an fsync runs wait for it and then share the next one:
+// the log's own when it syncs alone, the manager's file syncer's round
+// otherwise.
 func (l *Log) Sync(upTo int64) error {
+	if l.synced.Load() >= upTo {
+		return nil
+	}
+	if l.syncer != nil {
+		return SyncMany([]SyncTarget{{l, upTo}})[0]
+	}
 	for {
-		if l.synced.Load() >= upTo {
-			return nil
-		}
 		l.syncMu.Lock()
 		if l.synced.Load() >= upTo {
 			l.syncMu.Unlock()
@@ -528,7 +538,10 @@ func (l *Log) Sync(upTo int64) error {
 		done := make(chan struct{})
 		l.syncDone = done
 		l.syncMu.Unlock()
-		err := l.syncNow()
+		target, f, err := l.prepareSync()
+		if err == nil {
+			err = l.finishSync(target, f.Sync())
+		}
 		l.syncMu.Lock()
 		l.syncDone = nil
 		l.syncMu.Unlock()
@@ -537,27 +550,98 @@ func (l *Log) Sync(upTo int64) error {
 	}
 }
 
-func (l *Log) syncNow() error {
+// prepareSync returns what a sync started after it makes durable: offsets
+// below target, in the active segment's file (sealed segments were synced
+// when rolled).
+func (l *Log) prepareSync() (int64, vfs.File, error) {
 	l.mu.RLock()
-	if l.failed != nil || l.closed {
-		err := l.failed
-		if err == nil {
-			err = ErrClosed
+	defer l.mu.RUnlock()
+	if l.failed != nil {
+		return 0, nil, l.failed
+	}
+	if l.closed || l.closing {
+		return 0, nil, ErrClosed
+	}
+	l.syncing.Add(1) // before closing is set: Close waits for it
+	return l.next, l.active().file, nil
+}
+
+// finishSync records the outcome of a sync prepareSync prepared.
+func (l *Log) finishSync(target int64, err error) error {
+	defer l.syncing.Done()
+	if err == nil {
+		advance(&l.synced, target)
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed // deleted under the sync
+	}
+	l.failLocked(err)
+	return l.failed
+}
+
+// SyncTarget asks for Log's offsets below UpTo to be durable.
+type SyncTarget struct {
+	Log  *Log
+	UpTo int64
+}
+
+// SyncMany makes several logs durable at once and returns each one's error.
+// The logs of one manager go to its file syncer together, so that a
+// thousand of them cost one sync of the file system rather than a thousand
+// fsyncs; logs that sync alone sync at the same time.
+func SyncMany(targets []SyncTarget) []error {
+	errs := make([]error, len(targets))
+	type prepared struct {
+		i      int
+		target int64
+		file   vfs.File
+	}
+	var (
+		bySyncer = map[*fileSyncer][]prepared{}
+		alone    []int
+	)
+	for i, t := range targets {
+		l := t.Log
+		switch {
+		case l.synced.Load() >= t.UpTo:
+			continue
+		case l.syncer == nil:
+			alone = append(alone, i)
+			continue
 		}
-		l.mu.RUnlock()
-		return err
+		target, f, err := l.prepareSync()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		bySyncer[l.syncer] = append(bySyncer[l.syncer], prepared{i, target, f})
 	}
-	target, s := l.next, l.active()
-	l.mu.RUnlock()
-	if err := s.file.Sync(); err != nil {
-		l.mu.Lock()
-		l.failLocked(err)
-		err = l.failed
-		l.mu.Unlock()
-		return err
+	run := func(s *fileSyncer, ps []prepared) {
+		files := make([]vfs.File, len(ps))
+		for k, p := range ps {
+			files[k] = p.file
+		}
+		for k, err := range s.syncMany(files) {
+			p := ps[k]
+			errs[p.i] = targets[p.i].Log.finishSync(p.target, err)
+		}
 	}
-	advance(&l.synced, target)
-	return nil
+	var wg sync.WaitGroup
+	for _, i := range alone {
+		wg.Go(func() { errs[i] = targets[i].Log.Sync(targets[i].UpTo) })
+	}
+	for s, ps := range bySyncer {
+		if len(bySyncer) == 1 && len(alone) == 0 {
+			run(s, ps) // the usual case needs no goroutine
+			break
+		}
+		wg.Go(func() { run(s, ps) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // Flush syncs everything appended so far.
@@ -733,14 +817,10 @@ func (l *Log) writeCheckpointLocked(clean bool) error {
 // Close syncs the log, writes the active segment's indexes and a clean
 // checkpoint, so that the next Open needs no scan, and closes every file.
 func (l *Log) Close() error {
-	l.syncMu.Lock()
-	for l.syncDone != nil {
-		d := l.syncDone
-		l.syncMu.Unlock()
-		<-d
-		l.syncMu.Lock()
-	}
-	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	l.closing = true
+	l.mu.Unlock()
+	l.syncing.Wait() // a sync in flight still uses the files
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -25,6 +25,10 @@ type ManagerOptions struct {
 	// CheckpointInterval is how often offsets are checkpointed
 	// (log.flush.offset.checkpoint.interval.ms).
 	CheckpointInterval time.Duration
+	// SyncAllMin is how many logs waiting for durability at once are
+	// made durable by one sync of the whole file system instead of an
+	// fsync each (DefaultSyncAllMin when 0; negative never does).
+	SyncAllMin int
 }
 
 // Manager owns the partition logs under one data directory and runs their
@@ -36,6 +40,10 @@ type Manager struct {
 
 	mu   sync.Mutex
 	logs map[model.TopicPartition]*Log
+
+	syncer *fileSyncer // nil when each log syncs alone
+	device uint64      // of dir, when known: a log elsewhere syncs alone
+	known  bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -66,6 +74,19 @@ func NewManager(dir string, opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{dir: dir, opts: opts, logs: map[model.TopicPartition]*Log{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.SyncAllMin >= 0 {
+		if opts.SyncAllMin == 0 {
+			opts.SyncAllMin = DefaultSyncAllMin
+		}
+		all, err := opts.FS.OpenSyncAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		m.syncer = newFileSyncer(all, opts.SyncAllMin, opts.Logger.With("component", "log"))
+		if info, err := opts.FS.Stat(dir); err == nil {
+			m.device, m.known = vfs.Device(info)
+		}
+	}
 	go m.run()
 	return m, nil
 }
@@ -105,8 +126,25 @@ func (m *Manager) Open(tp model.TopicPartition, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", tp, err)
 	}
+	if m.sameDevice(l.dir) {
+		l.syncer = m.syncer // before anyone else has l
+	}
 	m.logs[tp] = l
 	return l, nil
+}
+
+// sameDevice says whether dir is on the file system the manager's syncer
+// syncs (a partition directory may be a mount of its own).
+func (m *Manager) sameDevice(dir string) bool {
+	if !m.known {
+		return true
+	}
+	info, err := m.opts.FS.Stat(dir)
+	if err != nil {
+		return false
+	}
+	dev, ok := vfs.Device(info)
+	return ok && dev == m.device
 }
 
 // Get returns the open log of tp.
@@ -144,6 +182,7 @@ func (m *Manager) Close() error {
 	for _, l := range logs {
 		errs = append(errs, l.Close())
 	}
+	errs = append(errs, m.syncer.close())
 	return errors.Join(errs...)
 }
 

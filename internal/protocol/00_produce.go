@@ -129,6 +129,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	}
 	return &Response{Body: resp, Defer: func(ctx context.Context) (*Response, error) {
 		timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
+		syncParts(parts)
 		awaitAll(parts, func(pp producePart) {
 			err := pp.wait()
 			if err == nil && req.Acks == -1 {
@@ -155,6 +156,21 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 		}
 		return &Response{Body: resp}, nil
 	}}, nil
+}
+
+// syncParts makes the parts' appends durable together ahead of their
+// waits, which then find them durable (or report why not). A request
+// naming one partition leaves it to its wait.
+func syncParts(parts []producePart) {
+	if len(parts) < 2 {
+		return
+	}
+	ps := make([]*replica.Partition, len(parts))
+	ends := make([]int64, len(parts))
+	for i, pp := range parts {
+		ps[i], ends[i] = pp.p, pp.end
+	}
+	replica.SyncAppends(ps, ends)
 }
 
 // maxParallelWaits bounds the partitions of one produce request whose

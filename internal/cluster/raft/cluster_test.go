@@ -487,6 +487,15 @@ func TestLeaderContact(t *testing.T) {
 	// busy machine.
 	timeout := 4 * 10 * 10 * time.Millisecond
 	silent := func(id uint64) time.Duration { return time.Since(c.node(id).LeaderContact()) }
+	// A follower has no contact to measure until the new leader's first
+	// message reaches it.
+	for _, tn := range c.running() {
+		for deadline := time.Now().Add(10 * time.Second); c.node(tn.id).LeaderContact().IsZero(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d never heard from leader %d", tn.id, lead)
+			}
+		}
+	}
 
 	// The leader and one follower on one side, three on the other.
 	var follower uint64

@@ -23,10 +23,11 @@ const (
 	OpStat
 	OpMkdir
 	OpClose
+	OpSyncAll
 )
 
 var opNames = [...]string{"open", "read", "write", "sync", "truncate", "remove",
-	"rename", "syncdir", "readdir", "stat", "mkdir", "close"}
+	"rename", "syncdir", "readdir", "stat", "mkdir", "close", "syncall"}
 
 // String returns the operation's name as used in errors, e.g. "write".
 func (op Op) String() string {
@@ -122,6 +123,32 @@ func (e *errorFS) SyncDir(name string) error {
 	}
 	return e.inner.SyncDir(name)
 }
+
+func (e *errorFS) OpenSyncAll(name string) (SyncAll, error) {
+	if err := e.fail(OpOpen, name); err != nil {
+		return nil, err
+	}
+	s, err := e.inner.OpenSyncAll(name)
+	if err != nil {
+		return nil, err
+	}
+	return &errorSyncAll{s, e, name}, nil
+}
+
+type errorSyncAll struct {
+	inner SyncAll
+	fs    *errorFS
+	name  string
+}
+
+func (s *errorSyncAll) Sync() error {
+	if err := s.fs.fail(OpSyncAll, s.name); err != nil {
+		return err
+	}
+	return s.inner.Sync()
+}
+
+func (s *errorSyncAll) Close() error { return s.inner.Close() }
 
 // errorFile embeds the inner File for Name; every other method asks the
 // injector first.

@@ -239,6 +239,61 @@ func (m *MemFS) SyncDir(name string) error {
 	return nil
 }
 
+// OpenSyncAll returns a handle whose Sync makes the whole tree durable:
+// MemFS is one file system.
+func (m *MemFS) OpenSyncAll(name string) (SyncAll, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n, err := m.lookup("open", name)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir() {
+		return nil, pathErr("open", name, syscall.ENOTDIR)
+	}
+	return &memSyncAll{fs: m}, nil
+}
+
+type memSyncAll struct {
+	fs     *MemFS
+	closed bool
+}
+
+func (s *memSyncAll) Sync() error {
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	if s.closed {
+		return pathErr("syncall", "/", fs.ErrClosed)
+	}
+	syncTree(s.fs.root, map[*node]bool{})
+	return nil
+}
+
+func (s *memSyncAll) Close() error {
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// syncTree makes n and everything reachable from it durable. Entries
+// removed from a directory but durable still are synced too: syncfs makes
+// the removal durable, and the file's bytes no longer matter.
+func syncTree(n *node, seen map[*node]bool) {
+	if seen[n] {
+		return
+	}
+	seen[n] = true
+	if !n.isDir() {
+		n.sync()
+		return
+	}
+	n.durable = maps.Clone(n.entries)
+	for _, c := range n.entries {
+		syncTree(c, seen)
+	}
+}
+
 func (m *MemFS) lookup(op, name string) (*node, error) {
 	_, _, n, err := m.walk(op, name)
 	if err == nil && n == nil {
@@ -438,10 +493,14 @@ func (f *memFile) Sync() error {
 	if err := f.check("sync", false, false); err != nil {
 		return err
 	}
-	n := f.n
+	f.n.sync()
+	return nil
+}
+
+// sync makes a file's current bytes its durable ones.
+func (n *node) sync() {
 	n.synced = append(n.synced[:n.clean], n.data[n.clean:]...)
 	n.clean, n.truncTo = len(n.data), -1
-	return nil
 }
 
 func (f *memFile) Truncate(size int64) error {

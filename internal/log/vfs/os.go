@@ -3,6 +3,9 @@ package vfs
 import (
 	"io/fs"
 	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // OS is the operating system's file system. Its files are *os.File, so
@@ -40,4 +43,43 @@ func (osFS) SyncDir(name string) error {
 		err = cerr
 	}
 	return err
+}
+
+// OpenSyncAll keeps the directory open: syncfs(2) reports the write-back
+// errors seen on the file system since its descriptor was opened.
+func (osFS) OpenSyncAll(name string) (SyncAll, error) {
+	d, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return osSyncAll{d}, nil
+}
+
+type osSyncAll struct{ dir *os.File }
+
+func (s osSyncAll) Sync() error {
+	sc, err := s.dir.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.Syncfs(int(fd)) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &fs.PathError{Op: "syncfs", Path: s.dir.Name(), Err: serr}
+	}
+	return nil
+}
+
+func (s osSyncAll) Close() error { return s.dir.Close() }
+
+// Device returns the number of the device holding a file, when info came
+// from the operating system.
+func Device(info fs.FileInfo) (uint64, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Dev), true
 }

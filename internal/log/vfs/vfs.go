@@ -46,4 +46,18 @@ type FS interface {
 	// SyncDir makes the directory's entries (creations, renames, removals)
 	// durable.
 	SyncDir(name string) error
+	// OpenSyncAll opens a handle on the file system holding the directory
+	// name that makes everything on it durable in one call.
+	OpenSyncAll(name string) (SyncAll, error)
+}
+
+// SyncAll makes a whole file system durable at once, as syncfs(2) does:
+// every file's bytes and size and every directory's entries. One call
+// stands for many File.Sync calls that would each wait for their own
+// device flush. Sync reports a write-back error of any file on the file
+// system since the handle was opened, so a handle is opened once and
+// kept: one opened later would not see an earlier error.
+type SyncAll interface {
+	Sync() error
+	Close() error
 }
