@@ -55,10 +55,15 @@ type Broker struct {
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	GroupMaxSize               int32         // group.max.size
-	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention           time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck      time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes     int32         // offset.metadata.max.bytes
+	// Consumer groups (KIP-848).
+	GroupConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms
+	GroupConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
+	GroupConsumerMaxSize           int32         // group.consumer.max.size
+	GroupConsumerAssignors         []string      // group.consumer.assignors, the first the default
+	OffsetsTopicPartitions         int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention               time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck          time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes         int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature
@@ -113,10 +118,15 @@ func Defaults() Broker {
 		GroupMinSessionTimeout:     6 * time.Second,
 		GroupMaxSessionTimeout:     30 * time.Minute,
 		GroupMaxSize:               math.MaxInt32,
-		OffsetsTopicPartitions:     50,
-		OffsetsRetention:           7 * 24 * time.Hour,
-		OffsetsRetentionCheck:      10 * time.Minute,
-		OffsetMetadataMaxBytes:     4096,
+
+		GroupConsumerSessionTimeout:    45 * time.Second,
+		GroupConsumerHeartbeatInterval: 5 * time.Second,
+		GroupConsumerMaxSize:           math.MaxInt32,
+		GroupConsumerAssignors:         []string{"uniform", "range"},
+		OffsetsTopicPartitions:         50,
+		OffsetsRetention:               7 * 24 * time.Hour,
+		OffsetsRetentionCheck:          10 * time.Minute,
+		OffsetMetadataMaxBytes:         4096,
 
 		TransactionVersion:         2,
 		TransactionStatePartitions: 50,
@@ -170,6 +180,14 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
 	case b.GroupInitialRebalanceDelay < 0:
 		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
+	case b.GroupConsumerSessionTimeout <= 0 || b.GroupConsumerHeartbeatInterval <= 0 ||
+		b.GroupConsumerHeartbeatInterval >= b.GroupConsumerSessionTimeout:
+		return fmt.Errorf("consumer group heartbeat interval %v and session timeout %v: need 0 < interval < session",
+			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
+	case b.GroupConsumerMaxSize <= 0:
+		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
+	case !knownAssignors(b.GroupConsumerAssignors):
+		return fmt.Errorf("group.consumer.assignors %v: each must be uniform or range", b.GroupConsumerAssignors)
 	case b.GroupMinSessionTimeout <= 0 || b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
 		return fmt.Errorf("group session timeouts %v-%v: need 0 < min <= max", b.GroupMinSessionTimeout, b.GroupMaxSessionTimeout)
 	case b.GroupMaxSize <= 0:
@@ -233,4 +251,14 @@ func (b Broker) Voters() (map[int32]string, error) {
 		voters[int32(n)] = addr
 	}
 	return voters, nil
+}
+
+// knownAssignors: the server-side assignors Strand has, at least one.
+func knownAssignors(names []string) bool {
+	for _, n := range names {
+		if n != "uniform" && n != "range" {
+			return false
+		}
+	}
+	return len(names) > 0
 }

@@ -2,6 +2,7 @@ package group
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -59,6 +60,12 @@ func (c *Coordinator) describe(id string) GroupDescription {
 		d.Err = ErrNotCoordinator
 		return d
 	}
+	if g.modern != nil {
+		// Kafka: DescribeGroups describes classic groups only; a
+		// consumer group answers ConsumerGroupDescribe.
+		d.Err = fmt.Errorf("%w: group %s is not a classic group", ErrGroupIDNotFound, id)
+		return d
+	}
 	d.State, d.ProtocolType = g.state.String(), g.protocolType
 	stable := g.state == stateStable
 	if stable {
@@ -79,7 +86,7 @@ type ListedGroup struct {
 	Group        string
 	ProtocolType string
 	State        string
-	Type         string // always "classic" for now
+	Type         string // "classic" or "consumer"
 }
 
 // List serves ListGroups: every group, or those in one of states and of one
@@ -89,6 +96,9 @@ func (c *Coordinator) List(states, types []string) []ListedGroup {
 	for _, g := range c.snapshot() {
 		g.mu.Lock()
 		lg := ListedGroup{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}
+		if g.modern != nil {
+			lg.State, lg.Type = g.modern.stateName(), "consumer"
+		}
 		dead := g.state == stateDead
 		g.mu.Unlock()
 		if dead || !matchesAny(states, lg.State) || !matchesAny(types, lg.Type) {
@@ -132,6 +142,10 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 		ch <- ErrGroupIDNotFound
 		return ch
 	case stateStable, statePreparingRebalance, stateCompletingRebalance:
+		ch <- ErrNonEmptyGroup
+		return ch
+	}
+	if g.hasMembers() {
 		ch <- ErrNonEmptyGroup
 		return ch
 	}

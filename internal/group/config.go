@@ -42,6 +42,19 @@ type Config struct {
 	HistoryEvents   int
 	HistoryHandoffs int
 
+	// Consumer groups (KIP-848). ConsumerSessionTimeout is
+	// group.consumer.session.timeout.ms and ConsumerHeartbeatInterval
+	// group.consumer.heartbeat.interval.ms; ConsumerMaxSize is
+	// group.consumer.max.size; ConsumerAssignors is
+	// group.consumer.assignors, the first the default.
+	ConsumerSessionTimeout    time.Duration
+	ConsumerHeartbeatInterval time.Duration
+	ConsumerMaxSize           int
+	ConsumerAssignors         []string
+	// Topics reads the cluster's topics for the assignors; consumer
+	// groups assign nothing without it.
+	Topics Topics
+
 	Clock  Clock
 	Logger *slog.Logger
 }
@@ -60,6 +73,11 @@ func Defaults() Config {
 		NewMemberJoinTimeout:   5 * time.Minute,
 		HistoryEvents:          100,
 		HistoryHandoffs:        1000,
+
+		ConsumerSessionTimeout:    45 * time.Second,
+		ConsumerHeartbeatInterval: 5 * time.Second,
+		ConsumerMaxSize:           math.MaxInt32,
+		ConsumerAssignors:         []string{"uniform", "range"},
 	}
 }
 
@@ -92,6 +110,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HistoryHandoffs <= 0 {
 		c.HistoryHandoffs = d.HistoryHandoffs
+	}
+	if c.ConsumerSessionTimeout <= 0 {
+		c.ConsumerSessionTimeout = d.ConsumerSessionTimeout
+	}
+	if c.ConsumerHeartbeatInterval <= 0 {
+		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
+	}
+	if c.ConsumerMaxSize <= 0 {
+		c.ConsumerMaxSize = d.ConsumerMaxSize
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		c.ConsumerAssignors = d.ConsumerAssignors
 	}
 	if c.InitialRebalanceDelay < 0 {
 		c.InitialRebalanceDelay = 0

@@ -42,6 +42,7 @@ type Partition interface {
 type Coordinator struct {
 	cfg      Config
 	topic    Topic
+	topics   Topics // the cluster's topics, for consumer groups; nil without
 	clock    Clock
 	log      *slog.Logger
 	fetchers fetchIndex
@@ -61,7 +62,7 @@ type Coordinator struct {
 // before serving requests.
 func New(cfg Config, topic Topic) *Coordinator {
 	cfg = cfg.withDefaults()
-	return &Coordinator{cfg: cfg, topic: topic, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{},
+	return &Coordinator{cfg: cfg, topic: topic, topics: cfg.Topics, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{},
 		loading: map[int32]bool{}}
 }
 

@@ -15,6 +15,13 @@ var (
 	ErrRebalanceInProgress       = errors.New("group: rebalance in progress")
 	ErrGroupMaxSizeReached       = errors.New("group: group max size reached")
 	ErrCoordinatorNotAvailable   = errors.New("group: coordinator not available")
+	ErrFencedMemberEpoch         = errors.New("group: fenced member epoch")
+	ErrStaleMemberEpoch          = errors.New("group: stale member epoch")
+	ErrUnreleasedInstanceID      = errors.New("group: unreleased instance id")
+	ErrUnsupportedAssignor       = errors.New("group: unsupported assignor")
+	ErrInvalidRequest            = errors.New("group: invalid request")
+	ErrInvalidRegularExpression  = errors.New("group: invalid regular expression")
+	ErrUnsupportedVersion        = errors.New("group: unsupported version")
 	// ErrNotCoordinator: the coordinator is shutting down, or its
 	// __consumer_offsets partition failed to take a write (Kafka answers
 	// NOT_COORDINATOR for both, and clients find the coordinator again).

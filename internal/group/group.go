@@ -158,6 +158,10 @@ type group struct {
 	unloaded       bool            // the coordinator closed; timers do nothing
 	owners         map[model.TopicPartition]Owner
 	hist           *history
+	// modern is set while the group is a consumer group (KIP-848): its
+	// members heartbeat with ConsumerGroupHeartbeat and the classic
+	// state above stays Empty.
+	modern *consumerGroup
 }
 
 func (c *Coordinator) newGroup(id string) *group {
@@ -322,6 +326,11 @@ func (g *group) remove(id string) {
 	}
 }
 
+// hasMembers says whether the group has members, of either protocol.
+func (g *group) hasMembers() bool {
+	return g.state != stateEmpty || g.modern != nil && len(g.modern.members) > 0
+}
+
 // validateMember checks a request's member and instance ids: an instance
 // id must map to the member id given (FENCED_INSTANCE_ID if it maps to
 // another), and the member must exist.
@@ -369,6 +378,9 @@ func (g *group) computeSubscribed() map[string]bool {
 // subscription (they neither expire nor may be deleted). Unknown
 // subscriptions count as subscribed for consumer groups.
 func (g *group) subscribedToTopic(topic string) bool {
+	if g.modern != nil {
+		return g.modern.subscribedTopics()[topic]
+	}
 	if g.subscribed == nil {
 		return g.protocolType == consumerProtocolType
 	}

@@ -77,6 +77,8 @@ func (c *Coordinator) Join(req JoinRequest) <-chan JoinResult {
 		return fail(ErrCoordinatorNotAvailable, req.MemberID)
 	case g.unloaded:
 		return fail(ErrNotCoordinator, req.MemberID)
+	case g.modern != nil && len(g.modern.members) > 0:
+		return fail(fmt.Errorf("%w: group %s is a consumer group", ErrInconsistentGroupProtocol, req.Group), req.MemberID)
 	case !g.acceptsJoin(req.MemberID):
 		// Over group.max.size (lowered, say): the member is let go.
 		if m, ok := g.members[req.MemberID]; ok {
@@ -87,6 +89,12 @@ func (c *Coordinator) Join(req JoinRequest) <-chan JoinResult {
 		return fail(ErrGroupMaxSizeReached, "")
 	case !g.supports(req.ProtocolType, req.Protocols):
 		return fail(ErrInconsistentGroupProtocol, req.MemberID)
+	}
+	if g.modern != nil {
+		// An empty consumer group becomes a classic one; its offsets stay.
+		g.modern, g.protocolType = nil, ""
+	}
+	switch {
 	case unknown:
 		g.joinNew(req, ch)
 	default:

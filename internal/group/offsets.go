@@ -20,6 +20,9 @@ type CommitRequest struct {
 	// GroupMustExist is v9+: a commit with a generation to a group that
 	// does not exist is GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION.
 	GroupMustExist bool
+	// Version is the OffsetCommit version: a consumer group's members
+	// commit with v9+, which carries their member epoch.
+	Version int16
 }
 
 // CommitOffset is one partition's commit.
@@ -152,6 +155,8 @@ func (g *group) validateCommit(req CommitRequest) error {
 		return ErrNotCoordinator
 	case g.state == stateDead:
 		return ErrCoordinatorNotAvailable
+	case g.modern != nil:
+		return g.modern.validateCommit(req.MemberID, req.Generation, false, req.Version, commitPartitions(req.Offsets))
 	case req.Generation < 0 && g.state == stateEmpty:
 		// Outside group management: allowed while no member owns
 		// anything.
@@ -334,7 +339,7 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 	case g.state == stateDead:
 		ch <- DeleteOffsetsResult{Err: ErrGroupIDNotFound}
 		return ch
-	case g.state != stateEmpty && g.protocolType != consumerProtocolType:
+	case g.hasMembers() && g.protocolType != consumerProtocolType:
 		ch <- DeleteOffsetsResult{Err: ErrNonEmptyGroup}
 		return ch
 	}
@@ -431,7 +436,7 @@ func (g *group) expire(now time.Time) {
 	if len(gone) > 0 {
 		g.hist.event(Event{Time: now, Kind: EventOffsetsExpired, Generation: g.generation, Reason: fmt.Sprint(gone)})
 	}
-	deleteGroup := g.state == stateEmpty && len(g.offsets) == 0 && len(g.txnOffsets) == 0 &&
+	deleteGroup := !g.hasMembers() && len(g.offsets) == 0 && len(g.txnOffsets) == 0 &&
 		len(g.pending) == 0 && g.pendingCommits == 0
 	if deleteGroup {
 		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
@@ -458,6 +463,10 @@ func (g *group) expire(now time.Time) {
 func (g *group) expiryBase() (func(offset) int64, bool) {
 	commit := func(o offset) int64 { return o.CommitTime }
 	switch {
+	case g.modern != nil && len(g.modern.members) > 0:
+		// Offsets of a consumer group's unsubscribed topics expire from
+		// their commit; subscribedToTopic keeps the others.
+		return commit, true
 	case g.protocolType == "":
 		return commit, true
 	case g.state == stateEmpty:

@@ -2,6 +2,7 @@ package group
 
 import (
 	"strings"
+	"time"
 
 	"github.com/strandlog/strand/internal/model"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -101,19 +102,25 @@ func (g *group) stable() {
 		}
 		to := ownerOf(m)
 		for _, tp := range tps {
-			prev, had := g.owners[tp]
-			g.owners[tp] = to
-			if had && sameOwner(prev, to) {
-				continue
-			}
-			committed := int64(-1)
-			if o, ok := g.offsets[tp]; ok {
-				committed = o.Offset
-			}
-			g.hist.handoff(Handoff{Time: now, Generation: g.generation, Topic: tp.Topic, Partition: tp.Partition,
-				From: prev, To: to, Committed: committed}, ownerKey(prev), m.key, had)
+			g.setOwner(tp, to, m.key, g.generation, now)
 		}
 	}
+}
+
+// setOwner records that to owns tp from now on, and a hand-off in the
+// history when that is a change.
+func (g *group) setOwner(tp model.TopicPartition, to Owner, key clientKey, generation int32, now time.Time) {
+	prev, had := g.owners[tp]
+	g.owners[tp] = to
+	if had && sameOwner(prev, to) {
+		return
+	}
+	committed := int64(-1)
+	if o, ok := g.offsets[tp]; ok {
+		committed = o.Offset
+	}
+	g.hist.handoff(Handoff{Time: now, Generation: generation, Topic: tp.Topic, Partition: tp.Partition,
+		From: prev, To: to, Committed: committed}, ownerKey(prev), key, had)
 }
 
 // sameOwner: the same member, or the same static instance under a new

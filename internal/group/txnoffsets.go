@@ -155,6 +155,11 @@ func (g *group) validateTxnCommit(req TxnCommitRequest) error {
 		return ErrNotCoordinator
 	case g.state == stateDead:
 		return ErrCoordinatorNotAvailable
+	case g.modern != nil:
+		if req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil {
+			return nil // a producer that gave no group metadata
+		}
+		return g.modern.validateCommit(req.MemberID, req.Generation, true, 0, commitPartitions(req.Offsets))
 	case req.Generation < 0 && g.state == stateEmpty:
 		return nil
 	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:

@@ -28,7 +28,11 @@ import (
 //   - v7+: group.instance.id is checked.
 //   - v9 (the KIP-848 form, same request): a commit with a generation to a
 //     group that does not exist is GROUP_ID_NOT_FOUND instead of
-//     ILLEGAL_GENERATION; the rest is as for classic groups.
+//     ILLEGAL_GENERATION. To a consumer group the generation is the member
+//     epoch: a member commits at its epoch, and at an older one only the
+//     partitions it has held since (KIP-1251); otherwise
+//     STALE_MEMBER_EPOCH. Its members must commit with v9
+//     (UNSUPPORTED_VERSION before).
 //
 // Not supported: v10 (topic ids, Kafka 4.1).
 
@@ -38,7 +42,7 @@ func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, er
 	req := r.Body.(*kmsg.OffsetCommitRequest)
 	cr := group.CommitRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
-		RetentionTime: -1, GroupMustExist: req.Version >= 9,
+		RetentionTime: -1, GroupMustExist: req.Version >= 9, Version: req.Version,
 	}
 	if req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 		cr.RetentionTime = millis64(req.RetentionTimeMillis)

@@ -23,8 +23,9 @@ import (
 //     offset still pending (its transaction not yet ended)
 //     UNSTABLE_OFFSET_COMMIT with offset -1; the client retries.
 //   - v8+: several groups per request, each answered with its own error.
-//   - v9: the member id and epoch (KIP-848) are not checked for classic
-//     groups, as in Kafka.
+//   - v9: the member id and epoch (KIP-848) of a consumer group's member
+//     are checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the group's
+//     error); not for classic groups, as in Kafka.
 //
 // Not supported: v10 (topic ids, Kafka 4.1).
 
@@ -32,15 +33,17 @@ func init() { register(9, 1, 9, handleOffsetFetch) }
 
 // offsetFetchGroup is one group of the request, in either form.
 type offsetFetchGroup struct {
-	id     string
-	topics []group.FetchTopic // nil: all
+	id          string
+	topics      []group.FetchTopic // nil: all
+	memberID    string             // v9+
+	memberEpoch int32
 }
 
 func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.OffsetFetchRequest)
 	var groups []offsetFetchGroup
 	if req.Version < 8 {
-		g := offsetFetchGroup{id: req.Group}
+		g := offsetFetchGroup{id: req.Group, memberEpoch: -1}
 		if req.Topics != nil || req.Version < 2 {
 			g.topics = []group.FetchTopic{}
 			for _, t := range req.Topics {
@@ -50,7 +53,10 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 		groups = append(groups, g)
 	}
 	for _, rg := range req.Groups {
-		g := offsetFetchGroup{id: rg.Group}
+		g := offsetFetchGroup{id: rg.Group, memberEpoch: -1}
+		if rg.MemberID != nil {
+			g.memberID, g.memberEpoch = *rg.MemberID, rg.MemberEpoch
+		}
 		if rg.Topics != nil {
 			g.topics = []group.FetchTopic{}
 			for _, t := range rg.Topics {
@@ -81,7 +87,11 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	for _, g := range groups {
-		offsets, err := b.Groups.FetchOffsets(g.id, g.topics, req.RequireStable)
+		err := b.Groups.CheckFetchMember(g.id, g.memberID, g.memberEpoch)
+		var offsets []group.FetchedOffset
+		if err == nil {
+			offsets, err = b.Groups.FetchOffsets(g.id, g.topics, req.RequireStable)
+		}
 		if req.Version < 8 {
 			resp.ErrorCode = errorCode(err)
 			resp.Topics = offsetFetchTopics(req.Version, g.topics, offsets, err)

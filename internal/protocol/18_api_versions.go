@@ -21,8 +21,10 @@ import (
 //     finalized at the level the cluster metadata holds, with the epoch of
 //     its last change: a single node's --transaction-version, a cluster's
 //     first broker's (the others keep it). At 2 clients use KIP-890's
-//     transaction protocol, below it the older flow. No other feature is
-//     advertised.
+//     transaction protocol, below it the older flow.
+//   - v3+: the group.version feature, supported 0-1 and finalized at 1
+//     unless the cluster metadata holds another level: at 1 the consumer
+//     group protocol (KIP-848) is served. No other feature is advertised.
 
 func init() { register(18, 0, 4, handleApiVersions) }
 
@@ -37,19 +39,35 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, err
 	sf := kmsg.NewApiVersionsResponseSupportedFeature()
 	sf.Name, sf.MinVersion, sf.MaxVersion = TransactionVersionFeature, 0, 2
 	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	gf := kmsg.NewApiVersionsResponseSupportedFeature()
+	gf.Name, gf.MinVersion, gf.MaxVersion = GroupVersionFeature, 0, 1
+	resp.SupportedFeatures = append(resp.SupportedFeatures, gf)
 	level, epoch, ok := b.Cluster.FeatureLevel(TransactionVersionFeature)
 	if !ok {
 		level, epoch = b.Config.TransactionVersion, 0
 	}
+	groupLevel, groupEpoch, ok := b.Cluster.FeatureLevel(GroupVersionFeature)
+	if !ok {
+		groupLevel, groupEpoch = 1, 0
+	}
 	// The epoch must be above -1 for clients to take the finalized levels.
-	resp.FinalizedFeaturesEpoch = max(epoch, 1)
-	if level > 0 {
-		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = TransactionVersionFeature, level, level
-		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = max(epoch, groupEpoch, 1)
+	for _, f := range []struct {
+		name  string
+		level int16
+	}{{TransactionVersionFeature, level}, {GroupVersionFeature, groupLevel}} {
+		if f.level > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
 	}
 	return reply(resp)
 }
+
+// GroupVersionFeature is the feature that enables the consumer group
+// protocol (KIP-848).
+const GroupVersionFeature = "group.version"
 
 // TransactionVersionFeature is the feature that selects the transaction
 // protocol.

@@ -138,6 +138,9 @@ type Groups interface {
 	Describe(ids []string) []group.GroupDescription
 	List(states, types []string) []group.ListedGroup
 	DeleteGroup(id string) <-chan error
+	ConsumerHeartbeat(req group.ConsumerHeartbeatRequest) group.ConsumerHeartbeatResult
+	DescribeConsumerGroups(ids []string) []group.ConsumerGroupDescription
+	CheckFetchMember(groupID, memberID string, epoch int32) error
 }
 
 // Txns is the transaction coordinator as handlers call it

@@ -19,16 +19,66 @@ import (
 // old records.
 var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
-func groupConfig(cfg config.Broker, logger *slog.Logger) group.Config {
+func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) group.Config {
 	g := group.Defaults()
+	g.Topics = topics
 	g.InitialRebalanceDelay = cfg.GroupInitialRebalanceDelay
 	g.MinSessionTimeout, g.MaxSessionTimeout = cfg.GroupMinSessionTimeout, cfg.GroupMaxSessionTimeout
 	g.MaxSize = int(cfg.GroupMaxSize)
 	g.OffsetsPartitions = cfg.OffsetsTopicPartitions
 	g.OffsetsRetention, g.OffsetsRetentionCheck = cfg.OffsetsRetention, cfg.OffsetsRetentionCheck
 	g.OffsetMetadataMaxBytes = int(cfg.OffsetMetadataMaxBytes)
+	g.ConsumerSessionTimeout, g.ConsumerHeartbeatInterval = cfg.GroupConsumerSessionTimeout, cfg.GroupConsumerHeartbeatInterval
+	g.ConsumerMaxSize, g.ConsumerAssignors = int(cfg.GroupConsumerMaxSize), cfg.GroupConsumerAssignors
 	g.Logger = logger
 	return g
+}
+
+// clusterTopics is the cluster's topics for the consumer groups' assignors
+// (group.Topics).
+type clusterTopics struct{ s *Server }
+
+func (c clusterTopics) Lookup(names []string) map[string]group.TopicInfo {
+	out := make(map[string]group.TopicInfo, len(names))
+	var racks map[int32]string
+	for _, name := range names {
+		t, ok := c.s.cluster.Topic(name)
+		if !ok {
+			continue
+		}
+		info := group.TopicInfo{ID: [16]byte(t.ID), Partitions: t.Partitions}
+		if racks == nil {
+			racks = map[int32]string{}
+			for _, b := range c.s.cluster.Brokers() {
+				if b.Rack != "" {
+					racks[b.NodeID] = b.Rack
+				}
+			}
+		}
+		if len(racks) > 0 {
+			info.Racks = make([][]string, len(t.States))
+			for i, p := range t.States {
+				for _, r := range p.Replicas {
+					if rack, ok := racks[r]; ok {
+						info.Racks[i] = append(info.Racks[i], rack)
+					}
+				}
+			}
+		}
+		out[name] = info
+	}
+	return out
+}
+
+func (c clusterTopics) Version() int64 { return c.s.cluster.Version() }
+
+func (c clusterTopics) Names() []string {
+	ts := c.s.cluster.Topics()
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // offsetsTopic is __consumer_offsets for the group coordinator

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -653,19 +654,27 @@ func TestApiVersions(t *testing.T) {
 // 0-2, finalized at level (absent at 0, as Kafka omits level-0 features).
 func checkTransactionVersion(t *testing.T, resp *kmsg.ApiVersionsResponse, level int16) {
 	t.Helper()
-	if len(resp.SupportedFeatures) != 1 || resp.SupportedFeatures[0].Name != "transaction.version" ||
-		resp.SupportedFeatures[0].MinVersion != 0 || resp.SupportedFeatures[0].MaxVersion != 2 {
-		t.Errorf("supported features %+v", resp.SupportedFeatures)
+	supported := map[string][2]int16{}
+	for _, f := range resp.SupportedFeatures {
+		supported[f.Name] = [2]int16{f.MinVersion, f.MaxVersion}
+	}
+	if want := map[string][2]int16{"transaction.version": {0, 2}, "group.version": {0, 1}}; !maps.Equal(supported, want) {
+		t.Errorf("supported features %v, want %v", supported, want)
 	}
 	if resp.FinalizedFeaturesEpoch < 0 {
 		t.Errorf("finalized features epoch %d: clients ignore the levels", resp.FinalizedFeaturesEpoch)
 	}
-	switch {
-	case level == 0 && len(resp.FinalizedFeatures) != 0:
-		t.Errorf("level 0: finalized %+v, want none", resp.FinalizedFeatures)
-	case level > 0 && (len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" ||
-		resp.FinalizedFeatures[0].MinVersionLevel != level || resp.FinalizedFeatures[0].MaxVersionLevel != level):
-		t.Errorf("finalized features %+v, want transaction.version at %d", resp.FinalizedFeatures, level)
+	finalized := map[string][2]int16{}
+	for _, f := range resp.FinalizedFeatures {
+		finalized[f.Name] = [2]int16{f.MinVersionLevel, f.MaxVersionLevel}
+	}
+	// group.version is finalized at 1: the consumer group protocol is on.
+	want := map[string][2]int16{"group.version": {1, 1}}
+	if level > 0 {
+		want["transaction.version"] = [2]int16{level, level}
+	}
+	if !maps.Equal(finalized, want) {
+		t.Errorf("finalized features %v, want %v", finalized, want)
 	}
 }
 

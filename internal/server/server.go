@@ -101,7 +101,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	}
 	s.topics = &topicAdmin{s: s}
 	// The coordinator replays __consumer_offsets before the broker serves.
-	s.groups = group.New(groupConfig(cfg, logger), offsetsTopic{s: s})
+	s.groups = group.New(groupConfig(cfg, logger, clusterTopics{s: s}), offsetsTopic{s: s})
 	if err := s.groups.Load(); err != nil {
 		s.groups.Close()
 		s.logs.Close()

@@ -160,6 +160,14 @@ func eventsOf(l *grouptest.Log, n int) string {
 // shown when the test fails.
 func kgoMember(t *testing.T, addr, topic, group, name string, balancers ...kgo.GroupBalancer) grouptest.Member {
 	t.Helper()
+	return kgoMemberOf(t, grouptest.ConsumerConfig{Name: name, Addr: addr, Group: group, Topic: topic,
+		Balancers: balancers, SessionTimeout: groupSession})
+}
+
+// kgoMemberOf is kgoMember for any consumer configuration.
+func kgoMemberOf(t *testing.T, cfg grouptest.ConsumerConfig) grouptest.Member {
+	t.Helper()
+	name := cfg.Name
 	var clientLog grouptest.Lines
 	var opts []kgo.Opt
 	if lvl := os.Getenv("STRAND_COMPAT_KGO_LOG"); lvl != "" {
@@ -172,8 +180,8 @@ func kgoMember(t *testing.T, addr, topic, group, name string, balancers ...kgo.G
 			return time.Now().Format("15:04:05.000 ")
 		})))
 	}
-	c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: group, Topic: topic,
-		Balancers: balancers, SessionTimeout: groupSession, Opts: opts})
+	cfg.Opts = append(cfg.Opts, opts...)
+	c, err := grouptest.StartConsumer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +208,12 @@ func javaMember(t *testing.T, addr, topic, group, name string, props ...string) 
 	// -Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer=info
 	args = append(args, strings.Fields(os.Getenv("STRAND_COMPAT_JAVA_OPTS"))...)
 	args = append(args, "-cp", cp, "strandlog.compat.Compat",
-		"group-consume", addr, topic, group, "client.id="+name,
-		fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()), "heartbeat.interval.ms=500",
-		"max.poll.interval.ms=20000", "compat.deadline.ms=240000")
+		"group-consume", addr, topic, group, "client.id="+name, "max.poll.interval.ms=20000", "compat.deadline.ms=240000")
+	if !slices.Contains(props, "group.protocol=consumer") {
+		// A consumer group member takes these from the broker; the Java
+		// client refuses them with group.protocol=consumer.
+		args = append(args, fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()), "heartbeat.interval.ms=500")
+	}
 	return startProcMember(t, name, "", nil, java, append(args, props...)...)
 }
 

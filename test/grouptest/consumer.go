@@ -61,6 +61,10 @@ type ConsumerConfig struct {
 	CommitEvery       int                 // default 100 records
 	CommitInterval    time.Duration       // default 200ms
 	Opts              []kgo.Opt           // last, so they win
+	// ServerSide makes it a member of a consumer group (KIP-848): the
+	// broker assigns, and Balancers must be range or sticky (franz-go's
+	// rule for opting in).
+	ServerSide bool
 }
 
 // Consumer is a franz-go group member that processes what it polls (logs
@@ -120,6 +124,12 @@ func StartConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	if cfg.ServerSide {
+		opts = append(opts, kgo.ServerSideBalancer())
+		if len(cfg.Balancers) == 0 {
+			opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+		}
 	}
 	cl, err := kgo.NewClient(append(opts, cfg.Opts...)...)
 	if err != nil {

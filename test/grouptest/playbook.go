@@ -2,13 +2,16 @@ package grouptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -76,6 +79,9 @@ func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partiti
 		return err.Error()
 	}
 	d := ds[group]
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return settledConsumerGroup(ctx, adm, group, topic, owned, ms)
+	}
 	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(ms) {
 		return fmt.Sprintf("group %s with %d members (err %v), want Stable with %d", d.State, len(d.Members), d.Err, len(ms))
 	}
@@ -95,6 +101,32 @@ func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partiti
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			return fmt.Sprintf("%s is assigned %v by DescribeGroups, owns %v by its log", dm.ClientID, got, want)
+		}
+	}
+	return ""
+}
+
+// settledConsumerGroup is Settled's check of what the coordinator says
+// for a consumer group (KIP-848), which DescribeGroups does not describe:
+// stable, every member at the assignment epoch and assigned what its log
+// says it owns.
+func settledConsumerGroup(ctx context.Context, adm *kadm.Client, group, topic string, owned map[string][]int32, ms []Member) string {
+	ds, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return err.Error()
+	}
+	d := ds[group]
+	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(ms) {
+		return fmt.Sprintf("consumer group %s with %d members (err %v), want Stable with %d", d.State, len(d.Members), d.Err, len(ms))
+	}
+	for _, dm := range d.Members {
+		want, ok := owned[dm.ClientID]
+		if !ok {
+			return fmt.Sprintf("member %s (client %s) is none of %v", dm.MemberID, dm.ClientID, names(ms))
+		}
+		got := slices.Sorted(maps.Keys(dm.Assignment[topic]))
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("%s is assigned %v by ConsumerGroupDescribe, owns %v by its log", dm.ClientID, got, want)
 		}
 	}
 	return ""

@@ -1,0 +1,74 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+)
+
+// ConsumerGroupHeartbeat: v0-1 (KIP-848)
+//
+// Behaviour: a member of a consumer group joins (member epoch 0), stays
+// (its epoch) and leaves (-1; -2 for a static member that comes back) by
+// heartbeating; the coordinator computes the assignment with a server-side
+// assignor and answers each member its part as the previous owners revoke
+// it (see package group). The assignment is in the answer when the member
+// must learn it: after a join or a full request, and when it changed.
+//   - v0: the coordinator makes up a new member's id.
+//   - v1: the member makes up its own id (KIP-1082), and may subscribe by
+//     regular expression (RE2 syntax, as Kafka's RE2/J, matched against
+//     whole topic names).
+//
+// Errors: INVALID_REQUEST for a malformed request (with Kafka's message),
+// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED,
+// UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
+// UNRELEASED_INSTANCE_ID, GROUP_ID_NOT_FOUND for a classic group with
+// members, and the coordinator errors.
+
+func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
+
+func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error) {
+	req := r.Body.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	greq := group.ConsumerHeartbeatRequest{
+		Client: groupClient(r), Version: req.Version, Group: req.Group, MemberID: req.MemberID,
+		MemberEpoch: req.MemberEpoch, InstanceID: req.InstanceID, RackID: req.RackID,
+		RebalanceTimeout: -1, TopicNames: req.SubscribedTopicNames, TopicRegex: req.SubscribedTopicRegex,
+		ServerAssignor: req.ServerAssignor,
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		greq.RebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if req.Topics != nil {
+		greq.Owned = make([]group.OwnedTopic, len(req.Topics))
+		for i, t := range req.Topics {
+			greq.Owned[i] = group.OwnedTopic{TopicID: t.TopicID, Partitions: t.Partitions}
+		}
+	}
+	res := b.Groups.ConsumerHeartbeat(greq)
+	if res.Err != nil {
+		resp.ErrorCode = errorCode(res.Err)
+		msg := res.Err.Error()
+		resp.ErrorMessage = &msg
+		return reply(resp)
+	}
+	resp.MemberID = &res.MemberID
+	resp.MemberEpoch = res.MemberEpoch
+	resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval.Milliseconds())
+	if res.Assignment != nil {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, t := range *res.Assignment {
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID, at.Partitions = t.TopicID, t.Partitions
+			a.Topics = append(a.Topics, at)
+		}
+		if a.Topics == nil {
+			a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+		}
+		resp.Assignment = &a
+	}
+	return reply(resp)
+}

@@ -1,0 +1,129 @@
+package compat
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// Consumer groups (KIP-848) with real clients against the real binary:
+// the broker assigns partitions, members join, leave and are killed, and
+// the group-of-three checks hold (every partition owned once, every record
+// processed, a dead member's partitions moved within its session).
+
+// consumerSession is the brokers' group.consumer.session.timeout.ms here,
+// short so that a killed member's partitions move soon.
+const consumerSession = 6 * time.Second
+
+var consumerGroupBrokerArgs = []string{"--group-consumer-session-timeout", consumerSession.String(),
+	"--group-consumer-heartbeat-interval", "500ms"}
+
+func TestConsumerGroupKgo(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	group := "kgo-consumer"
+	runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: consumerSession,
+		start: func(name string) grouptest.Member {
+			return kgoMemberOf(t, grouptest.ConsumerConfig{Name: name, Addr: b.Addr, Group: group, Topic: "orders",
+				SessionTimeout: consumerSession, ServerSide: true})
+		}})
+}
+
+func TestConsumerGroupJava(t *testing.T) {
+	t.Parallel()
+	javaHelper(t) // build (or skip) before starting a broker
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	group := "java-consumer"
+	runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: consumerSession,
+		start: func(name string) grouptest.Member {
+			return javaMember(t, b.Addr, "orders", group, name, "group.protocol=consumer")
+		}})
+}
+
+// librdkafkaMember runs test/python/group_librdkafka.py (confluent-kafka)
+// with group.protocol=consumer.
+func librdkafkaMember(t *testing.T, addr, topic, group, name string) grouptest.Member {
+	t.Helper()
+	python := librdkafkaPython(t)
+	return startProcMember(t, name, pythonDir, nil, python, "group_librdkafka.py", "--bootstrap", addr, "--topic", topic,
+		"--group", group, "--client-id", name, "--protocol", "consumer", "--deadline-s", "240")
+}
+
+func TestConsumerGroupLibrdkafka(t *testing.T) {
+	t.Parallel()
+	librdkafkaPython(t)
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	group := "librdkafka-consumer"
+	runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: consumerSession,
+		start: func(name string) grouptest.Member {
+			return librdkafkaMember(t, b.Addr, "orders", group, name)
+		}, produce: []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}})
+}
+
+// TestConsumerGroupRegexKgo: a franz-go member subscribed by pattern gets
+// a topic created after it joined.
+func TestConsumerGroupRegexKgo(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	ctx := groupCtx(t, time.Minute)
+	createTopic(t, b.Addr, "regex-a", 2, nil)
+	createTopic(t, b.Addr, "other", 1, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("regex"), kgo.ConsumeTopics("regex-.*"),
+		kgo.ConsumeRegex(), kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	seen := map[string]bool{}
+	waitFor := func(topic string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !seen[topic] {
+			if ctx.Err() != nil {
+				t.Fatalf("no record of %s consumed in a minute (seen %v)", topic, seen)
+			}
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) { seen[r.Topic] = true })
+		}
+		return time.Since(start)
+	}
+	for _, topic := range []string{"regex-a", "other"} {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("regex-a")
+	createTopic(t, b.Addr, "regex-b", 3, nil)
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "regex-b", Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor("regex-b")
+	t.Logf("a topic created after the member joined was consumed after %v", took.Round(time.Millisecond))
+	if seen["other"] {
+		t.Errorf("consumed a topic the pattern does not match")
+	}
+	ds, err := kadm.NewClient(prod).DescribeConsumerGroups(ctx, "regex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds["regex"]
+	// franz-go sends its patterns as one, matched anywhere in a name.
+	const want = ".*(?:(?:regex-.*)).*"
+	if d.Err != nil || len(d.Members) != 1 || d.Members[0].SubscribedTopicRegex == nil || *d.Members[0].SubscribedTopicRegex != want {
+		t.Fatalf("described %+v (err %v), want one member subscribed to %s", d.Members, d.Err, want)
+	}
+	if got := len(d.Members[0].Assignment["regex-a"]) + len(d.Members[0].Assignment["regex-b"]); got != 5 {
+		t.Errorf("member assigned %d partitions, want regex-a's 2 and regex-b's 3", got)
+	}
+}
