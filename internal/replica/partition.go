@@ -163,6 +163,15 @@ func (p *Partition) Append(data []byte) (AppendResult, func() error, error) {
 
 func (p *Partition) append(data []byte, o origin, guard *TxnGuard) (AppendResult, func() error, error) {
 	p.appendMu.Lock()
+	if !p.IsLeader() {
+		// Checked under appendMu, as a follower's truncation is: an
+		// append that passed the caller's leadership check but comes
+		// after this broker stopped leading would land past the point
+		// the truncation cut, at the old epoch, and stay there.
+		p.appendMu.Unlock()
+		return AppendResult{AppendResult: log.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}}, noWait,
+			fmt.Errorf("%w: %s is not led here", ErrNotLeader, p.TP)
+	}
 	dup, isDup, err := p.producers.check(data, o)
 	if err == nil && !isDup {
 		err = p.producers.checkGuard(guard)

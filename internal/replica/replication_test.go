@@ -273,3 +273,24 @@ func TestThrottle(t *testing.T) {
 		t.Fatal("a nil throttle held")
 	}
 }
+
+// An append that comes after the broker stopped leading is refused, even
+// though the caller checked leadership before: it would land after the
+// follower's truncation, at the old epoch, and the replicas would differ.
+func TestAppendRefusedOnceNotLeading(t *testing.T) {
+	a := newEnv(t, nil)
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5})
+	a.p.SetRole(true, 5)
+	if _, _, err := a.p.Append(testBatch(7, 0, 0, 1, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6})
+	a.p.SetRole(false, 6)
+	end := a.p.Log().EndOffset()
+	if _, _, err := a.p.Append(testBatch(7, 0, 1, 1, 1000)); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on a follower: %v, want ErrNotLeader", err)
+	}
+	if got := a.p.Log().EndOffset(); got != end {
+		t.Fatalf("the follower's log grew from %d to %d", end, got)
+	}
+}

@@ -1,0 +1,94 @@
+package compat
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// TestConsumerGroupKafkaTool: Kafka's kafka-consumer-groups.sh lists a
+// consumer group and a classic group with their types and describes each
+// with its members and their partitions.
+func TestConsumerGroupKafkaTool(t *testing.T) {
+	t.Parallel()
+	javaHelper(t)
+	b := startBroker(t, append(consumerGroupBrokerArgs, groupBrokerArgs...)...)
+	ctx := groupCtx(t, 2*time.Minute)
+	createTopic(t, b.Addr, "orders", 4, nil)
+	adm := grouptest.Admin(t, b.Addr)
+	modern := kgoMemberOf(t, grouptest.ConsumerConfig{Name: "modern-0", Addr: b.Addr, Group: "modern", Topic: "orders",
+		SessionTimeout: consumerSession, ServerSide: true})
+	classic := kgoMember(t, b.Addr, "orders", "classic", "classic-0")
+	grouptest.WaitSettled(t, ctx, adm, "modern", "orders", 4, modern)
+	grouptest.WaitSettled(t, ctx, adm, "classic", "orders", 4, classic)
+
+	const tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+	list := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--list", "--type")
+	if list.err != nil {
+		t.Fatalf("--list --type: %v", list)
+	}
+	for _, want := range []string{`(?m)^modern\s+Consumer\s*$`, `(?m)^classic\s+Classic\s*$`} {
+		if !regexp.MustCompile(want).MatchString(list.stdout) {
+			t.Errorf("--list --type lacks %s:\n%s", want, list.stdout)
+		}
+	}
+	for _, g := range []string{"modern", "classic"} {
+		d := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--describe", "--group", g, "--members", "--verbose")
+		if d.err != nil {
+			t.Fatalf("--describe --group %s --members: %v", g, d)
+		}
+		if !strings.Contains(d.stdout, g+"-0") || !strings.Contains(d.stdout, "orders:0,1,2,3") {
+			t.Errorf("--describe --group %s --members lacks its member with orders:0,1,2,3:\n%s", g, d.stdout)
+		}
+		st := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--describe", "--group", g, "--state")
+		if st.err != nil || !strings.Contains(st.stdout, "Stable") {
+			t.Errorf("--describe --group %s --state: %v\n%s", g, st.err, st.stdout)
+		}
+		t.Logf("%s:\n%s", g, d.stdout)
+	}
+}
+
+// TestConsumerGroupVerifiableConsumer: Kafka's VerifiableConsumer with
+// --group-protocol consumer joins a consumer group and consumes a topic to
+// the end, committing as it goes.
+func TestConsumerGroupVerifiableConsumer(t *testing.T) {
+	t.Parallel()
+	javaHelper(t)
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	ctx := groupCtx(t, 2*time.Minute)
+	createTopic(t, b.Addr, "verified", 3, nil)
+	produced := grouptest.Produced{}
+	produceKeyed(t, ctx, b.Addr, "verified", "v", 300, produced)
+	r := runKafkaTool(t, "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", b.Addr, "--topic", "verified",
+		"--group-id", "verifiable", "--group-protocol", "consumer", "--max-messages", "300", "--reset-policy", "earliest")
+	if r.err != nil {
+		t.Fatalf("VerifiableConsumer: %v", r)
+	}
+	consumed, committed := 0, 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		var ev struct {
+			Name    string `json:"name"`
+			Count   int    `json:"count"`
+			Success bool   `json:"success"`
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil {
+			continue
+		}
+		switch ev.Name {
+		case "records_consumed":
+			consumed += ev.Count
+		case "offsets_committed":
+			if !ev.Success {
+				t.Errorf("a commit failed: %s", line)
+			}
+			committed++
+		}
+	}
+	if consumed != 300 || committed == 0 {
+		t.Fatalf("consumed %d records of 300 with %d commits:\n%s", consumed, committed, tail(r.stdout, 4<<10))
+	}
+}
