@@ -58,12 +58,18 @@ type Broker struct {
 	// Consumer groups (KIP-848).
 	GroupConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms
 	GroupConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
-	GroupConsumerMaxSize           int32         // group.consumer.max.size
-	GroupConsumerAssignors         []string      // group.consumer.assignors, the first the default
-	OffsetsTopicPartitions         int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention               time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck          time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes         int32         // offset.metadata.max.bytes
+	// The bounds of the two above (group.consumer.min.session.timeout.ms
+	// and so on), as Kafka checks them.
+	GroupConsumerMinSessionTimeout    time.Duration
+	GroupConsumerMaxSessionTimeout    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	GroupConsumerMaxSize              int32         // group.consumer.max.size
+	GroupConsumerAssignors            []string      // group.consumer.assignors, the first the default
+	OffsetsTopicPartitions            int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention                  time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck             time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes            int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature
@@ -121,12 +127,17 @@ func Defaults() Broker {
 
 		GroupConsumerSessionTimeout:    45 * time.Second,
 		GroupConsumerHeartbeatInterval: 5 * time.Second,
-		GroupConsumerMaxSize:           math.MaxInt32,
-		GroupConsumerAssignors:         []string{"uniform", "range"},
-		OffsetsTopicPartitions:         50,
-		OffsetsRetention:               7 * 24 * time.Hour,
-		OffsetsRetentionCheck:          10 * time.Minute,
-		OffsetMetadataMaxBytes:         4096,
+
+		GroupConsumerMinSessionTimeout:    45 * time.Second,
+		GroupConsumerMaxSessionTimeout:    60 * time.Second,
+		GroupConsumerMinHeartbeatInterval: 5 * time.Second,
+		GroupConsumerMaxHeartbeatInterval: 15 * time.Second,
+		GroupConsumerMaxSize:              math.MaxInt32,
+		GroupConsumerAssignors:            []string{"uniform", "range"},
+		OffsetsTopicPartitions:            50,
+		OffsetsRetention:                  7 * 24 * time.Hour,
+		OffsetsRetentionCheck:             10 * time.Minute,
+		OffsetMetadataMaxBytes:            4096,
 
 		TransactionVersion:         2,
 		TransactionStatePartitions: 50,
@@ -180,9 +191,16 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
 	case b.GroupInitialRebalanceDelay < 0:
 		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
-	case b.GroupConsumerSessionTimeout <= 0 || b.GroupConsumerHeartbeatInterval <= 0 ||
-		b.GroupConsumerHeartbeatInterval >= b.GroupConsumerSessionTimeout:
-		return fmt.Errorf("consumer group heartbeat interval %v and session timeout %v: need 0 < interval < session",
+	case b.GroupConsumerMinSessionTimeout <= 0 || b.GroupConsumerSessionTimeout < b.GroupConsumerMinSessionTimeout ||
+		b.GroupConsumerSessionTimeout > b.GroupConsumerMaxSessionTimeout:
+		return fmt.Errorf("group.consumer.session.timeout.ms %v: must be within group.consumer.min/max.session.timeout.ms, %v-%v",
+			b.GroupConsumerSessionTimeout, b.GroupConsumerMinSessionTimeout, b.GroupConsumerMaxSessionTimeout)
+	case b.GroupConsumerMinHeartbeatInterval <= 0 || b.GroupConsumerHeartbeatInterval < b.GroupConsumerMinHeartbeatInterval ||
+		b.GroupConsumerHeartbeatInterval > b.GroupConsumerMaxHeartbeatInterval:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms %v: must be within group.consumer.min/max.heartbeat.interval.ms, %v-%v",
+			b.GroupConsumerHeartbeatInterval, b.GroupConsumerMinHeartbeatInterval, b.GroupConsumerMaxHeartbeatInterval)
+	case b.GroupConsumerHeartbeatInterval >= b.GroupConsumerSessionTimeout:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v",
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
 	case b.GroupConsumerMaxSize <= 0:
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)

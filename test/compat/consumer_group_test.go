@@ -20,7 +20,8 @@ import (
 const consumerSession = 6 * time.Second
 
 var consumerGroupBrokerArgs = []string{"--group-consumer-session-timeout", consumerSession.String(),
-	"--group-consumer-heartbeat-interval", "500ms"}
+	"--group-consumer-min-session-timeout", consumerSession.String(),
+	"--group-consumer-heartbeat-interval", "500ms", "--group-consumer-min-heartbeat-interval", "500ms"}
 
 func TestConsumerGroupKgo(t *testing.T) {
 	t.Parallel()
