@@ -48,10 +48,6 @@ const (
 	memberUnreleasedPartitions
 )
 
-var memberStateNames = [...]string{"stable", "unrevoked_partitions", "unreleased_partitions"}
-
-func (s memberState) String() string { return memberStateNames[s] }
-
 // partitionEpochs maps a topic id to its partitions and, for each, the
 // epoch at which it was assigned to the member (KIP-1251: a commit at an
 // older member epoch is accepted for a partition held since then).
@@ -135,16 +131,16 @@ type consumerGroup struct {
 	// regexes caches the topics each subscribed pattern matched.
 	regexes map[string][]string
 	// metaVersion is the topics' version (Topics.Version) the topics and
-	// regexes above were read at.
+	// regexes above were read at; -1 before the first read.
 	metaVersion  int64
-	metaKnown    bool
 	assignorName string // of the current target
 }
 
 func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{members: map[string]*consumerMember{}, static: map[string]string{},
 		target: map[string]map[[16]byte][]int32{}, owners: map[partitionID]string{},
-		topics: map[string]TopicInfo{}, names: map[[16]byte]string{}, regexes: map[string][]string{}}
+		topics: map[string]TopicInfo{}, names: map[[16]byte]string{}, regexes: map[string][]string{},
+		metaVersion: -1}
 }
 
 // stateName is the group state ListGroups and ConsumerGroupDescribe

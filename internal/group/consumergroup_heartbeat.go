@@ -256,15 +256,13 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 
 	if c.topics != nil {
 		version := c.topics.Version()
-		if regexChanged || version != cg.metaVersion || !cg.metaKnown {
+		if regexChanged || version != cg.metaVersion {
 			cg.resolveRegexes(c.topics.Names())
 		}
-		if bump || version != cg.metaVersion || !cg.metaKnown {
-			if g.refreshConsumerTopics() {
-				bump = true
-			}
+		if (bump || version != cg.metaVersion) && g.refreshConsumerTopics() {
+			bump = true
 		}
-		cg.metaVersion, cg.metaKnown = version, true
+		cg.metaVersion = version
 	}
 	if bump {
 		cg.epoch++

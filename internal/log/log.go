@@ -522,7 +522,11 @@ func (l *Log) Sync(upTo int64) error {
 		return nil
 	}
 	if l.syncer != nil {
-		return SyncMany([]SyncTarget{{l, upTo}})[0]
+		target, f, err := l.prepareSync()
+		if err != nil {
+			return err
+		}
+		return l.finishSync(target, l.syncer.sync(f))
 	}
 	for {
 		l.syncMu.Lock()
