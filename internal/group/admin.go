@@ -172,7 +172,11 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	for _, tp := range sortedPartitions(pendingOnly) {
 		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 	}
-	recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
+	if g.modern != nil {
+		recs = append(recs, g.modern.tombstones()...)
+	} else {
+		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
+	}
 	clear(g.offsets)
 	clear(g.txnOffsets)
 	g.die()

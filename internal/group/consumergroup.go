@@ -109,6 +109,16 @@ type consumerMember struct {
 	session          *timer
 	rebalance        *timer    // set while it must revoke partitions
 	key              clientKey // for the fetch hook
+	// classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) in a consumer group.
+	classic *classicState
+}
+
+// classicState is what the coordinator keeps of a classic member of a
+// consumer group.
+type classicState struct {
+	sessionTimeout time.Duration
+	protocols      []Protocol
 }
 
 // consumerGroup is the KIP-848 part of a group: its members, epochs and
@@ -134,13 +144,22 @@ type consumerGroup struct {
 	// regexes above were read at; -1 before the first read.
 	metaVersion  int64
 	assignorName string // of the current target
+
+	// stored is each record the group last wrote, by key, and dirty the
+	// members whose records may have changed since (consumerstore.go);
+	// topicsDirty says the topics' metadata may have. dropClassic: the
+	// next flush deletes the group's classic record first.
+	stored      map[string][]byte
+	dirty       map[string]bool
+	topicsDirty bool
+	dropClassic bool
 }
 
 func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{members: map[string]*consumerMember{}, static: map[string]string{},
 		target: map[string]map[[16]byte][]int32{}, owners: map[partitionID]string{},
 		topics: map[string]TopicInfo{}, names: map[[16]byte]string{}, regexes: map[string][]string{},
-		metaVersion: -1}
+		metaVersion: -1, stored: map[string][]byte{}, dirty: map[string]bool{}}
 }
 
 // stateName is the group state ListGroups and ConsumerGroupDescribe
@@ -252,6 +271,7 @@ func (cg *consumerGroup) removeMember(m *consumerMember) {
 	m.rebalance.stop()
 	delete(cg.members, m.id)
 	delete(cg.target, m.id)
+	cg.touch(m.id)
 	if m.instanceID != "" && cg.static[m.instanceID] == m.id {
 		delete(cg.static, m.instanceID)
 	}
@@ -318,6 +338,7 @@ func (cg *consumerGroup) computeTarget(configured []string) error {
 		target[id] = byTopic
 	}
 	cg.target, cg.assignmentEpoch, cg.assignorName = target, cg.epoch, name
+	cg.touchAll()
 	return nil
 }
 

@@ -40,7 +40,7 @@ func newBenchGroup(b *testing.B, n int, parts int32) *benchGroup {
 }
 
 func (g *benchGroup) join(id string) {
-	res := g.c.ConsumerHeartbeat(join(id, "t"))
+	res := <-g.c.ConsumerHeartbeat(join(id, "t"))
 	if res.Err != nil {
 		g.b.Fatal(res.Err)
 	}
@@ -50,7 +50,7 @@ func (g *benchGroup) join(id string) {
 }
 
 func (g *benchGroup) beat(m *cgMember) {
-	res := g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: m.id,
+	res := <-g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: m.id,
 		MemberEpoch: m.epoch, RebalanceTimeout: -1, Owned: owned(m.owned)})
 	if res.Err != nil {
 		g.b.Fatal(res.Err)
@@ -97,7 +97,7 @@ func BenchmarkConsumerRebalance(b *testing.B) {
 		g.join(fmt.Sprintf("extra%d", i))
 		rounds += g.settle()
 		last := g.members[len(g.members)-1]
-		res := g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: last.id, MemberEpoch: -1})
+		res := <-g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: last.id, MemberEpoch: -1})
 		if res.Err != nil {
 			b.Fatal(res.Err)
 		}

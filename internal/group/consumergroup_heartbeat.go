@@ -116,9 +116,32 @@ func (c *Coordinator) validateConsumerHeartbeat(req *ConsumerHeartbeatRequest) e
 // ConsumerHeartbeat serves a ConsumerGroupHeartbeat: it creates or
 // updates the member, computes the target assignment when the group epoch
 // moved past it, and reconciles the member towards it.
-func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbeatResult {
-	fail := func(err error) ConsumerHeartbeatResult {
-		return ConsumerHeartbeatResult{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
+func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) <-chan ConsumerHeartbeatResult {
+	ch := make(chan ConsumerHeartbeatResult, 1)
+	res, g := c.consumerHeartbeat(req)
+	if g == nil {
+		ch <- res
+		return ch
+	}
+	// The answer waits until the state it reports is durable; g.mu is
+	// held from the change to the flush, so records keep its order.
+	defer g.mu.Unlock()
+	g.flushConsumer(func(err error) {
+		if err != nil {
+			g.c.log.Warn("writing a consumer group's state failed", "group", g.id, "err", err)
+			res = ConsumerHeartbeatResult{Err: ErrNotCoordinator, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
+		}
+		ch <- res
+	})
+	return ch
+}
+
+// consumerHeartbeat applies a heartbeat. When it returns a group, the
+// group is a consumer group, its lock is held, and the answer waits for
+// the flush of what changed.
+func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerHeartbeatResult, *group) {
+	fail := func(err error) (ConsumerHeartbeatResult, *group) {
+		return ConsumerHeartbeatResult{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}, nil
 	}
 	if err := c.validateConsumerHeartbeat(&req); err != nil {
 		return fail(err)
@@ -137,7 +160,12 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHe
 		return fail(ErrUnknownMemberID)
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			g.mu.Unlock()
+		}
+	}()
 	switch {
 	case g.state == stateDead:
 		return fail(ErrCoordinatorNotAvailable)
@@ -151,12 +179,17 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHe
 		// An empty classic group (or a new one) becomes a consumer group;
 		// its committed offsets stay.
 		g.modern = newConsumerGroup()
+		g.modern.dropClassic = g.generation > 0 || g.protocolType != ""
 		g.protocolType = consumerProtocolType
 	}
+	var res ConsumerHeartbeatResult
 	if req.MemberEpoch == leaveGroupEpoch || req.MemberEpoch == leaveGroupStaticEpoch {
-		return g.consumerLeave(req)
+		res = g.consumerLeave(req)
+	} else {
+		res = g.consumerHeartbeat(req)
 	}
-	return g.consumerHeartbeat(req)
+	locked = false
+	return res, g
 }
 
 // consumerLeave serves a heartbeat with epoch -1 (leave) or -2 (a static
@@ -194,6 +227,7 @@ func (g *group) consumerLeave(req ConsumerHeartbeatRequest) ConsumerHeartbeatRes
 		m.rebalance.stop()
 		m.rebalance = nil
 		cg.setOwned(m, before)
+		cg.touch(m.id)
 		g.scheduleConsumerSession(m)
 		return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: leaveGroupStaticEpoch}
 	}
@@ -273,6 +307,7 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		}
 	}
 	cg.reconcile(m, owned)
+	cg.touch(m.id)
 	g.trackRebalanceTimeout(m)
 	g.scheduleConsumerSession(m)
 	g.recordConsumerOwners(m)
@@ -332,6 +367,7 @@ func (g *group) consumerMemberFor(req ConsumerHeartbeatRequest, owned partitionE
 	delete(cg.members, old)
 	g.c.fetchersRemove(existing, g)
 	existing.id, existing.epoch, existing.prevEpoch = req.MemberID, 0, 0
+	cg.touch(old)
 	for _, tp := range before {
 		cg.owners[tp] = existing.id
 	}
@@ -430,6 +466,7 @@ func (g *group) refreshConsumerTopics() bool {
 		}
 	}
 	if changed {
+		cg.topicsDirty = true
 		cg.topics = now
 		cg.names = make(map[[16]byte]string, len(now))
 		for name, t := range now {
@@ -459,6 +496,7 @@ func (g *group) trackRebalanceTimeout(m *consumerMember) {
 				"group", g.id, "member", id, "timeout", m.rebalanceTimeout)
 			cur.removeMember(m)
 			g.c.fetchersRemove(m, g)
+			g.flushConsumer(nil)
 		}
 	})
 }
@@ -473,6 +511,7 @@ func (g *group) scheduleConsumerSession(m *consumerMember) {
 			g.c.log.Info("consumer group member's session expired", "group", g.id, "member", id)
 			cur.removeMember(m)
 			g.c.fetchersRemove(m, g)
+			g.flushConsumer(nil)
 		}
 	})
 }

@@ -84,7 +84,7 @@ func (e *cgEnv) beat(m *cgMember) group.ConsumerHeartbeatResult {
 	e.t.Helper()
 	req := group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: m.id, MemberEpoch: m.epoch,
 		RebalanceTimeout: -1, Owned: owned(m.owned), Client: group.Client{ID: "client-" + m.id, Addr: "127.0.0.1:1000"}}
-	res := e.c.ConsumerHeartbeat(req)
+	res := <-e.c.ConsumerHeartbeat(req)
 	if res.Err != nil {
 		e.t.Fatalf("heartbeat of %s at epoch %d: %v", m.id, m.epoch, res.Err)
 	}
@@ -112,7 +112,7 @@ func owned(o map[[16]byte][]int32) []group.OwnedTopic {
 
 func (e *cgEnv) joinMember(id string, topics ...string) *cgMember {
 	e.t.Helper()
-	res := e.c.ConsumerHeartbeat(join(id, topics...))
+	res := <-e.c.ConsumerHeartbeat(join(id, topics...))
 	if res.Err != nil {
 		e.t.Fatalf("join of %s: %v", id, res.Err)
 	}
@@ -207,7 +207,7 @@ func TestConsumerGroupReconciliation(t *testing.T) {
 	}
 
 	// b leaves: a gets everything back at the next epoch.
-	if res := e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: b.id, MemberEpoch: -1}); res.Err != nil || res.MemberEpoch != -1 {
+	if res := <-e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: b.id, MemberEpoch: -1}); res.Err != nil || res.MemberEpoch != -1 {
 		t.Fatalf("leave: %+v", res)
 	}
 	e.beat(a)
@@ -224,7 +224,7 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 	req := func(epoch int32, owned []group.OwnedTopic) group.ConsumerHeartbeatRequest {
 		return group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: epoch, RebalanceTimeout: -1, Owned: owned}
 	}
-	if res := e.c.ConsumerHeartbeat(req(a.epoch+1, nil)); !errors.Is(res.Err, group.ErrFencedMemberEpoch) {
+	if res := <-e.c.ConsumerHeartbeat(req(a.epoch+1, nil)); !errors.Is(res.Err, group.ErrFencedMemberEpoch) {
 		t.Fatalf("epoch ahead: %v, want FENCED_MEMBER_EPOCH", res.Err)
 	}
 	b := e.joinMember("b", "t") // epoch 2; a must revoke one
@@ -236,14 +236,14 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 	}
 	// The answer that moved a to epoch 2 was lost: epoch 1 with a subset
 	// of its assignment is accepted.
-	if res := e.c.ConsumerHeartbeat(req(1, owned(a.owned))); res.Err != nil || res.MemberEpoch != 2 {
+	if res := <-e.c.ConsumerHeartbeat(req(1, owned(a.owned))); res.Err != nil || res.MemberEpoch != 2 {
 		t.Fatalf("previous epoch with a subset: %+v, want epoch 2", res)
 	}
-	if res := e.c.ConsumerHeartbeat(req(0+1, nil)); !errors.Is(res.Err, group.ErrFencedMemberEpoch) {
+	if res := <-e.c.ConsumerHeartbeat(req(0+1, nil)); !errors.Is(res.Err, group.ErrFencedMemberEpoch) {
 		t.Fatalf("previous epoch without owned partitions: %v, want FENCED_MEMBER_EPOCH", res.Err)
 	}
 	unknown := group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: "nobody", MemberEpoch: 3, RebalanceTimeout: -1}
-	if res := e.c.ConsumerHeartbeat(unknown); !errors.Is(res.Err, group.ErrUnknownMemberID) {
+	if res := <-e.c.ConsumerHeartbeat(unknown); !errors.Is(res.Err, group.ErrUnknownMemberID) {
 		t.Fatalf("unknown member: %v, want UNKNOWN_MEMBER_ID", res.Err)
 	}
 }
@@ -273,15 +273,15 @@ func TestConsumerGroupInvalidRequests(t *testing.T) {
 	} {
 		req := join("m")
 		tc.edit(&req)
-		if res := e.c.ConsumerHeartbeat(req); !errors.Is(res.Err, tc.want) {
+		if res := <-e.c.ConsumerHeartbeat(req); !errors.Is(res.Err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, res.Err, tc.want)
 		}
 	}
-	e.c.ConsumerHeartbeat(join("m")) // a member with no topics is fine
+	<-e.c.ConsumerHeartbeat(join("m")) // a member with no topics is fine
 	e.cfg.ConsumerMaxSize = 1
 	e.restart()
-	e.c.ConsumerHeartbeat(join("m"))
-	if res := e.c.ConsumerHeartbeat(join("n")); !errors.Is(res.Err, group.ErrGroupMaxSizeReached) {
+	<-e.c.ConsumerHeartbeat(join("m"))
+	if res := <-e.c.ConsumerHeartbeat(join("n")); !errors.Is(res.Err, group.ErrGroupMaxSizeReached) {
 		t.Errorf("over group.consumer.max.size: %v, want GROUP_MAX_SIZE_REACHED", res.Err)
 	}
 }
@@ -302,7 +302,7 @@ func TestConsumerGroupTimeouts(t *testing.T) {
 	if count(b.owned) != 2 {
 		t.Fatalf("b has %d partitions after a overran its rebalance timeout, want 2", count(b.owned))
 	}
-	res := e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: a.epoch, RebalanceTimeout: -1})
+	res := <-e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: a.epoch, RebalanceTimeout: -1})
 	if !errors.Is(res.Err, group.ErrUnknownMemberID) {
 		t.Fatalf("a after its rebalance timeout: %v, want UNKNOWN_MEMBER_ID", res.Err)
 	}
@@ -333,7 +333,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	inst := "i1"
 	req := join("a", "t")
 	req.InstanceID = &inst
-	res := e.c.ConsumerHeartbeat(req)
+	res := <-e.c.ConsumerHeartbeat(req)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -341,16 +341,16 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	a.apply(res)
 	other := join("x", "t")
 	other.InstanceID = &inst
-	if res := e.c.ConsumerHeartbeat(other); !errors.Is(res.Err, group.ErrUnreleasedInstanceID) {
+	if res := <-e.c.ConsumerHeartbeat(other); !errors.Is(res.Err, group.ErrUnreleasedInstanceID) {
 		t.Fatalf("a second member with the instance id: %v, want UNRELEASED_INSTANCE_ID", res.Err)
 	}
 	leave := group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: -2, InstanceID: &inst}
-	if res := e.c.ConsumerHeartbeat(leave); res.Err != nil || res.MemberEpoch != -2 {
+	if res := <-e.c.ConsumerHeartbeat(leave); res.Err != nil || res.MemberEpoch != -2 {
 		t.Fatalf("static leave: %+v", res)
 	}
 	back := join("a2", "t")
 	back.InstanceID = &inst
-	res = e.c.ConsumerHeartbeat(back)
+	res = <-e.c.ConsumerHeartbeat(back)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -361,7 +361,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	}
 	// The predecessor's id is fenced now.
 	old := group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: 1, InstanceID: &inst, RebalanceTimeout: -1}
-	if res := e.c.ConsumerHeartbeat(old); !errors.Is(res.Err, group.ErrFencedInstanceID) {
+	if res := <-e.c.ConsumerHeartbeat(old); !errors.Is(res.Err, group.ErrFencedInstanceID) {
 		t.Fatalf("the predecessor: %v, want FENCED_INSTANCE_ID", res.Err)
 	}
 }
@@ -375,7 +375,7 @@ func TestConsumerGroupRegexSubscription(t *testing.T) {
 	pattern := "orders-.*"
 	req := join("a")
 	req.TopicNames, req.TopicRegex = nil, &pattern
-	res := e.c.ConsumerHeartbeat(req)
+	res := <-e.c.ConsumerHeartbeat(req)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -458,17 +458,17 @@ func TestConsumerAndClassicGroupsExclude(t *testing.T) {
 	if !errors.Is(res.Err, group.ErrInconsistentGroupProtocol) {
 		t.Fatalf("classic join to a consumer group: %v, want INCONSISTENT_GROUP_PROTOCOL", res.Err)
 	}
-	e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: -1})
+	<-e.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: a.id, MemberEpoch: -1})
 	if got := e.c.List(nil, nil); len(got) != 1 || got[0].Type != "consumer" || got[0].State != "Empty" {
 		t.Fatalf("listed %+v, want one empty consumer group", got)
 	}
 	e.stableGroup("g2", 1, 1)
-	if res := e.c.ConsumerHeartbeat(join("x", "t")); res.Err != nil {
+	if res := <-e.c.ConsumerHeartbeat(join("x", "t")); res.Err != nil {
 		t.Fatalf("join to the empty consumer group: %v", res.Err)
 	}
 	classic := join("y", "t")
 	classic.Group = "g2"
-	if res := e.c.ConsumerHeartbeat(classic); !errors.Is(res.Err, group.ErrGroupIDNotFound) {
+	if res := <-e.c.ConsumerHeartbeat(classic); !errors.Is(res.Err, group.ErrGroupIDNotFound) {
 		t.Fatalf("consumer join to a classic group with members: %v, want GROUP_ID_NOT_FOUND", res.Err)
 	}
 }

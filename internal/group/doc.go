@@ -31,7 +31,11 @@
 //     records go to partition model.CoordinatorPartition (Java hashCode, abs, modulo). The
 //     topic is created on first use (FindCoordinator, or a first write),
 //     internal and compacted, through the Topic interface the server
-//     implements; Load replays it on start.
+//     implements; Load replays it on start. A consumer group (KIP-848)
+//     keeps its epochs, members, target and current assignments there as
+//     Kafka's records (consumerrecords.go, consumerstore.go): each change
+//     is flushed as the records that differ from the last written, and a
+//     heartbeat is answered once they are durable.
 //   - The rebalance history (history.go): per group a bounded timeline of
 //     membership changes and generations, and the partition hand-offs with
 //     the committed offset at hand-off, the highest offset the previous

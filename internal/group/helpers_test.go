@@ -183,6 +183,7 @@ type memRecord struct {
 	groupKey     *kmsg.GroupMetadataKey
 	groupValue   *kmsg.GroupMetadataValue
 	tombstone    bool
+	keyType      int16 // the key's version: Kafka's record type
 	batchVersion int8
 	attributes   int16 // the batch's
 	producerID   int64
@@ -213,7 +214,10 @@ func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
 			recs = recs[w+int(n):]
 			mr := memRecord{partition: partition, tombstone: r.Value == nil, batchVersion: rb.Magic,
 				attributes: rb.Attributes, producerID: rb.ProducerID, epoch: rb.ProducerEpoch, baseSequence: rb.FirstSequence}
-			switch binary.BigEndian.Uint16(r.Key) {
+			mr.keyType = int16(binary.BigEndian.Uint16(r.Key))
+			switch mr.keyType {
+			case 3, 4, 5, 6, 7, 8:
+				// A consumer group's records; consumerstore_test.go reads them.
 			case 0, 1:
 				mr.offsetKey = new(kmsg.OffsetCommitKey)
 				if err := mr.offsetKey.ReadFrom(r.Key); err != nil {

@@ -91,7 +91,9 @@ func (c *Coordinator) Join(req JoinRequest) <-chan JoinResult {
 		return fail(ErrInconsistentGroupProtocol, req.MemberID)
 	}
 	if g.modern != nil {
-		// An empty consumer group becomes a classic one; its offsets stay.
+		// An empty consumer group becomes a classic one; its offsets stay
+		// and its records go.
+		g.writeConsumer(g.modern.tombstones(), nil)
 		g.modern, g.protocolType = nil, ""
 	}
 	switch {

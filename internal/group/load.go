@@ -98,7 +98,7 @@ func (c *Coordinator) LoadPartition(i, n int32, p Partition) error {
 	c.mu.Unlock()
 	groups := 0
 	for id, lg := range loaded {
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txns) == 0 {
+		if lg.meta == nil && lg.consumer == nil && len(lg.offsets) == 0 && len(lg.txns) == 0 {
 			continue
 		}
 		g := c.newGroup(id)
@@ -163,8 +163,13 @@ func (c *Coordinator) Serves(i int32) bool {
 
 // loadedGroup is what replay found of a group.
 type loadedGroup struct {
-	meta    *kmsg.GroupMetadataValue // nil: none, or deleted
-	offsets map[model.TopicPartition]offset
+	meta   *kmsg.GroupMetadataValue // nil: none, or deleted
+	metaAt int64                    // log offset of meta
+	// consumer is the group's consumer group records; nil: none, or
+	// deleted. Whichever of meta and consumer was written last is the
+	// group's kind.
+	consumer *loadedConsumer
+	offsets  map[model.TopicPartition]offset
 	// txns: offsets of transactions without a marker (yet), per producer.
 	txns map[int64]map[model.TopicPartition]offset
 }
@@ -316,9 +321,13 @@ func (st *replayState) record(producerID, at int64, key, value []byte) error {
 		if err := v.ReadFrom(value); err != nil {
 			return fmt.Errorf("group metadata value: %w", err)
 		}
-		lg.meta = v
+		lg.meta, lg.metaAt = v, at
+	case consumerGroupEpochType, consumerTopicsType, consumerMemberType, consumerTargetEpochType,
+		consumerTargetMemberType, consumerCurrentMemberType:
+		return st.consumerRecord(at, key, value)
 	}
-	// Other key versions are Kafka's KIP-848 records: not ours.
+	// Other key versions (share and streams groups, regular expressions)
+	// are not kept.
 	return nil
 }
 
@@ -326,6 +335,10 @@ func (st *replayState) record(producerID, at int64, key, value []byte) error {
 func (g *group) restore(lg *loadedGroup) {
 	g.offsets = lg.offsets
 	g.txnOffsets = lg.txns
+	if lc := lg.consumer; lc != nil && (lg.meta == nil || lc.at > lg.metaAt) {
+		g.restoreConsumer(lc)
+		return
+	}
 	v := lg.meta
 	if v == nil {
 		return // a group that only has offsets: Empty

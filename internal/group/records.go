@@ -23,7 +23,9 @@ import (
 //     state time, and each member with its subscription and assignment);
 //     a null value deletes the group.
 //
-// Keys of other versions (Kafka's KIP-848 records) are skipped on replay.
+// A consumer group's records (KIP-848, key versions 3-8) are in
+// consumerrecords.go; keys of other versions (share and streams groups,
+// regular expressions) are skipped on replay.
 // Each write is one uncompressed batch without a producer id, except a
 // TxnOffsetCommit's: a transactional batch (attributes 0x10) carrying the
 // transaction's producer id and epoch and base sequence 0, as Kafka's

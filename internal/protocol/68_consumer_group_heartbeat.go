@@ -32,7 +32,6 @@ func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ConsumerGroupHeartbeatRequest)
-	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	greq := group.ConsumerHeartbeatRequest{
 		Client: groupClient(r), Version: req.Version, Group: req.Group, MemberID: req.MemberID,
 		MemberEpoch: req.MemberEpoch, InstanceID: req.InstanceID, RackID: req.RackID,
@@ -48,27 +47,31 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Re
 			greq.Owned[i] = group.OwnedTopic{TopicID: t.TopicID, Partitions: t.Partitions}
 		}
 	}
-	res := b.Groups.ConsumerHeartbeat(greq)
-	if res.Err != nil {
-		resp.ErrorCode = errorCode(res.Err)
-		msg := res.Err.Error()
-		resp.ErrorMessage = &msg
-		return reply(resp)
-	}
-	resp.MemberID = &res.MemberID
-	resp.MemberEpoch = res.MemberEpoch
-	resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval.Milliseconds())
-	if res.Assignment != nil {
-		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
-		for _, t := range *res.Assignment {
-			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
-			at.TopicID, at.Partitions = t.TopicID, t.Partitions
-			a.Topics = append(a.Topics, at)
+	answer := func(res group.ConsumerHeartbeatResult) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		if res.Err != nil {
+			resp.ErrorCode = errorCode(res.Err)
+			msg := res.Err.Error()
+			resp.ErrorMessage = &msg
+			return resp
 		}
-		if a.Topics == nil {
-			a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+		resp.MemberID = &res.MemberID
+		resp.MemberEpoch = res.MemberEpoch
+		resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval.Milliseconds())
+		if res.Assignment != nil {
+			a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+			for _, t := range *res.Assignment {
+				at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+				at.TopicID, at.Partitions = t.TopicID, t.Partitions
+				a.Topics = append(a.Topics, at)
+			}
+			if a.Topics == nil {
+				a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+			}
+			resp.Assignment = &a
 		}
-		resp.Assignment = &a
+		return resp
 	}
-	return reply(resp)
+	gone := group.ConsumerHeartbeatResult{Err: group.ErrNotCoordinator}
+	return await(b.Groups.ConsumerHeartbeat(greq), answer, gone)
 }

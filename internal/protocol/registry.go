@@ -138,7 +138,7 @@ type Groups interface {
 	Describe(ids []string) []group.GroupDescription
 	List(states, types []string) []group.ListedGroup
 	DeleteGroup(id string) <-chan error
-	ConsumerHeartbeat(req group.ConsumerHeartbeatRequest) group.ConsumerHeartbeatResult
+	ConsumerHeartbeat(req group.ConsumerHeartbeatRequest) <-chan group.ConsumerHeartbeatResult
 	DescribeConsumerGroups(ids []string) []group.ConsumerGroupDescription
 	CheckFetchMember(groupID, memberID string, epoch int32) error
 }

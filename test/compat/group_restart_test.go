@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -97,21 +98,7 @@ func TestGroupBrokerRestart(t *testing.T) {
 				rebalances, moved)
 
 			// kill -9 under load, restart.
-			prod, err := grouptest.StartProducer(b.Addr, "orders", 300)
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(1500 * time.Millisecond)
-			b.Kill()
-			b.Restart(t)
-			time.Sleep(1500 * time.Millisecond)
-			if err := prod.Stop(ctx); err != nil {
-				t.Errorf("producer across the kill: %v", err)
-			}
-			produced.Add(prod.Acked())
-			if err := produced.Dense(); err != nil {
-				t.Error(err)
-			}
+			killUnderLoad(t, ctx, b, "orders", produced)
 			grouptest.WaitProcessed(t, ctx, produced, ms...)
 			grouptest.WaitSettled(t, ctx, adm, group, "orders", groupPartitions, ms...)
 			checkMembers(t, ctx, adm, group, members, "after kill -9 and restart")
@@ -184,4 +171,26 @@ func waitCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, t
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("group %s never committed %v", group, want)
+}
+
+// killUnderLoad kills the broker (kill -9) and restarts it while a
+// producer writes to topic at 300 records/s, and adds what it acknowledged
+// to produced, which must stay dense.
+func killUnderLoad(t *testing.T, ctx context.Context, b *testutil.Process, topic string, produced grouptest.Produced) {
+	t.Helper()
+	prod, err := grouptest.StartProducer(b.Addr, topic, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	b.Kill()
+	b.Restart(t)
+	time.Sleep(1500 * time.Millisecond)
+	if err := prod.Stop(ctx); err != nil {
+		t.Errorf("producer across the kill: %v", err)
+	}
+	produced.Add(prod.Acked())
+	if err := produced.Dense(); err != nil {
+		t.Error(err)
+	}
 }

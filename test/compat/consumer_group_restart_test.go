@@ -1,0 +1,82 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// TestConsumerGroupBrokerRestart kills the real binary (kill -9) under a
+// consumer group (KIP-848) of three franz-go members while a producer
+// writes: the group comes back from __consumer_offsets with the same
+// members at the same group epoch (no rebalance), and every record is
+// processed, duplicates coming only from what was not yet committed.
+func TestConsumerGroupBrokerRestart(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, consumerGroupBrokerArgs...)
+	ctx := groupCtx(t, 3*time.Minute)
+	group := "consumer-restart"
+	createTopic(t, b.Addr, "orders", groupPartitions, nil)
+	adm := grouptest.Admin(t, b.Addr)
+	var ms []grouptest.Member
+	for i := range 3 {
+		ms = append(ms, kgoMemberOf(t, grouptest.ConsumerConfig{Name: fmt.Sprintf("%s-%d", group, i), Addr: b.Addr,
+			Group: group, Topic: "orders", SessionTimeout: consumerSession, ServerSide: true}))
+	}
+	grouptest.WaitSettled(t, ctx, adm, group, "orders", groupPartitions, ms...)
+	produced := grouptest.Produced{}
+	produceKeyed(t, ctx, b.Addr, "orders", "a", 300, produced)
+	grouptest.WaitProcessed(t, ctx, produced, ms...)
+	before := consumerGroupState(t, ctx, adm, group)
+
+	killUnderLoad(t, ctx, b, "orders", produced)
+	grouptest.WaitProcessed(t, ctx, produced, ms...)
+	after := consumerGroupState(t, ctx, adm, group)
+	if after.epoch != before.epoch || !maps.Equal(after.members, before.members) {
+		t.Errorf("after kill -9 and restart: group epoch %d with members %v; before: epoch %d with %v",
+			after.epoch, after.members, before.epoch, before.members)
+	}
+	checkAccounting(t, "kill -9 and restart", produced, -1, ms...)
+	for _, m := range ms {
+		if err := m.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+type consumerGroupSnapshot struct {
+	epoch   int32
+	members map[string]string // client id -> member id
+}
+
+// consumerGroupState waits for the group to be Stable and reads its epoch
+// and members.
+func consumerGroupState(t *testing.T, ctx context.Context, adm *kadm.Client, group string) consumerGroupSnapshot {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		d := ds[group]
+		if d.Err != nil || d.State != "Stable" {
+			last = fmt.Sprintf("%s %v", d.State, d.Err)
+			continue
+		}
+		s := consumerGroupSnapshot{epoch: d.Epoch, members: map[string]string{}}
+		for _, m := range d.Members {
+			s.members[m.ClientID] = m.MemberID
+		}
+		return s
+	}
+	t.Fatalf("consumer group %s never Stable: %s", group, last)
+	return consumerGroupSnapshot{}
+}
