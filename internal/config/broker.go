@@ -66,6 +66,7 @@ type Broker struct {
 	GroupConsumerMaxHeartbeatInterval time.Duration
 	GroupConsumerMaxSize              int32         // group.consumer.max.size
 	GroupConsumerAssignors            []string      // group.consumer.assignors, the first the default
+	GroupConsumerMigrationPolicy      string        // group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled
 	OffsetsTopicPartitions            int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
 	OffsetsRetention                  time.Duration // offsets.retention.minutes
 	OffsetsRetentionCheck             time.Duration // offsets.retention.check.interval.ms
@@ -134,6 +135,7 @@ func Defaults() Broker {
 		GroupConsumerMaxHeartbeatInterval: 15 * time.Second,
 		GroupConsumerMaxSize:              math.MaxInt32,
 		GroupConsumerAssignors:            []string{"uniform", "range"},
+		GroupConsumerMigrationPolicy:      "bidirectional",
 		OffsetsTopicPartitions:            50,
 		OffsetsRetention:                  7 * 24 * time.Hour,
 		OffsetsRetentionCheck:             10 * time.Minute,
@@ -204,6 +206,8 @@ func (b Broker) Validate() error {
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
 	case b.GroupConsumerMaxSize <= 0:
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
+	case !knownMigrationPolicy(b.GroupConsumerMigrationPolicy):
+		return fmt.Errorf("group.consumer.migration.policy %q: must be bidirectional, upgrade, downgrade or disabled", b.GroupConsumerMigrationPolicy)
 	case !knownAssignors(b.GroupConsumerAssignors):
 		return fmt.Errorf("group.consumer.assignors %v: each must be uniform or range", b.GroupConsumerAssignors)
 	case b.GroupMinSessionTimeout <= 0 || b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
@@ -279,4 +283,14 @@ func knownAssignors(names []string) bool {
 		}
 	}
 	return len(names) > 0
+}
+
+// knownMigrationPolicy: Kafka's ConsumerGroupMigrationPolicy names, in any
+// case.
+func knownMigrationPolicy(p string) bool {
+	switch strings.ToLower(p) {
+	case "bidirectional", "upgrade", "downgrade", "disabled":
+		return true
+	}
+	return false
 }

@@ -51,6 +51,10 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration
 	ConsumerMaxSize           int
 	ConsumerAssignors         []string
+	// ConsumerMigrationPolicy is group.consumer.migration.policy: whether
+	// a live group may move from the classic protocol to the consumer
+	// protocol and back (migration.go).
+	ConsumerMigrationPolicy MigrationPolicy
 	// Topics reads the cluster's topics for the assignors; consumer
 	// groups assign nothing without it.
 	Topics Topics
@@ -78,6 +82,7 @@ func Defaults() Config {
 		ConsumerHeartbeatInterval: 5 * time.Second,
 		ConsumerMaxSize:           math.MaxInt32,
 		ConsumerAssignors:         []string{"uniform", "range"},
+		ConsumerMigrationPolicy:   MigrationBidirectional,
 	}
 }
 
@@ -122,6 +127,11 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.ConsumerAssignors) == 0 {
 		c.ConsumerAssignors = d.ConsumerAssignors
+	}
+	if p, err := ParseMigrationPolicy(string(c.ConsumerMigrationPolicy)); err == nil {
+		c.ConsumerMigrationPolicy = p
+	} else {
+		c.ConsumerMigrationPolicy = d.ConsumerMigrationPolicy
 	}
 	if c.InitialRebalanceDelay < 0 {
 		c.InitialRebalanceDelay = 0

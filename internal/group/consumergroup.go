@@ -119,6 +119,9 @@ type consumerMember struct {
 type classicState struct {
 	sessionTimeout time.Duration
 	protocols      []Protocol
+	// deadline fences the member unless it syncs after its join, or
+	// rejoins after being asked to, within its rebalance timeout.
+	deadline *timer
 }
 
 // consumerGroup is the KIP-848 part of a group: its members, epochs and
@@ -131,8 +134,10 @@ type consumerGroup struct {
 	// target is the assignment computed at assignmentEpoch, per member.
 	target map[string]map[[16]byte][]int32
 	// owners holds, for each partition some member holds (assigned or
-	// revoking), that member's id.
+	// revoking), that member's id; extra holds the other holders of a
+	// partition held by more than one (a converted classic group's).
 	owners map[partitionID]string
+	extra  map[partitionID][]string
 	// topics is the metadata the target was computed from: the subscribed
 	// topics by name, and names their names by id. A change (a topic
 	// created, deleted or given more partitions) bumps the group epoch.
@@ -233,12 +238,43 @@ type partitionID struct {
 // from before (assigned and revoking together).
 func (cg *consumerGroup) setOwned(m *consumerMember, before []partitionID) {
 	for _, tp := range before {
-		if cg.owners[tp] == m.id {
-			delete(cg.owners, tp)
-		}
+		cg.release(tp, m.id)
 	}
 	for _, tp := range ownedBy(m) {
-		cg.owners[tp] = m.id
+		cg.hold(tp, m.id)
+	}
+}
+
+// hold records that member id holds tp.
+func (cg *consumerGroup) hold(tp partitionID, id string) {
+	cur, held := cg.owners[tp]
+	switch {
+	case !held:
+		cg.owners[tp] = id
+	case cur != id && !slices.Contains(cg.extra[tp], id):
+		if cg.extra == nil {
+			cg.extra = map[partitionID][]string{}
+		}
+		cg.extra[tp] = append(cg.extra[tp], id)
+	}
+}
+
+// release records that member id no longer holds tp.
+func (cg *consumerGroup) release(tp partitionID, id string) {
+	others := cg.extra[tp]
+	switch {
+	case cg.owners[tp] == id && len(others) == 0:
+		delete(cg.owners, tp)
+	case cg.owners[tp] == id:
+		cg.owners[tp] = others[0]
+		others = others[1:]
+	default:
+		others = slices.DeleteFunc(others, func(o string) bool { return o == id })
+	}
+	if len(others) == 0 {
+		delete(cg.extra, tp)
+	} else if cg.extra != nil {
+		cg.extra[tp] = others
 	}
 }
 
@@ -257,8 +293,9 @@ func ownedBy(m *consumerMember) []partitionID {
 
 // heldByOther says whether a member other than m holds the partition.
 func (cg *consumerGroup) heldByOther(m *consumerMember, id [16]byte, partition int32) bool {
-	owner, held := cg.owners[partitionID{id, partition}]
-	return held && owner != m.id
+	tp := partitionID{id, partition}
+	owner, held := cg.owners[tp]
+	return held && (owner != m.id || len(cg.extra[tp]) > 0)
 }
 
 // removeMember takes m out of the group, freeing its partitions, and bumps
@@ -518,6 +555,13 @@ func (cg *consumerGroup) validateCommit(memberID string, epoch int32, transactio
 	m, ok := cg.members[memberID]
 	if !ok {
 		return fmt.Errorf("%w: member %s is not in the group", ErrUnknownMemberID, memberID)
+	}
+	if m.classic != nil {
+		// A classic member commits at its generation, its member epoch.
+		if epoch != m.epoch {
+			return fmt.Errorf("%w: generation %d, the member's is %d", ErrIllegalGeneration, epoch, m.epoch)
+		}
+		return nil
 	}
 	if !transactional && version < firstConsumerCommitVersion {
 		return fmt.Errorf("%w: members of a consumer group commit with OffsetCommit v%d or later", ErrUnsupportedVersion, firstConsumerCommitVersion)

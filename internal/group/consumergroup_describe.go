@@ -31,6 +31,7 @@ type ConsumerMemberDescription struct {
 	TopicRegex  *string
 	Assignment  []DescribedTopic
 	Target      []DescribedTopic
+	Classic     bool // a member of the classic protocol (migration.go)
 }
 
 // DescribedTopic is a topic's partitions in a description.
@@ -86,6 +87,7 @@ func (c *Coordinator) describeConsumerGroup(id string) ConsumerGroupDescription 
 	}
 	for _, m := range cg.sortedMembers() {
 		md := ConsumerMemberDescription{MemberID: m.id, MemberEpoch: m.epoch, ClientID: m.clientID, ClientHost: m.clientHost,
+			Classic:    m.classic != nil,
 			TopicNames: slices.Clone(m.topicNames)}
 		if m.instanceID != "" {
 			md.InstanceID = &m.instanceID

@@ -171,8 +171,13 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 		return fail(ErrCoordinatorNotAvailable)
 	case g.unloaded:
 		return fail(ErrNotCoordinator)
-	case g.modern == nil && g.state != stateEmpty:
+	case g.modern == nil && g.state != stateEmpty && !joining:
 		return fail(fmt.Errorf("%w: group %s is not a consumer group", ErrGroupIDNotFound, req.Group))
+	case g.modern == nil && g.state != stateEmpty:
+		// A member of the new protocol joins a classic group with members.
+		if err := g.upgrade(); err != nil {
+			return fail(err)
+		}
 	case g.modern == nil && !joining:
 		return fail(ErrUnknownMemberID)
 	case g.modern == nil:
@@ -231,8 +236,7 @@ func (g *group) consumerLeave(req ConsumerHeartbeatRequest) ConsumerHeartbeatRes
 		g.scheduleConsumerSession(m)
 		return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: leaveGroupStaticEpoch}
 	}
-	cg.removeMember(m)
-	g.c.fetchersRemove(m, g)
+	g.consumerMemberGone(m)
 	return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: leaveGroupEpoch}
 }
 
@@ -284,23 +288,7 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		bump, regexChanged = true, true
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
-	if cg.epoch == 0 {
-		bump = true // a new group moves off epoch 0
-	}
-
-	if c.topics != nil {
-		version := c.topics.Version()
-		if regexChanged || version != cg.metaVersion {
-			cg.resolveRegexes(c.topics.Names())
-		}
-		if (bump || version != cg.metaVersion) && g.refreshConsumerTopics() {
-			bump = true
-		}
-		cg.metaVersion = version
-	}
-	if bump {
-		cg.epoch++
-	}
+	g.refreshAndAssign(bump, regexChanged)
 	if cg.epoch > cg.assignmentEpoch {
 		if err := cg.computeTarget(c.cfg.ConsumerAssignors); err != nil {
 			return fail(err)
@@ -494,8 +482,7 @@ func (g *group) trackRebalanceTimeout(m *consumerMember) {
 		if cur := g.modern; cur != nil && cur.members[id] == m && m.state == memberUnrevokedPartitions {
 			g.c.log.Info("consumer group member did not revoke its partitions within its rebalance timeout; fenced",
 				"group", g.id, "member", id, "timeout", m.rebalanceTimeout)
-			cur.removeMember(m)
-			g.c.fetchersRemove(m, g)
+			g.consumerMemberGone(m)
 			g.flushConsumer(nil)
 		}
 	})
@@ -506,11 +493,14 @@ func (g *group) trackRebalanceTimeout(m *consumerMember) {
 func (g *group) scheduleConsumerSession(m *consumerMember) {
 	m.session.stop()
 	id := m.id
-	m.session = g.after(g.c.cfg.ConsumerSessionTimeout, func() {
+	d := g.c.cfg.ConsumerSessionTimeout
+	if m.classic != nil {
+		d = m.classic.sessionTimeout // a classic member's own
+	}
+	m.session = g.after(d, func() {
 		if cur := g.modern; cur != nil && cur.members[id] == m {
 			g.c.log.Info("consumer group member's session expired", "group", g.id, "member", id)
-			cur.removeMember(m)
-			g.c.fetchersRemove(m, g)
+			g.consumerMemberGone(m)
 			g.flushConsumer(nil)
 		}
 	})

@@ -447,11 +447,11 @@ func TestConsumerGroupCommits(t *testing.T) {
 	}
 }
 
-// TestConsumerAndClassicGroupsExclude checks that a group of one protocol
-// refuses members of the other while it has members, and converts when
-// empty.
+// TestConsumerAndClassicGroupsExclude checks that with
+// group.consumer.migration.policy=disabled a group of one protocol refuses
+// members of the other while it has members, and converts when empty.
 func TestConsumerAndClassicGroupsExclude(t *testing.T) {
-	e := newCGEnv(t)
+	e := newCGEnvWithPolicy(t, group.MigrationDisabled)
 	e.topics.add("t", 1)
 	a := e.joinMember("a", "t")
 	res := recv(t, e.c.Join(joinReq("g", "c1")))

@@ -143,7 +143,10 @@ func (m *consumerMember) metadataValue() *memberValue {
 // nil) runs under g.mu once it is durable, at once when nothing changed.
 // Caller holds g.mu.
 func (g *group) flushConsumer(done func(error)) {
-	recs := g.modern.recordsToFlush(g.id)
+	var recs []model.KeyValue
+	if g.modern != nil {
+		recs = g.modern.recordsToFlush(g.id)
+	}
 	g.writeConsumer(recs, done)
 }
 

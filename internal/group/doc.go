@@ -36,6 +36,12 @@
 //     Kafka's records (consumerrecords.go, consumerstore.go): each change
 //     is flushed as the records that differ from the last written, and a
 //     heartbeat is answered once they are durable.
+//   - Consumer groups (KIP-848, consumergroup*.go) beside classic ones,
+//     and the live migration of a group between the two protocols
+//     (migration.go): upgrade when a member of the new protocol joins a
+//     classic group, classic members served inside a consumer group,
+//     downgrade when the last member of the new protocol leaves, as
+//     group.consumer.migration.policy allows.
 //   - The rebalance history (history.go): per group a bounded timeline of
 //     membership changes and generations, and the partition hand-offs with
 //     the committed offset at hand-off, the highest offset the previous

@@ -28,6 +28,8 @@ const (
 	EventStable         EventKind = "stable"          // the leader's assignment reached the members
 	EventEmpty          EventKind = "empty"           // a generation with no members
 	EventLoaded         EventKind = "loaded"          // the group was read back from __consumer_offsets
+	EventUpgraded       EventKind = "upgraded"        // a classic group became a consumer group (KIP-848)
+	EventDowngraded     EventKind = "downgraded"      // a consumer group became a classic group
 	EventGroupDeleted   EventKind = "deleted"         // DeleteGroups, or expiry of an empty group
 	EventOffsetsExpired EventKind = "offsets-expired" // offsets.retention.minutes passed
 	EventOffsetsDeleted EventKind = "offsets-deleted" // OffsetDelete

@@ -77,8 +77,14 @@ func (c *Coordinator) Join(req JoinRequest) <-chan JoinResult {
 		return fail(ErrCoordinatorNotAvailable, req.MemberID)
 	case g.unloaded:
 		return fail(ErrNotCoordinator, req.MemberID)
-	case g.modern != nil && len(g.modern.members) > 0:
+	case g.modern != nil && len(g.modern.members) > 0 && g.c.cfg.ConsumerMigrationPolicy == MigrationDisabled:
+		// No mixed groups: a disabled policy refuses every step of a
+		// migration.
 		return fail(fmt.Errorf("%w: group %s is a consumer group", ErrInconsistentGroupProtocol, req.Group), req.MemberID)
+	case g.modern != nil && len(g.modern.members) > 0:
+		// A classic member of a consumer group (migration.go).
+		g.classicJoin(req, ch)
+		return ch
 	case !g.acceptsJoin(req.MemberID):
 		// Over group.max.size (lowered, say): the member is let go.
 		if m, ok := g.members[req.MemberID]; ok {

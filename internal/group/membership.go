@@ -46,6 +46,10 @@ func (c *Coordinator) Sync(req SyncRequest) <-chan SyncResult {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.modern != nil && !g.unloaded && g.state != stateDead {
+		ch <- g.classicSync(req)
+		return ch
+	}
 	if err := g.validateSync(req); err != nil {
 		return fail(err)
 	}
@@ -168,6 +172,8 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 		return ErrNotCoordinator
 	case g.state == stateDead:
 		return ErrCoordinatorNotAvailable
+	case g.modern != nil:
+		return g.classicHeartbeat(req)
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
@@ -232,6 +238,13 @@ func (c *Coordinator) Leave(req LeaveRequest) LeaveResult {
 		return LeaveResult{Err: ErrCoordinatorNotAvailable}
 	}
 	res := LeaveResult{Members: make([]error, len(req.Members))}
+	if g.modern != nil {
+		for i, lm := range req.Members {
+			res.Members[i] = g.classicLeave(lm)
+		}
+		g.flushConsumer(nil)
+		return res
+	}
 	left := false
 	for i, lm := range req.Members {
 		res.Members[i] = g.leave(lm)

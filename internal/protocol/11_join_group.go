@@ -23,8 +23,13 @@ import (
 //   - v9: a static leader rejoining a stable group is told it leads, with
 //     SkipAssignment (KIP-814).
 //
-// Not supported: nothing of the classic protocol is left out. KIP-848
-// groups are another API (ConsumerGroupHeartbeat).
+// A member joining a consumer group (KIP-848) with members is served as
+// Kafka serves it during a migration: answered at once at its member epoch,
+// with no leader; its SyncGroup returns the server-side assignor's
+// partitions (package group, migration.go). With
+// group.consumer.migration.policy=disabled it is INCONSISTENT_GROUP_PROTOCOL.
+//
+// Not supported: nothing of the classic protocol is left out.
 
 func init() { register(11, 0, 9, handleJoinGroup) }
 

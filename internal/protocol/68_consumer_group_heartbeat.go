@@ -26,7 +26,11 @@ import (
 // UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED,
 // UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
 // UNRELEASED_INSTANCE_ID, GROUP_ID_NOT_FOUND for a classic group with
-// members, and the coordinator errors.
+// members that cannot be upgraded (group.consumer.migration.policy, another
+// protocol type, too many members; a classic group with members is
+// otherwise upgraded to a consumer group), and the coordinator errors. The
+// answer is sent once the state it reports is durable in
+// __consumer_offsets.
 
 func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 

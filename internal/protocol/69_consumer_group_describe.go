@@ -22,9 +22,12 @@ import (
 
 func init() { register(69, 0, 1, handleConsumerGroupDescribe) }
 
-// consumerMemberType is ConsumerGroupDescribe v1's MemberType of a member
-// that speaks the consumer protocol.
-const consumerMemberType = 1
+// ConsumerGroupDescribe v1's MemberType: a member of the classic protocol
+// (in a group being migrated) or of the consumer protocol.
+const (
+	classicMemberType  = 0
+	consumerMemberType = 1
+)
 
 func handleConsumerGroupDescribe(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ConsumerGroupDescribeRequest)
@@ -48,6 +51,9 @@ func handleConsumerGroupDescribe(_ context.Context, b *Broker, r *Request) (*Res
 			rm.Assignment.TopicPartitions = describedTopics(m.Assignment)
 			rm.TargetAssignment.TopicPartitions = describedTopics(m.Target)
 			rm.MemberType = consumerMemberType
+			if m.Classic {
+				rm.MemberType = classicMemberType
+			}
 			rg.Members = append(rg.Members, rm)
 		}
 		resp.Groups = append(resp.Groups, rg)

@@ -30,6 +30,7 @@ func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) gr
 	g.OffsetMetadataMaxBytes = int(cfg.OffsetMetadataMaxBytes)
 	g.ConsumerSessionTimeout, g.ConsumerHeartbeatInterval = cfg.GroupConsumerSessionTimeout, cfg.GroupConsumerHeartbeatInterval
 	g.ConsumerMaxSize, g.ConsumerAssignors = int(cfg.GroupConsumerMaxSize), cfg.GroupConsumerAssignors
+	g.ConsumerMigrationPolicy = group.MigrationPolicy(cfg.GroupConsumerMigrationPolicy)
 	g.Logger = logger
 	return g
 }

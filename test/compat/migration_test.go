@@ -1,7 +1,9 @@
 package compat
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/test/grouptest"
 )
@@ -21,6 +23,17 @@ import (
 // with its default assignors (range, cooperative-sticky: eager) → franz-go
 // (cooperative-sticky): one group of mixed clients, whose protocol moves
 // from range to cooperative-sticky when the first franz-go member joins.
+//
+// Across the protocols (KIP-848): Java v1 on the classic protocol and
+// franz-go v2 on the consumer protocol (server-side assignor) in one group
+// id: the group upgrades when the canary joins and is still a consumer
+// group at the end. Then the reverse, a rollback: franz-go v1 on the
+// consumer protocol and Java v2 on the classic one: the group stays a
+// consumer group while both kinds are in it and is downgraded to classic
+// once the last consumer-protocol member leaves.
+//
+// Each run reports the longest time a partition went without an owner
+// while the canary joined and during the scale-over.
 func TestMigrationPlaybook(t *testing.T) {
 	t.Parallel()
 	kgoMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
@@ -34,19 +47,36 @@ func TestMigrationPlaybook(t *testing.T) {
 			return javaMember(t, addr, "orders", migrationGroup, name, "compat.assignor=default"), nil
 		}
 	}
+	kgoConsumerMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
+		return func(name string) (grouptest.Member, error) {
+			return kgoMemberOf(t, grouptest.ConsumerConfig{Name: name, Addr: addr, Group: migrationGroup, Topic: "orders",
+				SessionTimeout: consumerSession, ServerSide: true}), nil
+		}
+	}
 	for _, c := range []struct {
 		name   string
 		v1, v2 func(*testing.T, string) func(string) (grouptest.Member, error)
+		// The group's type (ListGroups) with the canary and at the end;
+		// "" where the classic protocol alone is used.
+		withCanary, atEnd string
 	}{
-		{"kgo-to-kgo", kgoMigrant, kgoMigrant},
-		{"java-to-kgo", javaMigrant, kgoMigrant},
+		{"kgo-to-kgo", kgoMigrant, kgoMigrant, "classic", "classic"},
+		{"java-to-kgo", javaMigrant, kgoMigrant, "classic", "classic"},
+		{"java-classic-to-kgo-consumer", javaMigrant, kgoConsumerMigrant, "consumer", "consumer"},
+		{"kgo-consumer-to-java-classic", kgoConsumerMigrant, javaMigrant, "consumer", "classic"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b := startBroker(t, groupBrokerArgs...)
+			b := startBroker(t, append(slices.Clone(groupBrokerArgs), consumerGroupBrokerArgs...)...)
 			createTopic(t, b.Addr, "orders", groupPartitions, nil)
-			grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
+			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
 				Partitions: groupPartitions, V1: c.v1(t, b.Addr), V2: c.v2(t, b.Addr), SessionTimeout: groupSession})
+			if res.TypeWithCanary != c.withCanary || res.TypeAtEnd != c.atEnd {
+				t.Errorf("the group was a %s group with the canary and a %s group at the end; want %s and %s",
+					res.TypeWithCanary, res.TypeAtEnd, c.withCanary, c.atEnd)
+			}
+			t.Logf("%s: longest time a partition went unowned %v; rollback %v; %s", c.name,
+				res.LongestUnowned.Round(time.Millisecond), res.Rollback.Round(time.Millisecond), res.Report.Summary())
 		})
 	}
 }

@@ -224,6 +224,15 @@ type PlaybookResult struct {
 	Logs     []*Log // every member's, v1s first, then the canary, then v2s
 	Report   *Report
 	Rollback time.Duration // from killing the canary to its partitions being back
+	// LongestUnowned is the longest time a partition had no owner while
+	// the canary joined and during the scale-over (the rollback, bounded
+	// by the session timeout, is Rollback), and Unowned that partition.
+	LongestUnowned time.Duration
+	Unowned        int32
+	// TypeWithCanary and TypeAtEnd are the group's type (ListGroups:
+	// classic or consumer) once the canary settled and once the last v1
+	// consumer stopped.
+	TypeWithCanary, TypeAtEnd string
 }
 
 // RunPlaybook runs the migration playbook and checks the accounting:
@@ -255,7 +264,7 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	defer cancel()
 	adm := Admin(t, cfg.Addr)
 	started := time.Now()
-	protocol := ""
+	protocol, groupType := "", ""
 	step := func(format string, args ...any) {
 		t.Logf("playbook %6.2fs: %s", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
 	}
@@ -273,6 +282,12 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 		if ds, err := adm.DescribeGroups(ctx, cfg.Group); err == nil && ds[cfg.Group].Protocol != protocol {
 			protocol = ds[cfg.Group].Protocol
 			step("the group's protocol is now %s", protocol)
+		}
+		if ls, err := adm.ListGroups(ctx); err == nil {
+			if l, ok := ls[cfg.Group]; ok && l.GroupType != groupType {
+				groupType = l.GroupType
+				step("the group's type is now %s", groupType)
+			}
 		}
 		return took
 	}
@@ -301,8 +316,11 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	step("3 v1 consumers settled after %v", settled(v1...).Round(time.Millisecond))
 	settle()
 
+	canaryJoined := time.Now()
 	canary := start(cfg.V2, "v2-canary")
 	took := settled(append(slices.Clone(v1), canary)...)
+	windows := []Window{{canaryJoined, time.Now()}}
+	typeWithCanary := groupType
 	step("v2 canary joined, owns %v, settled after %v", canary.Log().Owned(), took.Round(time.Millisecond))
 	settle()
 	for ctx.Err() == nil && canary.Log().Count(Processed) == 0 {
@@ -328,6 +346,7 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	}
 	settle()
 
+	scaleOver := time.Now()
 	var v2 []Member
 	for i := range 3 {
 		v2 = append(v2, start(cfg.V2, fmt.Sprintf("v2-%d", i)))
@@ -341,6 +360,8 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 		step("%s stopped, settled after %v", v1[i].Name(), took.Round(time.Millisecond))
 		settle()
 	}
+	windows = append(windows, Window{scaleOver, time.Now()})
+	typeAtEnd := groupType
 
 	p := prod
 	prod = nil
@@ -361,10 +382,13 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 		}
 	}
 
-	res := &PlaybookResult{Produced: produced, Rollback: rollback}
+	res := &PlaybookResult{Produced: produced, Rollback: rollback, TypeWithCanary: typeWithCanary, TypeAtEnd: typeAtEnd}
 	for _, m := range append(append(slices.Clone(v1), canary), v2...) {
 		res.Logs = append(res.Logs, m.Log())
 	}
+	res.LongestUnowned, res.Unowned = LongestUnowned(res.Logs, map[string]time.Time{canary.Name(): killed}, cfg.Partitions, windows...)
+	step("longest time a partition went unowned while the canary joined and during the scale-over: %v (partition %d)",
+		res.LongestUnowned.Round(time.Millisecond), res.Unowned)
 	res.Report = Check(produced, res.Logs...)
 	step("%s", res.Report.Summary())
 	if !res.Report.OK() {
@@ -427,4 +451,107 @@ func tailLines(l *Log, n int) string {
 		out = out[len(out)-n:]
 	}
 	return strings.Join(out, "\n")
+}
+
+// Window is a span of a run.
+type Window struct{ From, To time.Time }
+
+// LongestUnowned is the longest time within the windows that a partition
+// of the topic (0 to partitions-1) had no owner by the members' logs, and
+// which partition that was. A member in killed owns nothing from its kill
+// on; a partition no member has owned yet does not count.
+func LongestUnowned(logs []*Log, killed map[string]time.Time, partitions int, windows ...Window) (time.Duration, int32) {
+	type change struct {
+		at    time.Time
+		delta int
+	}
+	changes := make([][]change, partitions)
+	for _, l := range logs {
+		own := map[int32]bool{}
+		end := func(at time.Time, p int32) {
+			if own[p] {
+				delete(own, p)
+				changes[p] = append(changes[p], change{at, -1})
+			}
+		}
+		for _, e := range l.Events {
+			if k, ok := killed[l.Name]; ok && !e.Time.IsZero() && e.Time.After(k) {
+				break
+			}
+			switch e.Kind {
+			case Assigned:
+				for _, p := range e.Partitions {
+					if p >= 0 && int(p) < partitions && !own[p] {
+						own[p] = true
+						changes[p] = append(changes[p], change{e.Time, +1})
+					}
+				}
+			case Revoked, Lost:
+				for _, p := range e.Partitions {
+					if p >= 0 && int(p) < partitions {
+						end(e.Time, p)
+					}
+				}
+			case Closed:
+				for p := range own {
+					end(e.Time, p)
+				}
+			}
+		}
+		if k, ok := killed[l.Name]; ok {
+			for p := range own {
+				end(k, p)
+			}
+		}
+	}
+	var longest time.Duration
+	var which int32 = -1
+	for p, cs := range changes {
+		slices.SortStableFunc(cs, func(a, b change) int { return a.at.Compare(b.at) })
+		owners := 0
+		var since time.Time // when it last lost its last owner
+		seen := false
+		gap := func(from, to time.Time) {
+			for _, w := range windows {
+				a, b := maxTime(from, w.From), minTime(to, w.To)
+				if d := b.Sub(a); d > longest {
+					longest, which = d, int32(p)
+				}
+			}
+		}
+		for _, c := range cs {
+			// Gains before losses at one instant: a hand-off within the
+			// same microsecond is no gap.
+			if c.delta > 0 {
+				if owners == 0 && seen {
+					gap(since, c.at)
+				}
+				owners++
+				seen = true
+				continue
+			}
+			owners--
+			if owners == 0 {
+				since = c.at
+			}
+		}
+		if owners == 0 && seen && len(windows) > 0 {
+			gap(since, windows[len(windows)-1].To)
+		}
+	}
+	return longest, which
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
