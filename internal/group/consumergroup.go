@@ -158,6 +158,12 @@ type consumerGroup struct {
 	dirty       map[string]bool
 	topicsDirty bool
 	dropClassic bool
+	// flushed is the group's epochs as last flushed, so that a flush
+	// encodes their records only when they moved.
+	flushed struct {
+		epoch, assignmentEpoch int32
+		valid                  bool
+	}
 }
 
 func newConsumerGroup() *consumerGroup {

@@ -295,7 +295,9 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		}
 	}
 	cg.reconcile(m, owned)
-	cg.touch(m.id)
+	if joining || recordsDiffer(&before, m) {
+		cg.touch(m.id)
+	}
 	g.trackRebalanceTimeout(m)
 	g.scheduleConsumerSession(m)
 	g.recordConsumerOwners(m)

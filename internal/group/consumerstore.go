@@ -28,6 +28,30 @@ func (cg *consumerGroup) touchAll() {
 	}
 }
 
+// recordsDiffer says whether m's records would differ from before's: a
+// stable member's heartbeat changes none, and then nothing is encoded.
+func recordsDiffer(before, m *consumerMember) bool {
+	return before.epoch != m.epoch || before.prevEpoch != m.prevEpoch || before.state != m.state ||
+		!sameEpochs(before.assigned, m.assigned) || !sameEpochs(before.revoking, m.revoking) ||
+		before.instanceID != m.instanceID || before.rackID != m.rackID || before.clientID != m.clientID ||
+		before.clientHost != m.clientHost || before.rebalanceTimeout != m.rebalanceTimeout ||
+		before.assignor != m.assignor || before.topicRegex != m.topicRegex ||
+		!slices.Equal(before.topicNames, m.topicNames)
+}
+
+// sameEpochs: the same partitions at the same assignment epochs.
+func sameEpochs(a, b partitionEpochs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for t, ps := range a {
+		if !maps.Equal(ps, b[t]) {
+			return false
+		}
+	}
+	return true
+}
+
 // recordsToFlush lists the records that changed since the last flush, in
 // the order replay needs them, and notes them as written.
 func (cg *consumerGroup) recordsToFlush(groupID string) []model.KeyValue {
@@ -52,13 +76,19 @@ func (cg *consumerGroup) recordsToFlush(groupID string) []model.KeyValue {
 		out = append(out, model.KeyValue{Key: groupKey(groupID)})
 		cg.dropClassic = false
 	}
-	put(consumerKey{typ: consumerGroupEpochType, group: groupID}, epochValue(cg.epoch))
+	if !cg.flushed.valid || cg.flushed.epoch != cg.epoch {
+		put(consumerKey{typ: consumerGroupEpochType, group: groupID}, epochValue(cg.epoch))
+	}
 	if cg.topicsDirty {
 		names := slices.Sorted(maps.Keys(cg.topics))
 		put(consumerKey{typ: consumerTopicsType, group: groupID}, topicsValue(cg.topics, names))
 		cg.topicsDirty = false
 	}
-	for _, id := range slices.Sorted(maps.Keys(cg.dirty)) {
+	var dirty []string
+	if len(cg.dirty) > 0 {
+		dirty = slices.Sorted(maps.Keys(cg.dirty))
+	}
+	for _, id := range dirty {
 		meta := consumerKey{typ: consumerMemberType, group: groupID, member: id}
 		target := consumerKey{typ: consumerTargetMemberType, group: groupID, member: id}
 		current := consumerKey{typ: consumerCurrentMemberType, group: groupID, member: id}
@@ -75,7 +105,10 @@ func (cg *consumerGroup) recordsToFlush(groupID string) []model.KeyValue {
 		put(current, cv.encode())
 	}
 	clear(cg.dirty)
-	put(consumerKey{typ: consumerTargetEpochType, group: groupID}, epochValue(cg.assignmentEpoch))
+	if !cg.flushed.valid || cg.flushed.assignmentEpoch != cg.assignmentEpoch {
+		put(consumerKey{typ: consumerTargetEpochType, group: groupID}, epochValue(cg.assignmentEpoch))
+	}
+	cg.flushed.epoch, cg.flushed.assignmentEpoch, cg.flushed.valid = cg.epoch, cg.assignmentEpoch, true
 	return out
 }
 
@@ -112,6 +145,7 @@ func (cg *consumerGroup) tombstones() []model.KeyValue {
 		}
 	}
 	clear(cg.stored)
+	cg.flushed.valid = false
 	return append(members, group...)
 }
 
