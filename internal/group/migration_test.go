@@ -392,3 +392,61 @@ func newCGEnvWithPolicy(t *testing.T, p group.MigrationPolicy) *cgEnv {
 		c.ConsumerMigrationPolicy = p
 	}), topics: topics}
 }
+
+// TestStaticMemberAcrossUpgrade (KAFKA-21581's ground): a static classic
+// member of an upgraded group restarts under a new member id: it takes its
+// predecessor's place and partitions at once, the old id is fenced, and
+// the group settles with nothing handed over twice.
+func TestStaticMemberAcrossUpgrade(t *testing.T) {
+	e := newCGEnv(t)
+	tid := e.topics.add("t", 4)
+	instance := "i0"
+	req0 := joinReq("g", clientName(0))
+	req0.InstanceID = &instance
+	ch0 := e.c.Join(req0)
+	id1, ch1 := e.firstJoin(joinReq("g", clientName(1)))
+	e.clock.Advance(delay)
+	e.clock.Advance(delay)
+	r0, r1 := recv(t, ch0), recv(t, ch1)
+	if r0.Err != nil || r1.Err != nil {
+		t.Fatalf("joins: %v %v", r0.Err, r1.Err)
+	}
+	gen := r0.Generation
+	e.sync("g", gen, []string{r0.MemberID, id1}, []group.Assignment{
+		{MemberID: r0.MemberID, Data: assignment("t", 0, 2)}, {MemberID: id1, Data: assignment("t", 1, 3)}})
+	x := e.joinMember("x", "t")
+	before := e.c.DescribeConsumerGroups([]string{"g"})[0]
+
+	// The static member restarts: a JoinGroup without member id.
+	restarted := joinReq("g", clientName(0))
+	restarted.InstanceID = &instance
+	j := recv(t, e.c.Join(restarted))
+	if j.Err != nil || j.MemberID == r0.MemberID || j.Generation < gen {
+		t.Fatalf("restarted static member's join: %+v, want a new member id at generation %d or later", j, gen)
+	}
+	if err := e.c.Heartbeat(group.HeartbeatRequest{Group: "g", Generation: gen, MemberID: r0.MemberID, InstanceID: &instance}); !errors.Is(err, group.ErrFencedInstanceID) {
+		t.Fatalf("the replaced member's heartbeat: %v, want FENCED_INSTANCE_ID", err)
+	}
+	after := e.c.DescribeConsumerGroups([]string{"g"})[0]
+	var was, is group.ConsumerMemberDescription
+	for _, m := range before.Members {
+		if m.MemberID == r0.MemberID {
+			was = m
+		}
+	}
+	for _, m := range after.Members {
+		if m.MemberID == j.MemberID {
+			is = m
+		}
+	}
+	if is.InstanceID == nil || *is.InstanceID != instance || !slices.EqualFunc(is.Target, was.Target, sameOwnedTopic) || len(after.Members) != 3 {
+		t.Fatalf("after the replacement %+v; before %+v", after, before)
+	}
+	// It synced nothing yet and owns nothing in its new life: the views
+	// start from there.
+	v := &views{t: t, topic: tid, modern: []*cgMember{x}, classic: []*classicClient{
+		{id: j.MemberID, name: clientName(0), gen: j.Generation},
+		{id: id1, name: clientName(1), gen: gen, owned: []int32{1, 3}}}}
+	v.syncClassic(e, v.classic[0], nil)
+	v.settle(e)
+}
