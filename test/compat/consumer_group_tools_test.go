@@ -12,7 +12,9 @@ import (
 
 // TestConsumerGroupKafkaTool: Kafka's kafka-consumer-groups.sh lists a
 // consumer group and a classic group with their types and describes each
-// with its members and their partitions.
+// with its members and their partitions; and a group in the middle of a
+// migration (a classic and a consumer-protocol member) as a consumer group
+// with both members.
 func TestConsumerGroupKafkaTool(t *testing.T) {
 	t.Parallel()
 	javaHelper(t)
@@ -25,13 +27,18 @@ func TestConsumerGroupKafkaTool(t *testing.T) {
 	classic := kgoMember(t, b.Addr, "orders", "classic", "classic-0")
 	grouptest.WaitSettled(t, ctx, adm, "modern", "orders", 4, modern)
 	grouptest.WaitSettled(t, ctx, adm, "classic", "orders", 4, classic)
+	mixedClassic := kgoMember(t, b.Addr, "orders", "mixed", "mixed-classic")
+	grouptest.WaitSettled(t, ctx, adm, "mixed", "orders", 4, mixedClassic)
+	mixedModern := kgoMemberOf(t, grouptest.ConsumerConfig{Name: "mixed-modern", Addr: b.Addr, Group: "mixed", Topic: "orders",
+		SessionTimeout: consumerSession, ServerSide: true})
+	grouptest.WaitSettled(t, ctx, adm, "mixed", "orders", 4, mixedClassic, mixedModern)
 
 	const tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 	list := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--list", "--type")
 	if list.err != nil {
 		t.Fatalf("--list --type: %v", list)
 	}
-	for _, want := range []string{`(?m)^modern\s+Consumer\s*$`, `(?m)^classic\s+Classic\s*$`} {
+	for _, want := range []string{`(?m)^modern\s+Consumer\s*$`, `(?m)^classic\s+Classic\s*$`, `(?m)^mixed\s+Consumer\s*$`} {
 		if !regexp.MustCompile(want).MatchString(list.stdout) {
 			t.Errorf("--list --type lacks %s:\n%s", want, list.stdout)
 		}
@@ -50,6 +57,16 @@ func TestConsumerGroupKafkaTool(t *testing.T) {
 		}
 		t.Logf("%s:\n%s", g, d.stdout)
 	}
+	d := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--describe", "--group", "mixed", "--members", "--verbose")
+	if d.err != nil {
+		t.Fatalf("--describe --group mixed --members: %v", d)
+	}
+	for _, m := range []string{"mixed-classic", "mixed-modern"} {
+		if !strings.Contains(d.stdout, m) {
+			t.Errorf("--describe --group mixed --members lacks %s:\n%s", m, d.stdout)
+		}
+	}
+	t.Logf("mixed:\n%s", d.stdout)
 }
 
 // TestConsumerGroupVerifiableConsumer: Kafka's VerifiableConsumer with
