@@ -25,8 +25,8 @@ import (
 // from range to cooperative-sticky when the first franz-go member joins.
 //
 // Across the protocols (KIP-848): Java v1 on the classic protocol and
-// franz-go v2 on the consumer protocol (server-side assignor) in one group
-// id: the group upgrades when the canary joins and is still a consumer
+// franz-go (or librdkafka) v2 on the consumer protocol (server-side
+// assignor) in one group id: the group upgrades when the canary joins and is still a consumer
 // group at the end. Then the reverse, a rollback: franz-go v1 on the
 // consumer protocol and Java v2 on the classic one: the group stays a
 // consumer group while both kinds are in it and is downgraded to classic
@@ -53,6 +53,12 @@ func TestMigrationPlaybook(t *testing.T) {
 				SessionTimeout: consumerSession, ServerSide: true}), nil
 		}
 	}
+	librdkafkaConsumerMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
+		librdkafkaPython(t)
+		return func(name string) (grouptest.Member, error) {
+			return librdkafkaMember(t, addr, "orders", migrationGroup, name), nil
+		}
+	}
 	for _, c := range []struct {
 		name   string
 		v1, v2 func(*testing.T, string) func(string) (grouptest.Member, error)
@@ -64,6 +70,7 @@ func TestMigrationPlaybook(t *testing.T) {
 		{"java-to-kgo", javaMigrant, kgoMigrant, "classic", "classic"},
 		{"java-classic-to-kgo-consumer", javaMigrant, kgoConsumerMigrant, "consumer", "consumer"},
 		{"kgo-consumer-to-java-classic", kgoConsumerMigrant, javaMigrant, "consumer", "classic"},
+		{"java-classic-to-librdkafka-consumer", javaMigrant, librdkafkaConsumerMigrant, "consumer", "consumer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
