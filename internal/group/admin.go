@@ -154,7 +154,7 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 		return ch
 	}
 	var recs []model.KeyValue
-	for _, tp := range sortedPartitions(g.offsets) {
+	for _, tp := range sortedPartitions(g.offsets.committed) {
 		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 	}
 	// Offsets pending in open transactions go too, as in Kafka's
@@ -162,9 +162,9 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	// committed offset (one tombstone per partition is enough), so that
 	// replay drops them and a commit marker brings nothing back.
 	pendingOnly := map[model.TopicPartition]offset{}
-	for _, pend := range g.txnOffsets {
+	for _, pend := range g.offsets.pending {
 		for tp, o := range pend {
-			if _, ok := g.offsets[tp]; !ok {
+			if _, ok := g.offsets.committed[tp]; !ok {
 				pendingOnly[tp] = o
 			}
 		}
@@ -177,8 +177,8 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	} else {
 		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
 	}
-	clear(g.offsets)
-	clear(g.txnOffsets)
+	clear(g.offsets.committed)
+	clear(g.offsets.pending)
 	g.die()
 	c.log.Info("deleted group", "group", id)
 	if err := g.write(recs, func(_ int64, err error) { ch <- storeError(err) }); err != nil {

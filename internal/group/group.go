@@ -148,16 +148,12 @@ type group struct {
 	syncTimer      *timer
 	seq            uint64
 	subscribed     map[string]bool // topics the consumer members subscribe to; nil if unknown
-	offsets        map[model.TopicPartition]offset
-	// txnOffsets are offsets committed in open transactions, per producer
-	// id, from the moment their batch is appended until the transaction's
-	// marker (CompleteTxn); never visible to FetchOffsets.
-	txnOffsets     map[int64]map[model.TopicPartition]offset
-	pendingCommits int             // commits appended but not yet durable
-	stableWaiters  []chan struct{} // OffsetFetch with RequireStable, until pendingCommits is 0
-	unloaded       bool            // the coordinator closed; timers do nothing
-	owners         map[model.TopicPartition]Owner
-	hist           *history
+	// offsets is the group's committed offsets and those pending in open
+	// transactions (offsetstore.go), whichever protocol its members speak.
+	offsets  offsetStore
+	unloaded bool // the coordinator closed; timers do nothing
+	owners   map[model.TopicPartition]Owner
+	hist     *history
 	// modern is set while the group is a consumer group (KIP-848): its
 	// members heartbeat with ConsumerGroupHeartbeat and the classic
 	// state above stays Empty.
@@ -168,8 +164,7 @@ func (c *Coordinator) newGroup(id string) *group {
 	return &group{
 		c: c, id: id, state: stateEmpty, prevState: stateDead, stateTime: c.clock.Now(),
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]*timer{},
-		pendingSync: map[string]bool{}, offsets: map[model.TopicPartition]offset{},
-		txnOffsets: map[int64]map[model.TopicPartition]offset{}, owners: map[model.TopicPartition]Owner{},
+		pendingSync: map[string]bool{}, offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
 		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
 	}
 }

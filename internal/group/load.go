@@ -333,8 +333,8 @@ func (st *replayState) record(producerID, at int64, key, value []byte) error {
 
 // restore sets a new group from what replay found. Caller holds g.mu.
 func (g *group) restore(lg *loadedGroup) {
-	g.offsets = lg.offsets
-	g.txnOffsets = lg.txns
+	g.offsets.committed = lg.offsets
+	g.offsets.pending = lg.txns
 	if lc := lg.consumer; lc != nil && (lg.meta == nil || lc.at > lg.metaAt) {
 		g.restoreConsumer(lc)
 		return

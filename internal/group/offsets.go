@@ -86,8 +86,8 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 		return ch
 	}
 	err := g.write(recs, func(base int64, err error) {
-		g.pendingCommits--
-		defer g.wakeStable()
+		g.offsets.inFlight--
+		defer g.offsets.wakeStable()
 		if err != nil {
 			err = commitError(err)
 			for _, i := range keep {
@@ -100,7 +100,7 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 			for j, tp := range b.tps {
 				v := b.vals[j]
 				v.logOffset = base + int64(j)
-				g.setOffset(tp, v)
+				g.offsets.set(tp, v)
 			}
 		}
 		ch <- errs
@@ -113,7 +113,7 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 		ch <- errs
 		return ch
 	}
-	g.pendingCommits++
+	g.offsets.inFlight++
 	return ch
 }
 
@@ -180,25 +180,6 @@ func (g *group) validateCommit(req CommitRequest) error {
 	return nil
 }
 
-// setOffset applies a durable commit unless a later write of the
-// partition's offset is already applied.
-func (g *group) setOffset(tp model.TopicPartition, v offset) {
-	if cur, ok := g.offsets[tp]; ok && cur.logOffset > v.logOffset {
-		return
-	}
-	g.offsets[tp] = v
-}
-
-func (g *group) wakeStable() {
-	if g.pendingCommits > 0 {
-		return
-	}
-	for _, w := range g.stableWaiters {
-		close(w)
-	}
-	g.stableWaiters = nil
-}
-
 // commitError is Kafka's mapping of a failed offset write.
 func commitError(err error) error {
 	switch {
@@ -253,9 +234,9 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []FetchTopic, requireS
 			return nil, ErrNotCoordinator
 		}
 		if g.state != stateDead {
-			offsets = g.offsets
+			offsets = g.offsets.committed
 			if requireStable {
-				unstable = g.hasPendingTxn
+				unstable = g.offsets.hasPending
 			}
 		}
 	}
@@ -298,11 +279,11 @@ func (c *Coordinator) AwaitStable(groupID string) <-chan struct{} {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.pendingCommits == 0 {
+	if g.offsets.inFlight == 0 {
 		close(ch)
 		return ch
 	}
-	g.stableWaiters = append(g.stableWaiters, ch)
+	g.offsets.stableWaiters = append(g.offsets.stableWaiters, ch)
 	return ch
 }
 
@@ -355,7 +336,7 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 				continue
 			}
 			res.Errs = append(res.Errs, nil)
-			if _, ok := g.offsets[tp]; ok {
+			if _, ok := g.offsets.committed[tp]; ok {
 				recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 				gone = append(gone, tp)
 			}
@@ -370,8 +351,8 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []FetchTopic) <-chan 
 	// the partitions' pending transactional offsets too (as Kafka's replay
 	// of a tombstone does): a commit marker must not bring them back.
 	for _, tp := range gone {
-		delete(g.offsets, tp)
-		g.dropPendingTxn(tp)
+		delete(g.offsets.committed, tp)
+		g.offsets.dropPending(tp)
 	}
 	g.hist.event(Event{Time: c.clock.Now(), Kind: EventOffsetsDeleted, Generation: g.generation, Reason: fmt.Sprint(gone)})
 	err := g.write(recs, func(_ int64, err error) {
@@ -416,10 +397,10 @@ func (g *group) expire(now time.Time) {
 	if ok {
 		ms := now.UnixMilli()
 		retention := g.c.cfg.OffsetsRetention.Milliseconds()
-		for tp, o := range g.offsets {
+		for tp, o := range g.offsets.committed {
 			// An offset with a transactional one pending is kept until
 			// the transaction ends, as in Kafka.
-			if g.subscribedToTopic(tp.Topic) || g.hasPendingTxn(tp) {
+			if g.subscribedToTopic(tp.Topic) || g.offsets.hasPending(tp) {
 				continue
 			}
 			expired := o.ExpireTime >= 0 && ms >= o.ExpireTime ||
@@ -431,13 +412,13 @@ func (g *group) expire(now time.Time) {
 		}
 	}
 	for _, tp := range gone {
-		delete(g.offsets, tp)
+		delete(g.offsets.committed, tp)
 	}
 	if len(gone) > 0 {
 		g.hist.event(Event{Time: now, Kind: EventOffsetsExpired, Generation: g.generation, Reason: fmt.Sprint(gone)})
 	}
-	deleteGroup := !g.hasMembers() && len(g.offsets) == 0 && len(g.txnOffsets) == 0 &&
-		len(g.pending) == 0 && g.pendingCommits == 0
+	deleteGroup := !g.hasMembers() && len(g.offsets.committed) == 0 && len(g.offsets.pending) == 0 &&
+		len(g.pending) == 0 && g.offsets.inFlight == 0
 	if deleteGroup {
 		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
 		g.die()

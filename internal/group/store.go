@@ -116,7 +116,7 @@ func (g *group) setOwner(tp model.TopicPartition, to Owner, key clientKey, gener
 		return
 	}
 	committed := int64(-1)
-	if o, ok := g.offsets[tp]; ok {
+	if o, ok := g.offsets.committed[tp]; ok {
 		committed = o.Offset
 	}
 	g.hist.handoff(Handoff{Time: now, Generation: generation, Topic: tp.Topic, Partition: tp.Partition,

@@ -12,7 +12,7 @@ import (
 //
 //  1. CommitTxn appends the offsets as one transactional batch of the
 //     producer. From the append on they are pending: held per group per
-//     producer id (group.txnOffsets), invisible to FetchOffsets, and they
+//     producer id (offsetStore.pending), invisible to FetchOffsets, and they
 //     make a RequireStable fetch of their partition UNSTABLE_OFFSET_COMMIT.
 //  2. The transaction coordinator writes a marker (a control batch) for the
 //     producer to the partition. Once it is durable the server calls
@@ -21,7 +21,7 @@ import (
 //  3. Applying follows the log: a pending offset replaces the committed one
 //     only if it was written later in __consumer_offsets, so a plain commit
 //     written after the transaction's offset wins even though the
-//     transaction commits after it (group.setOffset).
+//     transaction commits after it (offsetStore.set).
 //
 // Load replays the same rules from the log (load.go): transactional
 // batches are pending until a marker of their producer later in the
@@ -116,10 +116,10 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		ch <- errs
 	}
 	appended := func(base int64) {
-		pend := g.txnOffsets[pid]
+		pend := g.offsets.pending[pid]
 		if pend == nil {
 			pend = map[model.TopicPartition]offset{}
-			g.txnOffsets[pid] = pend
+			g.offsets.pending[pid] = pend
 		}
 		for j, tp := range tps {
 			v := vals[j]
@@ -128,10 +128,10 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		}
 	}
 	err := g.writeTxn(model.Producer{ID: pid, Epoch: req.ProducerEpoch}, recs, appended, func(base int64, err error) {
-		g.pendingCommits--
-		defer g.wakeStable()
+		g.offsets.inFlight--
+		defer g.offsets.wakeStable()
 		if err != nil {
-			g.dropTxnWrite(pid, base, base+int64(len(recs)))
+			g.offsets.dropTxnWrite(pid, base, base+int64(len(recs)))
 			fail(err)
 			return
 		}
@@ -141,7 +141,7 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 		fail(err)
 		return ch
 	}
-	g.pendingCommits++
+	g.offsets.inFlight++
 	return ch
 }
 
@@ -171,21 +171,6 @@ func (g *group) validateTxnCommit(req TxnCommitRequest) error {
 		}
 	}
 	return nil
-}
-
-// dropTxnWrite forgets the pending offsets a failed write at log offsets
-// [from, to) added, unless a later write of the producer replaced them.
-// Caller holds g.mu.
-func (g *group) dropTxnWrite(producerID, from, to int64) {
-	pend := g.txnOffsets[producerID]
-	for tp, o := range pend {
-		if o.logOffset >= from && o.logOffset < to {
-			delete(pend, tp)
-		}
-	}
-	if len(pend) == 0 {
-		delete(g.txnOffsets, producerID)
-	}
 }
 
 // txnCommitError maps a failed transactional write as commitError does,
@@ -229,38 +214,5 @@ func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool
 // completeTxn ends producerID's transaction for the group. Caller holds
 // g.mu.
 func (g *group) completeTxn(producerID int64, commit bool) {
-	pend, ok := g.txnOffsets[producerID]
-	if !ok {
-		return
-	}
-	delete(g.txnOffsets, producerID)
-	if !commit || g.unloaded || g.state == stateDead {
-		return
-	}
-	for tp, o := range pend {
-		g.setOffset(tp, o)
-	}
-}
-
-// hasPendingTxn reports whether an open transaction has an offset of tp
-// pending (Kafka's hasPendingTransactionalOffsets). Caller holds g.mu.
-func (g *group) hasPendingTxn(tp model.TopicPartition) bool {
-	for _, pend := range g.txnOffsets {
-		if _, ok := pend[tp]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// dropPendingTxn forgets every open transaction's pending offset of tp: a
-// tombstone of the partition is written after them (Kafka's replay of an
-// offset tombstone does the same). Caller holds g.mu.
-func (g *group) dropPendingTxn(tp model.TopicPartition) {
-	for pid, pend := range g.txnOffsets {
-		delete(pend, tp)
-		if len(pend) == 0 {
-			delete(g.txnOffsets, pid)
-		}
-	}
+	g.offsets.complete(producerID, commit && !g.unloaded && g.state != stateDead)
 }
