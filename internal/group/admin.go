@@ -95,10 +95,8 @@ func (c *Coordinator) List(states, types []string) []ListedGroup {
 	var out []ListedGroup
 	for _, g := range c.snapshot() {
 		g.mu.Lock()
-		lg := ListedGroup{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}
-		if g.modern != nil {
-			lg.State, lg.Type = g.modern.stateName(), "consumer"
-		}
+		k := g.kind()
+		lg := ListedGroup{Group: g.id, ProtocolType: g.protocolType, State: k.stateName(), Type: k.typeName()}
 		dead := g.state == stateDead
 		g.mu.Unlock()
 		if dead || !matchesAny(states, lg.State) || !matchesAny(types, lg.Type) {

@@ -47,6 +47,17 @@
 //     the committed offset at hand-off, the highest offset the previous
 //     owner fetched and the first the new one fetched.
 //
+// # Structure
+//
+// A group (group.go) is what every group has, whichever protocol its
+// members speak: its offset store (offsetstore.go; commits in offsets.go
+// and txnoffsets.go), the partitions' owners and the history. The state of
+// its protocol is one of two kinds behind groupKind: the classic group
+// (classicGroup; its rules in join.go, membership.go, rebalance.go,
+// store.go) or the consumer group (consumerGroup; consumergroup*.go,
+// consumerstore.go). Migration (migration.go) converts one kind into the
+// other; the offset store stays as it is.
+//
 // # Invariants
 //
 //   - A request is answered after its state change is durable when it

@@ -125,13 +125,37 @@ type offset struct {
 	logOffset   int64 // where in __consumer_offsets it was written
 }
 
-// group is one classic group with its committed offsets. Every field
-// after mu is guarded by it.
+// group is one group: what every group has whichever protocol its
+// members speak (its committed offsets, the partitions' owners, the
+// rebalance history), and that protocol's state behind groupKind: the
+// classic group's (classicGroup, embedded) or, while the group is a
+// consumer group (KIP-848), the consumer group's (modern). Migration
+// between them (migration.go) is a conversion from one to the other. Every
+// field after mu is guarded by it.
 type group struct {
 	c  *Coordinator
 	id string
 
-	mu             sync.Mutex
+	mu sync.Mutex
+	// classicGroup is the classic protocol's state. Its state is also the
+	// group's life: Empty while the group is a consumer group, Dead once
+	// deleted.
+	classicGroup
+	// modern is set while the group is a consumer group: its members (of
+	// either protocol) are served by the consumer group's rules.
+	modern *consumerGroup
+	// offsets is the group's committed offsets and those pending in open
+	// transactions (offsetstore.go).
+	offsets  offsetStore
+	unloaded bool // the coordinator closed; timers do nothing
+	owners   map[model.TopicPartition]Owner
+	hist     *history
+}
+
+// classicGroup is the state of the classic protocol (JoinGroup,
+// SyncGroup, Heartbeat): its generations and members. Its rules are in
+// join.go, membership.go and rebalance.go.
+type classicGroup struct {
 	state          state
 	prevState      state
 	stateTime      time.Time // when state was entered; zero if unknown (loaded from old records)
@@ -148,23 +172,59 @@ type group struct {
 	syncTimer      *timer
 	seq            uint64
 	subscribed     map[string]bool // topics the consumer members subscribe to; nil if unknown
-	// offsets is the group's committed offsets and those pending in open
-	// transactions (offsetstore.go), whichever protocol its members speak.
-	offsets  offsetStore
-	unloaded bool // the coordinator closed; timers do nothing
-	owners   map[model.TopicPartition]Owner
-	hist     *history
-	// modern is set while the group is a consumer group (KIP-848): its
-	// members heartbeat with ConsumerGroupHeartbeat and the classic
-	// state above stays Empty.
-	modern *consumerGroup
+}
+
+func newClassicGroup(now time.Time) classicGroup {
+	return classicGroup{state: stateEmpty, prevState: stateDead, stateTime: now,
+		members: map[string]*member{}, static: map[string]string{}, pending: map[string]*timer{},
+		pendingSync: map[string]bool{}}
+}
+
+// groupKind is what the coordinator asks of a group's protocol state,
+// whichever protocol it is.
+type groupKind interface {
+	// typeName is ListGroups' group type: classic or consumer.
+	typeName() string
+	// stateName is the group's state as ListGroups reports it.
+	stateName() string
+	// memberCount counts the members.
+	memberCount() int
+	// subscribedTo says whether offsets of topic belong to a live
+	// subscription (they neither expire nor may be deleted).
+	subscribedTo(topic string) bool
+}
+
+// kind is the group's protocol state.
+func (g *group) kind() groupKind {
+	if g.modern != nil {
+		return g.modern
+	}
+	return &g.classicGroup
+}
+
+func (cg *classicGroup) typeName() string  { return "classic" }
+func (cg *classicGroup) stateName() string { return cg.state.String() }
+func (cg *classicGroup) memberCount() int  { return len(cg.members) }
+
+// subscribedTo: unknown subscriptions count as subscribed for a group of
+// the consumer protocol type.
+func (cg *classicGroup) subscribedTo(topic string) bool {
+	if cg.subscribed == nil {
+		return cg.protocolType == consumerProtocolType
+	}
+	return cg.subscribed[topic]
+}
+
+func (cg *consumerGroup) typeName() string { return "consumer" }
+func (cg *consumerGroup) memberCount() int { return len(cg.members) }
+func (cg *consumerGroup) subscribedTo(topic string) bool {
+	return cg.subscribedTopics()[topic]
 }
 
 func (c *Coordinator) newGroup(id string) *group {
 	return &group{
-		c: c, id: id, state: stateEmpty, prevState: stateDead, stateTime: c.clock.Now(),
-		members: map[string]*member{}, static: map[string]string{}, pending: map[string]*timer{},
-		pendingSync: map[string]bool{}, offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
+		c: c, id: id, classicGroup: newClassicGroup(c.clock.Now()),
+		offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
 		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
 	}
 }
@@ -323,7 +383,7 @@ func (g *group) remove(id string) {
 
 // hasMembers says whether the group has members, of either protocol.
 func (g *group) hasMembers() bool {
-	return g.state != stateEmpty || g.modern != nil && len(g.modern.members) > 0
+	return g.state != stateEmpty || g.kind().memberCount() > 0
 }
 
 // validateMember checks a request's member and instance ids: an instance
@@ -370,14 +430,7 @@ func (g *group) computeSubscribed() map[string]bool {
 }
 
 // subscribedToTopic: whether offsets of topic belong to a live
-// subscription (they neither expire nor may be deleted). Unknown
-// subscriptions count as subscribed for consumer groups.
+// subscription (they neither expire nor may be deleted).
 func (g *group) subscribedToTopic(topic string) bool {
-	if g.modern != nil {
-		return g.modern.subscribedTopics()[topic]
-	}
-	if g.subscribed == nil {
-		return g.protocolType == consumerProtocolType
-	}
-	return g.subscribed[topic]
+	return g.kind().subscribedTo(topic)
 }

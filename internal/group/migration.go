@@ -191,13 +191,9 @@ func (g *group) upgrade() error {
 	}
 	cg.touchAll()
 
-	// The classic state is left Empty; the fetch hook's registrations
-	// pass to the consumer members as they are.
-	clear(g.members)
-	clear(g.static)
-	clear(g.pendingSync)
-	g.leader, g.protocolName = "", ""
-	g.transition(stateEmpty)
+	// The classic state starts again, Empty; the fetch hook's
+	// registrations pass to the consumer members as they are.
+	g.classicGroup = newClassicGroup(c.clock.Now())
 	g.modern = cg
 	g.protocolType = consumerProtocolType
 	for _, m := range cg.members {
@@ -265,6 +261,7 @@ func (g *group) downgrade() {
 	cg := g.modern
 	g.writeConsumer(cg.tombstones(), nil)
 
+	g.classicGroup = newClassicGroup(g.c.clock.Now())
 	g.generation = cg.epoch
 	g.protocolType = consumerProtocolType
 	for _, cm := range cg.sortedMembers() {
