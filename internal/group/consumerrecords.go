@@ -245,7 +245,9 @@ func (v *memberValue) encode() []byte {
 	if v.classic == nil {
 		return noTags(b)
 	}
-	c := kbin.AppendInt32(nil, v.classic.sessionTimeoutMs)
+	// A nullable struct starts with its presence, 1 (0 is null).
+	c := kbin.AppendUvarint(nil, 1)
+	c = kbin.AppendInt32(c, v.classic.sessionTimeoutMs)
 	c = kbin.AppendCompactArrayLen(c, len(v.classic.protocols))
 	for _, p := range v.classic.protocols {
 		c = kbin.AppendCompactString(c, p.Name)
@@ -279,6 +281,9 @@ func decodeMemberValue(b []byte) (*memberValue, error) {
 			return
 		}
 		cr := kbin.Reader{Src: data}
+		if cr.Uvarint() == 0 {
+			return // null
+		}
 		c := &classicMemberMetadata{sessionTimeoutMs: cr.Int32()}
 		n := cr.CompactArrayLen()
 		for i := int32(0); i < n && cr.Ok(); i++ {

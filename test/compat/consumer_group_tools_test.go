@@ -1,11 +1,14 @@
 package compat
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/test/grouptest"
 )
@@ -27,11 +30,7 @@ func TestConsumerGroupKafkaTool(t *testing.T) {
 	classic := kgoMember(t, b.Addr, "orders", "classic", "classic-0")
 	grouptest.WaitSettled(t, ctx, adm, "modern", "orders", 4, modern)
 	grouptest.WaitSettled(t, ctx, adm, "classic", "orders", 4, classic)
-	mixedClassic := kgoMember(t, b.Addr, "orders", "mixed", "mixed-classic")
-	grouptest.WaitSettled(t, ctx, adm, "mixed", "orders", 4, mixedClassic)
-	mixedModern := kgoMemberOf(t, grouptest.ConsumerConfig{Name: "mixed-modern", Addr: b.Addr, Group: "mixed", Topic: "orders",
-		SessionTimeout: consumerSession, ServerSide: true})
-	grouptest.WaitSettled(t, ctx, adm, "mixed", "orders", 4, mixedClassic, mixedModern)
+	mixedGroup(t, ctx, adm, b.Addr, "mixed")
 
 	const tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 	list := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--list", "--type")
@@ -108,4 +107,18 @@ func TestConsumerGroupVerifiableConsumer(t *testing.T) {
 	if consumed != 300 || committed == 0 {
 		t.Fatalf("consumed %d records of 300 with %d commits:\n%s", consumed, committed, tail(r.stdout, 4<<10))
 	}
+}
+
+// mixedGroup forms group g on the 4 partitions of "orders" in the middle of
+// a migration: a franz-go member of the classic protocol (client
+// g-classic), settled, then one of the consumer protocol (g-modern), which
+// upgrades the group; it returns them once the two settled.
+func mixedGroup(t *testing.T, ctx context.Context, adm *kadm.Client, addr, g string) (classic, modern grouptest.Member) {
+	t.Helper()
+	classic = kgoMember(t, addr, "orders", g, g+"-classic")
+	grouptest.WaitSettled(t, ctx, adm, g, "orders", 4, classic)
+	modern = kgoMemberOf(t, grouptest.ConsumerConfig{Name: g + "-modern", Addr: addr, Group: g, Topic: "orders",
+		SessionTimeout: consumerSession, ServerSide: true})
+	grouptest.WaitSettled(t, ctx, adm, g, "orders", 4, classic, modern)
+	return classic, modern
 }
