@@ -38,7 +38,7 @@ func TestHistoryRecordsHandoffs(t *testing.T) {
 	recv(t, e.c.Commit(commit("g", gen, ids[1], at(1, 30))))
 
 	// c1 leaves; c0 takes partition 1 over in the next generation.
-	e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
 	req := joinReq("g", "c0")
 	req.MemberID = ids[0]
 	r := recv(t, e.c.Join(req))

@@ -217,33 +217,44 @@ type LeaveResult struct {
 	Members []error
 }
 
-// Leave serves a LeaveGroup.
-func (c *Coordinator) Leave(req LeaveRequest) LeaveResult {
+// Leave serves a LeaveGroup; the answer comes on the channel, once what
+// it changed of a consumer group is durable.
+func (c *Coordinator) Leave(req LeaveRequest) <-chan LeaveResult {
+	ch := make(chan LeaveResult, 1)
+	fail := func(err error) <-chan LeaveResult {
+		ch <- LeaveResult{Err: err}
+		return ch
+	}
 	if req.Group == "" {
-		return LeaveResult{Err: ErrInvalidGroupID}
+		return fail(ErrInvalidGroupID)
 	}
 	if err := c.serves(req.Group); err != nil {
-		return LeaveResult{Err: err}
+		return fail(err)
 	}
 	g, ok := c.lookup(req.Group, false)
 	if !ok {
-		return LeaveResult{Err: ErrUnknownMemberID}
+		return fail(ErrUnknownMemberID)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.unloaded:
-		return LeaveResult{Err: ErrNotCoordinator}
+		return fail(ErrNotCoordinator)
 	case g.state == stateDead:
-		return LeaveResult{Err: ErrCoordinatorNotAvailable}
+		return fail(ErrCoordinatorNotAvailable)
 	}
 	res := LeaveResult{Members: make([]error, len(req.Members))}
 	if g.modern != nil {
 		for i, lm := range req.Members {
 			res.Members[i] = g.classicLeave(lm)
 		}
-		g.flushConsumer(nil)
-		return res
+		g.flushConsumer(func(err error) {
+			if err != nil {
+				res = LeaveResult{Err: ErrNotCoordinator}
+			}
+			ch <- res
+		})
+		return ch
 	}
 	left := false
 	for i, lm := range req.Members {
@@ -259,7 +270,8 @@ func (c *Coordinator) Leave(req LeaveRequest) LeaveResult {
 			g.maybeCompleteJoin()
 		}
 	}
-	return res
+	ch <- res
+	return ch
 }
 
 func (g *group) leave(lm LeavingMember) error {

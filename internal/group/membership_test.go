@@ -348,7 +348,7 @@ func TestLeaveGroup(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableGroup("g", 3, 3)
 	inst := "nobody"
-	res := e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{
+	res := <-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{
 		{MemberID: ids[1], Reason: "shutting down"}, {MemberID: "unknown"}, {InstanceID: &inst},
 	}})
 	if res.Err != nil || res.Members[0] != nil || res.Members[1] != group.ErrUnknownMemberID || res.Members[2] != group.ErrUnknownMemberID {
@@ -357,11 +357,11 @@ func TestLeaveGroup(t *testing.T) {
 	if err := e.heartbeat("g", gen, ids[0]); err != group.ErrRebalanceInProgress {
 		t.Fatalf("after a leave: %v", err)
 	}
-	if res := e.c.Leave(group.LeaveRequest{Group: "nope", Members: []group.LeavingMember{{MemberID: ids[0]}}}); res.Err != group.ErrUnknownMemberID {
+	if res := <-e.c.Leave(group.LeaveRequest{Group: "nope", Members: []group.LeavingMember{{MemberID: ids[0]}}}); res.Err != group.ErrUnknownMemberID {
 		t.Fatalf("unknown group: %+v", res)
 	}
 	// The last members leaving end the rebalance with an empty group.
-	res = e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}, {MemberID: ids[2]}}})
+	res = <-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}, {MemberID: ids[2]}}})
 	if res.Members[0] != nil || res.Members[1] != nil {
 		t.Fatalf("%+v", res)
 	}
@@ -380,7 +380,7 @@ func TestLeaveOfParkedMemberAnswersItsJoin(t *testing.T) {
 	req := joinReq("g", "c0")
 	req.MemberID = ids[0]
 	ch := e.c.Join(req)
-	if res := e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}}); res.Members[0] != nil {
+	if res := <-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}}); res.Members[0] != nil {
 		t.Fatal(res)
 	}
 	if r := recv(t, ch); r.Err != group.ErrUnknownMemberID {

@@ -220,7 +220,7 @@ func TestDeleteGroups(t *testing.T) {
 	if err := recv(t, e.c.DeleteGroup("")); err != group.ErrInvalidGroupID {
 		t.Fatal(err)
 	}
-	e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
 	if err := recv(t, e.c.DeleteGroup("g")); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestDeleteOffsets(t *testing.T) {
 		t.Fatal(res)
 	}
 	// Once the group is empty its offsets of any topic may go.
-	e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
 	if res := recv(t, e.c.DeleteOffsets("g", []group.FetchTopic{{Topic: "t", Partitions: []int32{0}}})); res.Err != nil || res.Errs[0] != nil {
 		t.Fatal(res)
 	}
@@ -291,7 +291,7 @@ func TestOffsetsExpire(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 	// Once empty, a group's offsets last the retention from then.
-	e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
 	e.clock.Advance(59 * time.Minute)
 	if got := e.committed("g", 0); got != 5 {
 		t.Fatal(got)
@@ -365,7 +365,7 @@ func TestRestartAfterEmptyGeneration(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableGroup("g", 1, 1)
 	recv(t, e.c.Commit(commit("g", gen, ids[0], at(0, 10))))
-	e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
 	time.Sleep(10 * time.Millisecond) // the empty generation's record is not waited for
 	e.restart()
 	d := e.c.Describe([]string{"g"})[0]

@@ -106,7 +106,7 @@ func BenchmarkClassicRebalance(b *testing.B) {
 		chs = append(chs, parked)
 		g.finish(chs)
 		// It leaves: LeaveGroup starts the next rebalance.
-		if res := g.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: extra}}}); res.Err != nil || res.Members[0] != nil {
+		if res := <-g.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: extra}}}); res.Err != nil || res.Members[0] != nil {
 			b.Fatalf("leave: %+v", res)
 		}
 		g.ids = g.ids[:len(g.ids)-1]

@@ -143,7 +143,7 @@ func TestLeaveByInstanceID(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableStatic("g", 2)
 	inst := "ic1"
-	res := e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{InstanceID: &inst}}})
+	res := <-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{InstanceID: &inst}}})
 	if res.Err != nil || res.Members[0] != nil {
 		t.Fatalf("%+v", res)
 	}
@@ -152,7 +152,7 @@ func TestLeaveByInstanceID(t *testing.T) {
 	}
 	// A wrong member id for an instance is fenced.
 	inst0 := "ic0"
-	res = e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: "other", InstanceID: &inst0}}})
+	res = <-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: "other", InstanceID: &inst0}}})
 	if res.Members[0] != group.ErrFencedInstanceID {
 		t.Fatalf("%+v", res)
 	}

@@ -35,19 +35,21 @@ func handleLeaveGroup(_ context.Context, b *Broker, r *Request) (*Response, erro
 		}
 		lr.Members = append(lr.Members, lm)
 	}
-	res := b.Groups.Leave(lr)
-	if res.Err != nil {
-		resp.ErrorCode = errorCode(res.Err)
-		return reply(resp)
+	answer := func(res group.LeaveResult) kmsg.Response {
+		if res.Err != nil {
+			resp.ErrorCode = errorCode(res.Err)
+			return resp
+		}
+		if req.Version < 3 {
+			resp.ErrorCode = errorCode(res.Members[0])
+			return resp
+		}
+		for i, m := range req.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, errorCode(res.Members[i])
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp
 	}
-	if req.Version < 3 {
-		resp.ErrorCode = errorCode(res.Members[0])
-		return reply(resp)
-	}
-	for i, m := range req.Members {
-		rm := kmsg.NewLeaveGroupResponseMember()
-		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, errorCode(res.Members[i])
-		resp.Members = append(resp.Members, rm)
-	}
-	return reply(resp)
+	return await(b.Groups.Leave(lr), answer, group.LeaveResult{Err: group.ErrNotCoordinator})
 }

@@ -128,7 +128,7 @@ type Groups interface {
 	Join(req group.JoinRequest) <-chan group.JoinResult
 	Sync(req group.SyncRequest) <-chan group.SyncResult
 	Heartbeat(req group.HeartbeatRequest) error
-	Leave(req group.LeaveRequest) group.LeaveResult
+	Leave(req group.LeaveRequest) <-chan group.LeaveResult
 	Commit(req group.CommitRequest) <-chan []error
 	CommitTxn(req group.TxnCommitRequest) <-chan []error
 	CompleteTxn(partition int32, producerID int64, commit bool)
