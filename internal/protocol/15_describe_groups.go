@@ -2,8 +2,11 @@ package protocol
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
 )
 
 // DescribeGroups: v0-5
@@ -12,8 +15,9 @@ import (
 //   - Each group's state, protocol type, and members with their client id
 //     and host ("/" + address, as Kafka shows it); while Stable also the
 //     selected protocol and each member's metadata and assignment.
-//   - An unknown group is answered in state Dead with no error, as Kafka
-//     does before v6; an empty group id is INVALID_GROUP_ID.
+//   - An unknown group, and a consumer group (KIP-848: it answers
+//     ConsumerGroupDescribe), are answered in state Dead with no error, as
+//     Kafka does before v6; an empty group id is INVALID_GROUP_ID.
 //   - v3+: the authorized operations, when asked for, are every operation
 //     on a group (no authorizer yet: Kafka answers the same without one).
 //   - v4+: members' group.instance.id.
@@ -31,6 +35,9 @@ func handleDescribeGroups(_ context.Context, b *Broker, r *Request) (*Response, 
 	for _, d := range b.Groups.Describe(req.Groups) {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.ErrorCode = d.Group, errorCode(d.Err)
+		if errors.Is(d.Err, group.ErrGroupIDNotFound) {
+			rg.ErrorCode = 0 // not a classic group: Dead, as an unknown one
+		}
 		rg.State, rg.ProtocolType, rg.Protocol = d.State, d.ProtocolType, d.Protocol
 		if req.IncludeAuthorizedOperations && d.Err == nil {
 			rg.AuthorizedOperations = groupOperations

@@ -31,6 +31,11 @@ func TestConsumerGroupKafkaTool(t *testing.T) {
 	grouptest.WaitSettled(t, ctx, adm, "modern", "orders", 4, modern)
 	grouptest.WaitSettled(t, ctx, adm, "classic", "orders", 4, classic)
 	mixedGroup(t, ctx, adm, b.Addr, "mixed")
+	// DescribeGroups (v5, the newest served) answers a consumer group as
+	// Kafka does before v6: Dead, with no error.
+	if ds, err := adm.DescribeGroups(ctx, "modern"); err != nil || ds["modern"].Err != nil || ds["modern"].State != "Dead" {
+		t.Errorf("DescribeGroups of a consumer group: %+v %v, want Dead without an error", ds["modern"], err)
+	}
 
 	const tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 	list := runKafkaTool(t, tool, "--bootstrap-server", b.Addr, "--list", "--type")

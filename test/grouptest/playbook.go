@@ -79,7 +79,9 @@ func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partiti
 		return err.Error()
 	}
 	d := ds[group]
-	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+	if errors.Is(d.Err, kerr.GroupIDNotFound) || d.Err == nil && d.State == "Dead" && len(ms) > 0 {
+		// Not a classic group: DescribeGroups before v6 answers a
+		// consumer group as Dead.
 		return settledConsumerGroup(ctx, adm, group, topic, owned, ms)
 	}
 	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(ms) {
