@@ -126,10 +126,14 @@ func (c *consumer) poll() {
 		if fs.IsClientClosed() {
 			return
 		}
+		// Marked in the same critical section as they become visible: a
+		// test that saw a record and then closes the client commits it.
 		c.mu.Lock()
-		fs.EachRecord(func(r *kgo.Record) { c.records = append(c.records, r) })
+		fs.EachRecord(func(r *kgo.Record) {
+			c.records = append(c.records, r)
+			c.cl.MarkCommitRecords(r)
+		})
 		c.mu.Unlock()
-		fs.EachRecord(func(r *kgo.Record) { c.cl.MarkCommitRecords(r) })
 	}
 }
 
