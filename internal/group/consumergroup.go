@@ -307,6 +307,13 @@ func (cg *consumerGroup) heldByOther(m *consumerMember, id [16]byte, partition i
 // removeMember takes m out of the group, freeing its partitions, and bumps
 // the group epoch so the target is computed again without it.
 func (cg *consumerGroup) removeMember(m *consumerMember) {
+	cg.dropMember(m)
+	cg.epoch++
+}
+
+// dropMember takes m out of the group, freeing its partitions, without
+// moving the group epoch (a downgrade keeps it as the generation).
+func (cg *consumerGroup) dropMember(m *consumerMember) {
 	before := ownedBy(m)
 	m.assigned, m.revoking = partitionEpochs{}, partitionEpochs{}
 	cg.setOwned(m, before)
@@ -318,7 +325,6 @@ func (cg *consumerGroup) removeMember(m *consumerMember) {
 	if m.instanceID != "" && cg.static[m.instanceID] == m.id {
 		delete(cg.static, m.instanceID)
 	}
-	cg.epoch++
 }
 
 // chooseAssignor is the server assignor the members asked for most, ties

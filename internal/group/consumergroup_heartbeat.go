@@ -289,18 +289,13 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
 	g.refreshAndAssign(bump, regexChanged)
-	if cg.epoch > cg.assignmentEpoch {
-		if err := cg.computeTarget(c.cfg.ConsumerAssignors); err != nil {
-			return fail(err)
-		}
+	prev := &before
+	if joining {
+		prev = nil
 	}
-	cg.reconcile(m, owned)
-	if joining || recordsDiffer(&before, m) {
-		cg.touch(m.id)
+	if err := g.reconcileMember(m, owned, prev); err != nil {
+		return fail(err)
 	}
-	g.trackRebalanceTimeout(m)
-	g.scheduleConsumerSession(m)
-	g.recordConsumerOwners(m)
 
 	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.cfg.ConsumerHeartbeatInterval}
 	full := joining || req.RebalanceTimeout >= 0 && req.TopicNames != nil && req.Owned != nil
@@ -309,6 +304,27 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		res.Assignment = &a
 	}
 	return res
+}
+
+// reconcileMember computes the target if the group epoch moved past it,
+// reconciles m with what it owns and restarts its timers; m's records are
+// marked for the flush when they differ from before's (always when before
+// is nil). Both protocols' members go through it.
+func (g *group) reconcileMember(m *consumerMember, owned partitionEpochs, before *consumerMember) error {
+	cg := g.modern
+	if cg.epoch > cg.assignmentEpoch {
+		if err := cg.computeTarget(g.c.cfg.ConsumerAssignors); err != nil {
+			return err
+		}
+	}
+	cg.reconcile(m, owned)
+	if before == nil || recordsDiffer(before, m) {
+		cg.touch(m.id)
+	}
+	g.trackRebalanceTimeout(m)
+	g.scheduleConsumerSession(m)
+	g.recordConsumerOwners(m)
+	return nil
 }
 
 // consumerMemberFor finds or creates the member a heartbeat is from, with

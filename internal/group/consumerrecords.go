@@ -254,11 +254,15 @@ func (v *memberValue) encode() []byte {
 		c = kbin.AppendCompactBytes(c, p.Metadata)
 		c = noTags(c)
 	}
-	c = noTags(c)
+	return appendTag0(b, noTags(c))
+}
+
+// appendTag0 ends a struct with one tagged field, tag 0, holding data.
+func appendTag0(b, data []byte) []byte {
 	b = kbin.AppendUvarint(b, 1)
 	b = kbin.AppendUvarint(b, 0)
-	b = kbin.AppendUvarint(b, uint32(len(c)))
-	return append(b, c...)
+	b = kbin.AppendUvarint(b, uint32(len(data)))
+	return append(b, data...)
 }
 
 func decodeMemberValue(b []byte) (*memberValue, error) {
@@ -316,11 +320,7 @@ func appendTopicPartitions(b []byte, ps partitionEpochs, epochs bool) []byte {
 		for i, p := range parts {
 			es[i] = ps[id][p]
 		}
-		tagged := appendInt32s(nil, es)
-		b = kbin.AppendUvarint(b, 1)
-		b = kbin.AppendUvarint(b, 0)
-		b = kbin.AppendUvarint(b, uint32(len(tagged)))
-		b = append(b, tagged...)
+		b = appendTag0(b, appendInt32s(nil, es))
 	}
 	return b
 }

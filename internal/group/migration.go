@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,23 +57,13 @@ const (
 
 // ParseMigrationPolicy reads a policy, case-insensitively.
 func ParseMigrationPolicy(s string) (MigrationPolicy, error) {
-	switch p := MigrationPolicy(lower(s)); p {
+	switch p := MigrationPolicy(strings.ToLower(s)); p {
 	case MigrationBidirectional, MigrationUpgrade, MigrationDowngrade, MigrationDisabled:
 		return p, nil
 	case "both":
 		return MigrationBidirectional, nil
 	}
 	return "", fmt.Errorf("group.consumer.migration.policy %q: want bidirectional, upgrade, downgrade or disabled", s)
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 func (p MigrationPolicy) upgrades() bool {
@@ -213,16 +204,8 @@ func (g *group) consumerMemberGone(m *consumerMember) {
 	cg := g.modern
 	m.classicDeadline().stop()
 	if m.classic == nil && g.downgradesWithout(m) {
-		m.session.stop()
-		m.rebalance.stop()
+		cg.dropMember(m)
 		g.c.fetchersRemove(m, g)
-		before := ownedBy(m)
-		m.assigned, m.revoking = partitionEpochs{}, partitionEpochs{}
-		cg.setOwned(m, before)
-		delete(cg.members, m.id)
-		if m.instanceID != "" && cg.static[m.instanceID] == m.id {
-			delete(cg.static, m.instanceID)
-		}
 		g.downgrade()
 		return
 	}
@@ -320,15 +303,7 @@ func encodeAssignment(ps partitionEpochs, names map[[16]byte]string, version int
 		t.Topic, t.Partitions = name, slices.Sorted(maps.Keys(ps[id]))
 		a.Topics = append(a.Topics, t)
 	}
-	slices.SortFunc(a.Topics, func(x, y kmsg.ConsumerMemberAssignmentTopic) int {
-		if x.Topic < y.Topic {
-			return -1
-		}
-		if x.Topic > y.Topic {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(a.Topics, func(x, y kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(x.Topic, y.Topic) })
 	return a.AppendTo(nil)
 }
 
@@ -357,7 +332,7 @@ func (cg *consumerGroup) supportsClassic(protocolType string, protocols []Protoc
 // classicJoin serves a JoinGroup of a classic member to a consumer group
 // with members. Caller holds g.mu.
 func (g *group) classicJoin(req JoinRequest, ch chan JoinResult) {
-	cg, c := g.modern, g.c
+	cg := g.modern
 	fail := func(err error, id string) { ch <- JoinResult{Err: err, MemberID: id, Generation: -1} }
 	if !cg.supportsClassic(req.ProtocolType, req.Protocols) {
 		fail(ErrInconsistentGroupProtocol, req.MemberID)
@@ -401,18 +376,11 @@ func (g *group) classicJoin(req JoinRequest, ch chan JoinResult) {
 		}
 	}
 	owned := ownedFromRequest(ownedTopics)
-	if cg.assignmentEpoch < cg.epoch {
-		if err := cg.computeTarget(c.cfg.ConsumerAssignors); err != nil {
-			fail(err, m.id)
-			return
-		}
-	}
 	cg.dropShared(m, owned)
-	cg.reconcile(m, owned)
-	cg.touch(m.id)
-	g.trackRebalanceTimeout(m)
-	g.scheduleConsumerSession(m)
-	g.recordConsumerOwners(m)
+	if err := g.reconcileMember(m, owned, nil); err != nil {
+		fail(err, m.id)
+		return
+	}
 	// It must sync within its rebalance timeout.
 	m.classic.deadline.stop()
 	m.classic.deadline = g.classicFence(m, m.rebalanceTimeout, "did not sync within its rebalance timeout")
