@@ -170,11 +170,7 @@ func (c *Coordinator) DeleteGroup(id string) <-chan error {
 	for _, tp := range sortedPartitions(pendingOnly) {
 		recs = append(recs, model.KeyValue{Key: offsetKey(g.id, tp)})
 	}
-	if g.modern != nil {
-		recs = append(recs, g.modern.tombstones()...)
-	} else {
-		recs = append(recs, model.KeyValue{Key: groupKey(g.id)})
-	}
+	recs = append(recs, g.kind().deleteRecords(g.id)...)
 	clear(g.offsets.committed)
 	clear(g.offsets.pending)
 	g.die()

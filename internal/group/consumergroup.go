@@ -556,13 +556,17 @@ func internalTopic(name string) bool {
 	return name == OffsetsTopic || name == "__transaction_state"
 }
 
-// validateCommit is Kafka's ConsumerGroup.validateOffsetCommit, with the
+// checkCommit is Kafka's ConsumerGroup.validateOffsetCommit, with the
 // assignment epochs of KIP-1251: a member commits at its own epoch, and at
 // an older one only partitions it has held since then, since a commit can
 // cross the heartbeat that moved its epoch on.
-func (cg *consumerGroup) validateCommit(memberID string, epoch int32, transactional bool, version int16, parts []model.TopicPartition) error {
-	if epoch < 0 && len(cg.members) == 0 {
+func (cg *consumerGroup) checkCommit(c commitCheck) error {
+	memberID, epoch := c.memberID, c.generation
+	switch {
+	case epoch < 0 && len(cg.members) == 0:
 		return nil // the admin client, or a consumer without group management
+	case c.transactional && epoch < 0 && memberID == "" && c.instanceID == nil:
+		return nil // a producer that gave no group metadata
 	}
 	m, ok := cg.members[memberID]
 	if !ok {
@@ -575,7 +579,7 @@ func (cg *consumerGroup) validateCommit(memberID string, epoch int32, transactio
 		}
 		return nil
 	}
-	if !transactional && version < firstConsumerCommitVersion {
+	if !c.transactional && c.version < firstConsumerCommitVersion {
 		return fmt.Errorf("%w: members of a consumer group commit with OffsetCommit v%d or later", ErrUnsupportedVersion, firstConsumerCommitVersion)
 	}
 	switch {
@@ -584,7 +588,7 @@ func (cg *consumerGroup) validateCommit(memberID string, epoch int32, transactio
 	case epoch > m.epoch:
 		return fmt.Errorf("%w: epoch %d is newer than the member's %d", ErrStaleMemberEpoch, epoch, m.epoch)
 	}
-	for _, tp := range parts {
+	for _, tp := range c.partitions {
 		t, ok := cg.topics[tp.Topic]
 		if !ok {
 			return fmt.Errorf("%w: the member does not hold %s", ErrStaleMemberEpoch, tp)

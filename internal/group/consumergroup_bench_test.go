@@ -85,24 +85,52 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 }
 
 // BenchmarkConsumerRebalance is one member joining a stable group of 50
-// on 100 partitions and then leaving, each until every member is
-// reconciled: the coordinator's work, and (rounds/op) how many rounds of
-// heartbeats the group needs. At one heartbeat interval a round, that is
-// the protocol's rebalance latency.
+// on 100 partitions ("join") and one leaving it ("leave"), each until
+// every member is reconciled: the coordinator's work, and (rounds/op) how
+// many rounds of heartbeats the group needs. At one heartbeat interval a
+// round, that is the protocol's rebalance latency. Each op also does the
+// other half, untimed, so the group stays at 50.
 func BenchmarkConsumerRebalance(b *testing.B) {
-	g := newBenchGroup(b, 50, 100)
-	rounds := 0
-	b.ResetTimer()
-	for i := range b.N {
-		g.join(fmt.Sprintf("extra%d", i))
-		rounds += g.settle()
-		last := g.members[len(g.members)-1]
-		res := <-g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: last.id, MemberEpoch: -1})
-		if res.Err != nil {
-			b.Fatal(res.Err)
+	b.Run("join", func(b *testing.B) {
+		g := newBenchGroup(b, 50, 100)
+		rounds := 0
+		b.ResetTimer()
+		for i := range b.N {
+			rounds += g.joinOne(i)
+			b.StopTimer()
+			g.leaveLast()
+			b.StartTimer()
 		}
-		g.members = g.members[:len(g.members)-1]
-		rounds += g.settle()
+		b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
+	})
+	b.Run("leave", func(b *testing.B) {
+		g := newBenchGroup(b, 50, 100)
+		rounds := 0
+		b.ResetTimer()
+		for i := range b.N {
+			b.StopTimer()
+			g.joinOne(i)
+			b.StartTimer()
+			rounds += g.leaveLast()
+		}
+		b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
+	})
+}
+
+// joinOne adds a member and settles the group, returning the rounds.
+func (g *benchGroup) joinOne(i int) int {
+	g.join(fmt.Sprintf("extra%d", i))
+	return g.settle()
+}
+
+// leaveLast has the newest member leave and settles the group, returning
+// the rounds.
+func (g *benchGroup) leaveLast() int {
+	last := g.members[len(g.members)-1]
+	res := <-g.c.ConsumerHeartbeat(group.ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: last.id, MemberEpoch: -1})
+	if res.Err != nil {
+		g.b.Fatal(res.Err)
 	}
-	b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
+	g.members = g.members[:len(g.members)-1]
+	return g.settle()
 }

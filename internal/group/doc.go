@@ -55,8 +55,16 @@
 // its protocol is one of two kinds behind groupKind: the classic group
 // (classicGroup; its rules in join.go, membership.go, rebalance.go,
 // store.go) or the consumer group (consumerGroup; consumergroup*.go,
-// consumerstore.go). Migration (migration.go) converts one kind into the
-// other; the offset store stays as it is.
+// consumerstore.go). What differs between the kinds outside their own
+// requests goes through groupKind: ListGroups' type and state, the member
+// count, which topics are subscribed, the validation of commits, when
+// offsets expire, and the records that delete the group. A classic
+// request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) that reaches a
+// consumer group is served by that group's rules for classic members
+// (migration.go). Migration converts one kind into the other; the offset
+// store stays as it is. The classic rules that need only the classic
+// state are methods of classicGroup; those that also need the
+// coordinator's clock, writer, timers or history are methods of group.
 //
 // # Invariants
 //

@@ -192,6 +192,16 @@ type groupKind interface {
 	// subscribedTo says whether offsets of topic belong to a live
 	// subscription (they neither expire nor may be deleted).
 	subscribedTo(topic string) bool
+	// checkCommit validates a commit's member and generation (or member
+	// epoch), as Kafka's validateOffsetCommit of that kind.
+	checkCommit(c commitCheck) error
+	// expiryBase says from when an offset's retention counts (emptySince:
+	// when the group last became empty), or false when the group's
+	// offsets do not expire now.
+	expiryBase(emptySince time.Time) (func(offset) int64, bool)
+	// deleteRecords are the records that delete the kind's state from
+	// __consumer_offsets.
+	deleteRecords(groupID string) []model.KeyValue
 }
 
 // kind is the group's protocol state.
@@ -202,20 +212,27 @@ func (g *group) kind() groupKind {
 	return &g.classicGroup
 }
 
-func (cg *classicGroup) typeName() string  { return "classic" }
-func (cg *classicGroup) stateName() string { return cg.state.String() }
-func (cg *classicGroup) memberCount() int  { return len(cg.members) }
+func (cl *classicGroup) typeName() string  { return "classic" }
+func (cl *classicGroup) stateName() string { return cl.state.String() }
+func (cl *classicGroup) memberCount() int  { return len(cl.members) }
 
 // subscribedTo: unknown subscriptions count as subscribed for a group of
 // the consumer protocol type.
-func (cg *classicGroup) subscribedTo(topic string) bool {
-	if cg.subscribed == nil {
-		return cg.protocolType == consumerProtocolType
+func (cl *classicGroup) subscribedTo(topic string) bool {
+	if cl.subscribed == nil {
+		return cl.protocolType == consumerProtocolType
 	}
-	return cg.subscribed[topic]
+	return cl.subscribed[topic]
+}
+
+func (cl *classicGroup) deleteRecords(groupID string) []model.KeyValue {
+	return []model.KeyValue{{Key: groupKey(groupID)}}
 }
 
 func (cg *consumerGroup) typeName() string { return "consumer" }
+func (cg *consumerGroup) deleteRecords(string) []model.KeyValue {
+	return cg.tombstones()
+}
 func (cg *consumerGroup) memberCount() int { return len(cg.members) }
 func (cg *consumerGroup) subscribedTo(topic string) bool {
 	return cg.subscribedTopics()[topic]
@@ -235,28 +252,28 @@ func (g *group) transition(s state) {
 }
 
 // sortedMembers lists the members in join order.
-func (g *group) sortedMembers() []*member {
-	ms := make([]*member, 0, len(g.members))
-	for _, m := range g.members {
+func (cl *classicGroup) sortedMembers() []*member {
+	ms := make([]*member, 0, len(cl.members))
+	for _, m := range cl.members {
 		ms = append(ms, m)
 	}
 	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.seq, b.seq) })
 	return ms
 }
 
-func (g *group) rebalanceTimeout() time.Duration {
+func (cl *classicGroup) rebalanceTimeout() time.Duration {
 	var d time.Duration
-	for _, m := range g.members {
+	for _, m := range cl.members {
 		d = max(d, m.rebalanceTimeout)
 	}
 	return d
 }
 
-func (g *group) allJoined() bool {
-	if len(g.pending) > 0 {
+func (cl *classicGroup) allJoined() bool {
+	if len(cl.pending) > 0 {
 		return false
 	}
-	for _, m := range g.members {
+	for _, m := range cl.members {
 		if !m.awaitingJoin() {
 			return false
 		}
@@ -264,9 +281,9 @@ func (g *group) allJoined() bool {
 	return true
 }
 
-func (g *group) awaitingJoinCount() int {
+func (cl *classicGroup) awaitingJoinCount() int {
 	n := 0
-	for _, m := range g.members {
+	for _, m := range cl.members {
 		if m.awaitingJoin() {
 			n++
 		}
@@ -276,30 +293,30 @@ func (g *group) awaitingJoinCount() int {
 
 // canRebalance: PreparingRebalance may follow Empty, Stable and
 // CompletingRebalance.
-func (g *group) canRebalance() bool {
-	return g.state == stateEmpty || g.state == stateStable || g.state == stateCompletingRebalance
+func (cl *classicGroup) canRebalance() bool {
+	return cl.state == stateEmpty || cl.state == stateStable || cl.state == stateCompletingRebalance
 }
 
 // supports reports whether a member with this protocol type and protocols
 // could join: any non-empty set joins an empty group; otherwise the type
 // must be the group's and one protocol supported by every member.
-func (g *group) supports(protocolType string, protocols []Protocol) bool {
-	if g.state == stateEmpty {
+func (cl *classicGroup) supports(protocolType string, protocols []Protocol) bool {
+	if cl.state == stateEmpty {
 		return protocolType != "" && len(protocols) > 0
 	}
-	if protocolType != g.protocolType {
+	if protocolType != cl.protocolType {
 		return false
 	}
 	for _, p := range protocols {
-		if g.supportedByAll(p.Name) {
+		if cl.supportedByAll(p.Name) {
 			return true
 		}
 	}
 	return false
 }
 
-func (g *group) supportedByAll(name string) bool {
-	for _, m := range g.members {
+func (cl *classicGroup) supportedByAll(name string) bool {
+	for _, m := range cl.members {
 		if !slices.ContainsFunc(m.protocols, func(p Protocol) bool { return p.Name == name }) {
 			return false
 		}
@@ -310,11 +327,11 @@ func (g *group) supportedByAll(name string) bool {
 // selectProtocol picks the protocol every member supports that most
 // members prefer, as Kafka does; a tie goes to the leader's preference
 // (Kafka leaves ties to hash order).
-func (g *group) selectProtocol() string {
+func (cl *classicGroup) selectProtocol() string {
 	candidates := map[string]bool{}
-	ms := g.sortedMembers()
+	ms := cl.sortedMembers()
 	for _, p := range ms[0].protocols {
-		if g.supportedByAll(p.Name) {
+		if cl.supportedByAll(p.Name) {
 			candidates[p.Name] = true
 		}
 	}
@@ -323,7 +340,7 @@ func (g *group) selectProtocol() string {
 		votes[m.vote(candidates)]++
 	}
 	prefs := ms[0].protocols
-	if l, ok := g.members[g.leader]; ok {
+	if l, ok := cl.members[cl.leader]; ok {
 		prefs = l.protocols
 	}
 	best, most := "", 0
@@ -389,9 +406,9 @@ func (g *group) hasMembers() bool {
 // validateMember checks a request's member and instance ids: an instance
 // id must map to the member id given (FENCED_INSTANCE_ID if it maps to
 // another), and the member must exist.
-func (g *group) validateMember(memberID string, instanceID *string) error {
+func (cl *classicGroup) validateMember(memberID string, instanceID *string) error {
 	if instanceID != nil {
-		existing, ok := g.static[*instanceID]
+		existing, ok := cl.static[*instanceID]
 		if !ok {
 			return ErrUnknownMemberID
 		}
@@ -399,7 +416,7 @@ func (g *group) validateMember(memberID string, instanceID *string) error {
 			return ErrFencedInstanceID
 		}
 	}
-	if _, ok := g.members[memberID]; !ok {
+	if _, ok := cl.members[memberID]; !ok {
 		return ErrUnknownMemberID
 	}
 	return nil
@@ -409,16 +426,16 @@ func (g *group) validateMember(memberID string, instanceID *string) error {
 // first fields of ConsumerProtocol's subscription, common to every
 // version); nil when the group does not use the consumer protocol or a
 // subscription does not parse.
-func (g *group) computeSubscribed() map[string]bool {
-	if g.protocolType != consumerProtocolType {
+func (cl *classicGroup) computeSubscribed() map[string]bool {
+	if cl.protocolType != consumerProtocolType {
 		return nil
 	}
 	topics := map[string]bool{}
-	if len(g.members) == 0 || g.protocolName == "" {
+	if len(cl.members) == 0 || cl.protocolName == "" {
 		return topics
 	}
-	for _, m := range g.members {
-		ts, ok := subscribedTopics(m.metadata(g.protocolName))
+	for _, m := range cl.members {
+		ts, ok := subscribedTopics(m.metadata(cl.protocolName))
 		if !ok {
 			return nil
 		}

@@ -237,7 +237,7 @@ func (g *group) addMember(req JoinRequest, id string, ch chan JoinResult) {
 
 // updateMember records a rejoining member's protocols and timeouts and
 // parks its join (ch nil unparks it).
-func (g *group) updateMember(m *member, req JoinRequest, ch chan JoinResult) {
+func (cl *classicGroup) updateMember(m *member, req JoinRequest, ch chan JoinResult) {
 	m.protocols = req.Protocols
 	m.sessionTimeout, m.rebalanceTimeout = req.SessionTimeout, req.RebalanceTimeout
 	m.joinCh = ch

@@ -98,10 +98,10 @@ func inconsistent(asked *string, have string) bool {
 
 // synced notes a member's SyncGroup; once all have synced, the pending
 // sync timer is no longer needed.
-func (g *group) synced(id string) {
-	delete(g.pendingSync, id)
-	if len(g.pendingSync) == 0 {
-		g.syncTimer.stop()
+func (cl *classicGroup) synced(id string) {
+	delete(cl.pendingSync, id)
+	if len(cl.pendingSync) == 0 {
+		cl.syncTimer.stop()
 	}
 }
 

@@ -71,7 +71,7 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.validateCommit(req); err != nil {
+	if err := g.validateCommit(plainCommit(req)); err != nil {
 		return failAll(err)
 	}
 	now := c.clock.Now().UnixMilli()
@@ -148,31 +148,66 @@ func (g *group) commitBatch(offsets []CommitOffset, now, expire int64, errs []er
 	return b
 }
 
-// validateCommit is Kafka's ClassicGroup.validateOffsetCommit.
-func (g *group) validateCommit(req CommitRequest) error {
+// commitCheck is what a commit's validation looks at: who commits, at
+// which generation or member epoch, and which partitions.
+type commitCheck struct {
+	memberID   string
+	instanceID *string
+	generation int32
+	// transactional: a TxnOffsetCommit, which may carry no member and no
+	// generation (v0-2) and is not refused during a rebalance.
+	transactional bool
+	version       int16 // the OffsetCommit version
+	partitions    []model.TopicPartition
+}
+
+func plainCommit(req CommitRequest) commitCheck {
+	return commitCheck{memberID: req.MemberID, instanceID: req.InstanceID, generation: req.Generation,
+		version: req.Version, partitions: commitPartitions(req.Offsets)}
+}
+
+func txnCommit(req TxnCommitRequest) commitCheck {
+	return commitCheck{memberID: req.MemberID, instanceID: req.InstanceID, generation: req.Generation,
+		transactional: true, partitions: commitPartitions(req.Offsets)}
+}
+
+// validateCommit checks a commit against the group: one the coordinator
+// no longer serves, or a deleted group's, is refused; otherwise the
+// group's kind decides.
+func (g *group) validateCommit(c commitCheck) error {
 	switch {
 	case g.unloaded:
 		return ErrNotCoordinator
 	case g.state == stateDead:
 		return ErrCoordinatorNotAvailable
-	case g.modern != nil:
-		return g.modern.validateCommit(req.MemberID, req.Generation, false, req.Version, commitPartitions(req.Offsets))
-	case req.Generation < 0 && g.state == stateEmpty:
+	}
+	return g.kind().checkCommit(c)
+}
+
+// checkCommit is Kafka's ClassicGroup.validateOffsetCommit. A
+// transactional commit differs from a plain one: one without member and
+// generation is taken by a group with members (TxnOffsetCommit v0-2 carry
+// neither), and a rebalance in progress does not refuse it.
+func (cl *classicGroup) checkCommit(c commitCheck) error {
+	switch {
+	case c.generation < 0 && cl.state == stateEmpty:
 		// Outside group management: allowed while no member owns
 		// anything.
 		return nil
-	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:
-		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+	case c.generation >= 0 || c.memberID != "" || c.instanceID != nil:
+		if err := cl.validateMember(c.memberID, c.instanceID); err != nil {
 			return err
 		}
-		if req.Generation != g.generation {
+		if c.generation != cl.generation {
 			return ErrIllegalGeneration
 		}
+	case c.transactional:
+		return nil
 	default:
 		// No member id and no generation: only an empty group takes it.
 		return ErrUnknownMemberID
 	}
-	if g.state == stateCompletingRebalance {
+	if cl.state == stateCompletingRebalance && !c.transactional {
 		// A member that has its join answer but not its assignment: it
 		// should commit after the rebalance.
 		return ErrRebalanceInProgress
@@ -437,29 +472,48 @@ func (g *group) expire(now time.Time) {
 }
 
 // expiryBase says from when an offset's retention counts, or false when
-// the group's offsets do not expire now: from when the group became empty
-// (or the commit, if unknown) for a group with a protocol; from the commit
-// for a stable consumer group's unsubscribed topics and for a group that
-// only commits.
+// the group's offsets do not expire now; the group's kind decides.
 func (g *group) expiryBase() (func(offset) int64, bool) {
-	commit := func(o offset) int64 { return o.CommitTime }
+	return g.kind().expiryBase(g.stateTime)
+}
+
+// fromCommit: an offset's retention counts from its commit.
+func fromCommit(o offset) int64 { return o.CommitTime }
+
+// fromEmpty: the offsets of a group without members expire from when it
+// became empty, or from their commit when that is unknown.
+func fromEmpty(since time.Time) func(offset) int64 {
+	if since.IsZero() {
+		return fromCommit
+	}
+	ms := since.UnixMilli()
+	return func(offset) int64 { return ms }
+}
+
+// expiryBase of a classic group: from when it became empty (or the
+// commit, if unknown) for a group with a protocol; from the commit for a
+// stable consumer group's unsubscribed topics and for a group that only
+// commits.
+func (cl *classicGroup) expiryBase(emptySince time.Time) (func(offset) int64, bool) {
 	switch {
-	case g.modern != nil && len(g.modern.members) > 0:
-		// Offsets of a consumer group's unsubscribed topics expire from
-		// their commit; subscribedToTopic keeps the others.
-		return commit, true
-	case g.protocolType == "":
-		return commit, true
-	case g.state == stateEmpty:
-		if g.stateTime.IsZero() {
-			return commit, true
-		}
-		since := g.stateTime.UnixMilli()
-		return func(offset) int64 { return since }, true
-	case g.protocolType == consumerProtocolType && g.subscribed != nil && g.state == stateStable:
-		return commit, true
+	case cl.protocolType == "":
+		return fromCommit, true
+	case cl.state == stateEmpty:
+		return fromEmpty(emptySince), true
+	case cl.protocolType == consumerProtocolType && cl.subscribed != nil && cl.state == stateStable:
+		return fromCommit, true
 	}
 	return nil, false
+}
+
+// expiryBase of a consumer group: offsets of unsubscribed topics expire
+// from their commit while it has members (subscribedTo keeps the others),
+// and from when it became empty once it has none.
+func (cg *consumerGroup) expiryBase(emptySince time.Time) (func(offset) int64, bool) {
+	if len(cg.members) > 0 {
+		return fromCommit, true
+	}
+	return fromEmpty(emptySince), true
 }
 
 // die turns the group Dead and forgets it. Caller holds g.mu.

@@ -218,12 +218,12 @@ func (g *group) electJoinedLeader() bool {
 
 // joinResult is the answer for a member in the current generation; the
 // leader (withMembers) gets every member's metadata for its protocol.
-func (g *group) joinResult(id string, withMembers, skipAssignment bool) JoinResult {
-	r := JoinResult{MemberID: id, Generation: g.generation, Leader: g.leader, SkipAssignment: skipAssignment,
-		ProtocolType: ptr(g.protocolType), ProtocolName: ptr(g.protocolName)}
+func (cl *classicGroup) joinResult(id string, withMembers, skipAssignment bool) JoinResult {
+	r := JoinResult{MemberID: id, Generation: cl.generation, Leader: cl.leader, SkipAssignment: skipAssignment,
+		ProtocolType: ptr(cl.protocolType), ProtocolName: ptr(cl.protocolName)}
 	if withMembers {
-		for _, m := range g.sortedMembers() {
-			r.Members = append(r.Members, JoinMember{MemberID: m.id, InstanceID: m.instanceID, Metadata: m.metadata(g.protocolName)})
+		for _, m := range cl.sortedMembers() {
+			r.Members = append(r.Members, JoinMember{MemberID: m.id, InstanceID: m.instanceID, Metadata: m.metadata(cl.protocolName)})
 		}
 	}
 	return r
@@ -271,7 +271,7 @@ func (g *group) propagate(err error) {
 	}
 }
 
-func (g *group) answerJoin(m *member, r JoinResult) bool {
+func (cl *classicGroup) answerJoin(m *member, r JoinResult) bool {
 	if m.joinCh == nil {
 		return false
 	}
@@ -280,7 +280,7 @@ func (g *group) answerJoin(m *member, r JoinResult) bool {
 	return true
 }
 
-func (g *group) answerSync(m *member, r SyncResult) {
+func (cl *classicGroup) answerSync(m *member, r SyncResult) {
 	if m.syncCh != nil {
 		m.syncCh <- r
 		m.syncCh = nil

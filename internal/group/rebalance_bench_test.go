@@ -82,45 +82,70 @@ func (g *classicBenchGroup) heartbeats() bool {
 }
 
 // BenchmarkClassicRebalance is BenchmarkConsumerRebalance for a classic
-// group of 50 eager members on 100 partitions: one member joins, and then
-// leaves, each time a whole rebalance: a round of heartbeats tells the
-// others, all rejoin (the join phase waits for the last), the leader
-// assigns and all sync. Every member holds nothing from its rejoin to its
-// sync. rounds/op counts the heartbeat rounds, as there.
+// group of 50 eager members on 100 partitions: one member joins ("join"),
+// or leaves ("leave"), each time a whole rebalance: a round of heartbeats
+// tells the others, all rejoin (the join phase waits for the last), the
+// leader assigns and all sync. Every member holds nothing from its rejoin
+// to its sync. It takes one round of heartbeats by construction (the
+// round fails the benchmark unless it tells every member to rejoin), so
+// it reports no rounds/op.
 func BenchmarkClassicRebalance(b *testing.B) {
-	g := newClassicBenchGroup(b, 50, 100)
-	rounds := 0
-	b.ResetTimer()
-	for i := range b.N {
-		extra := g.memberID(fmt.Sprintf("extra%d", i))
-		parked := g.c.Join(benchJoin(fmt.Sprintf("extra%d", i), extra))
-		if !g.heartbeats() {
-			b.Fatal("the members were not told to rejoin")
+	b.Run("join", func(b *testing.B) {
+		g := newClassicBenchGroup(b, 50, 100)
+		b.ResetTimer()
+		for i := range b.N {
+			g.joinOne(i)
+			b.StopTimer()
+			g.leaveLast()
+			b.StartTimer()
 		}
-		rounds++
-		chs := make([]<-chan group.JoinResult, len(g.ids))
-		for j, id := range g.ids {
-			chs[j] = g.c.Join(benchJoin(fmt.Sprintf("m%04d", j), id))
+	})
+	b.Run("leave", func(b *testing.B) {
+		g := newClassicBenchGroup(b, 50, 100)
+		b.ResetTimer()
+		for i := range b.N {
+			b.StopTimer()
+			g.joinOne(i)
+			b.StartTimer()
+			g.leaveLast()
 		}
-		g.ids = append(g.ids, extra)
-		chs = append(chs, parked)
-		g.finish(chs)
-		// It leaves: LeaveGroup starts the next rebalance.
-		if res := <-g.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: extra}}}); res.Err != nil || res.Members[0] != nil {
-			b.Fatalf("leave: %+v", res)
-		}
-		g.ids = g.ids[:len(g.ids)-1]
-		if !g.heartbeats() {
-			b.Fatal("the members were not told to rejoin")
-		}
-		rounds++
-		chs = chs[:0]
-		for j, id := range g.ids {
-			chs = append(chs, g.c.Join(benchJoin(fmt.Sprintf("m%04d", j), id)))
-		}
-		g.finish(chs)
+	})
+}
+
+// joinOne has a new member join: one round of heartbeats tells the others
+// to rejoin, then the whole group rejoins and syncs.
+func (g *classicBenchGroup) joinOne(i int) {
+	extra := g.memberID(fmt.Sprintf("extra%d", i))
+	parked := g.c.Join(benchJoin(fmt.Sprintf("extra%d", i), extra))
+	if !g.heartbeats() {
+		g.b.Fatal("the members were not told to rejoin")
 	}
-	b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
+	chs := g.rejoin()
+	g.ids = append(g.ids, extra)
+	g.finish(append(chs, parked))
+}
+
+// leaveLast has the newest member leave: LeaveGroup starts the rebalance,
+// a round of heartbeats tells the others, and they rejoin and sync.
+func (g *classicBenchGroup) leaveLast() {
+	last := g.ids[len(g.ids)-1]
+	if res := <-g.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: last}}}); res.Err != nil || res.Members[0] != nil {
+		g.b.Fatalf("leave: %+v", res)
+	}
+	g.ids = g.ids[:len(g.ids)-1]
+	if !g.heartbeats() {
+		g.b.Fatal("the members were not told to rejoin")
+	}
+	g.finish(g.rejoin())
+}
+
+// rejoin sends every member's JoinGroup.
+func (g *classicBenchGroup) rejoin() []<-chan group.JoinResult {
+	chs := make([]<-chan group.JoinResult, 0, len(g.ids)+1)
+	for j, id := range g.ids {
+		chs = append(chs, g.c.Join(benchJoin(fmt.Sprintf("m%04d", j), id)))
+	}
+	return chs
 }
 
 // finish completes a rebalance whose joins are parked on chs: the leader

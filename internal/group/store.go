@@ -45,20 +45,20 @@ func (g *group) writeMetadata(assignment map[string][]byte, fn func(error)) erro
 	return g.write([]model.KeyValue{rec}, func(_ int64, err error) { fn(err) })
 }
 
-func (g *group) metadataValue(assignment map[string][]byte) []byte {
+func (cl *classicGroup) metadataValue(assignment map[string][]byte) []byte {
 	v := kmsg.NewGroupMetadataValue()
 	v.Version = groupValueVersion
-	v.ProtocolType = g.protocolType
-	v.Generation = g.generation
-	v.Protocol = ptr(g.protocolName)
-	v.Leader = ptr(g.leader)
-	v.CurrentStateTimestamp = g.stateTime.UnixMilli()
-	for _, m := range g.sortedMembers() {
+	v.ProtocolType = cl.protocolType
+	v.Generation = cl.generation
+	v.Protocol = ptr(cl.protocolName)
+	v.Leader = ptr(cl.leader)
+	v.CurrentStateTimestamp = cl.stateTime.UnixMilli()
+	for _, m := range cl.sortedMembers() {
 		vm := kmsg.NewGroupMetadataValueMember()
 		vm.MemberID, vm.InstanceID, vm.ClientID, vm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
 		vm.RebalanceTimeoutMillis = int32(m.rebalanceTimeout.Milliseconds())
 		vm.SessionTimeoutMillis = int32(m.sessionTimeout.Milliseconds())
-		vm.Subscription = m.metadata(g.protocolName)
+		vm.Subscription = m.metadata(cl.protocolName)
 		if vm.Subscription == nil {
 			vm.Subscription = []byte{}
 		}
@@ -72,9 +72,9 @@ func (g *group) metadataValue(assignment map[string][]byte) []byte {
 }
 
 // assignments are the members' current assignments.
-func (g *group) assignments() map[string][]byte {
-	a := make(map[string][]byte, len(g.members))
-	for id, m := range g.members {
+func (cl *classicGroup) assignments() map[string][]byte {
+	a := make(map[string][]byte, len(cl.members))
+	for id, m := range cl.members {
 		a[id] = m.assignment
 	}
 	return a

@@ -98,7 +98,7 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.validateTxnCommit(req); err != nil {
+	if err := g.validateCommit(txnCommit(req)); err != nil {
 		return failAll(err)
 	}
 	b := g.commitBatch(req.Offsets, c.clock.Now().UnixMilli(), -1, errs)
@@ -143,34 +143,6 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 	}
 	g.offsets.inFlight++
 	return ch
-}
-
-// validateTxnCommit is Kafka's ClassicGroup.validateOffsetCommit for a
-// transactional commit: unlike a plain one, a commit without member and
-// generation is taken by a group with members (TxnOffsetCommit v0-2 carry
-// neither), and a rebalance in progress does not refuse it.
-func (g *group) validateTxnCommit(req TxnCommitRequest) error {
-	switch {
-	case g.unloaded:
-		return ErrNotCoordinator
-	case g.state == stateDead:
-		return ErrCoordinatorNotAvailable
-	case g.modern != nil:
-		if req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil {
-			return nil // a producer that gave no group metadata
-		}
-		return g.modern.validateCommit(req.MemberID, req.Generation, true, 0, commitPartitions(req.Offsets))
-	case req.Generation < 0 && g.state == stateEmpty:
-		return nil
-	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:
-		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
-			return err
-		}
-		if req.Generation != g.generation {
-			return ErrIllegalGeneration
-		}
-	}
-	return nil
 }
 
 // txnCommitError maps a failed transactional write as commitError does,
