@@ -117,6 +117,8 @@ wins over the file.`,
 	f.DurationVar(&cfg.GroupConsumerMaxHeartbeatInterval, "group-consumer-max-heartbeat-interval", cfg.GroupConsumerMaxHeartbeatInterval, "upper bound of the consumer group heartbeat interval (group.consumer.max.heartbeat.interval.ms)")
 	f.Int32Var(&cfg.GroupConsumerMaxSize, "group-consumer-max-size", cfg.GroupConsumerMaxSize, "most members a consumer group may have (group.consumer.max.size)")
 	f.StringVar(&cfg.GroupConsumerMigrationPolicy, "group-consumer-migration-policy", cfg.GroupConsumerMigrationPolicy, "whether a live group may move between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled (group.consumer.migration.policy)")
+	f.DurationVar(&cfg.GroupMemberDisconnectGrace, "group-member-disconnect-grace", cfg.GroupMemberDisconnectGrace, "how long a group member whose connection closed without a LeaveGroup keeps its place; 0 until its session times out, as in Kafka (group.member.disconnect.grace.ms)")
+	f.BoolVar(&cfg.GroupMemberDisconnectGraceStatic, "group-member-disconnect-grace-static", cfg.GroupMemberDisconnectGraceStatic, "apply the disconnect grace to static members (group.instance.id) too (group.member.disconnect.grace.static.enable)")
 	f.StringSliceVar(&cfg.GroupConsumerAssignors, "group-consumer-assignors", cfg.GroupConsumerAssignors, "server-side assignors of consumer groups, the first the default (group.consumer.assignors)")
 	f.Int32Var(&cfg.OffsetsTopicPartitions, "offsets-topic-partitions", cfg.OffsetsTopicPartitions, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
 	f.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long an empty group's committed offsets are kept (offsets.retention.minutes)")

@@ -64,13 +64,20 @@ type Broker struct {
 	GroupConsumerMaxSessionTimeout    time.Duration
 	GroupConsumerMinHeartbeatInterval time.Duration
 	GroupConsumerMaxHeartbeatInterval time.Duration
-	GroupConsumerMaxSize              int32         // group.consumer.max.size
-	GroupConsumerAssignors            []string      // group.consumer.assignors, the first the default
-	GroupConsumerMigrationPolicy      string        // group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled
-	OffsetsTopicPartitions            int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention                  time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck             time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes            int32         // offset.metadata.max.bytes
+	GroupConsumerMaxSize              int32    // group.consumer.max.size
+	GroupConsumerAssignors            []string // group.consumer.assignors, the first the default
+	GroupConsumerMigrationPolicy      string   // group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled
+	// GroupMemberDisconnectGrace (group.member.disconnect.grace.ms, Strand's
+	// own) is how long a member whose connection closed without a
+	// LeaveGroup keeps its place; 0 until its session times out, as
+	// Kafka. GroupMemberDisconnectGraceStatic applies it to static members
+	// too.
+	GroupMemberDisconnectGrace       time.Duration
+	GroupMemberDisconnectGraceStatic bool
+	OffsetsTopicPartitions           int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention                 time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck            time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes           int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature
@@ -136,6 +143,7 @@ func Defaults() Broker {
 		GroupConsumerMaxSize:              math.MaxInt32,
 		GroupConsumerAssignors:            []string{"uniform", "range"},
 		GroupConsumerMigrationPolicy:      "bidirectional",
+		GroupMemberDisconnectGrace:        2 * time.Second,
 		OffsetsTopicPartitions:            50,
 		OffsetsRetention:                  7 * 24 * time.Hour,
 		OffsetsRetentionCheck:             10 * time.Minute,
@@ -206,6 +214,8 @@ func (b Broker) Validate() error {
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
 	case b.GroupConsumerMaxSize <= 0:
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
+	case b.GroupMemberDisconnectGrace < 0:
+		return fmt.Errorf("group.member.disconnect.grace.ms %v: must not be negative", b.GroupMemberDisconnectGrace)
 	case !knownMigrationPolicy(b.GroupConsumerMigrationPolicy):
 		return fmt.Errorf("group.consumer.migration.policy %q: must be bidirectional, upgrade, downgrade or disabled", b.GroupConsumerMigrationPolicy)
 	case !knownAssignors(b.GroupConsumerAssignors):

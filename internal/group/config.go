@@ -55,6 +55,12 @@ type Config struct {
 	// a live group may move from the classic protocol to the consumer
 	// protocol and back (migration.go).
 	ConsumerMigrationPolicy MigrationPolicy
+	// DisconnectGrace is how long a member whose connection closed
+	// without a LeaveGroup keeps its place (presence.go); 0 keeps it
+	// until its session times out, as Kafka does.
+	// DisconnectGraceStatic applies the grace to static members too.
+	DisconnectGrace       time.Duration
+	DisconnectGraceStatic bool
 	// Topics reads the cluster's topics for the assignors; consumer
 	// groups assign nothing without it.
 	Topics Topics
@@ -83,6 +89,7 @@ func Defaults() Config {
 		ConsumerMaxSize:           math.MaxInt32,
 		ConsumerAssignors:         []string{"uniform", "range"},
 		ConsumerMigrationPolicy:   MigrationBidirectional,
+		DisconnectGrace:           2 * time.Second,
 	}
 }
 

@@ -109,6 +109,7 @@ type consumerMember struct {
 	session          *timer
 	rebalance        *timer    // set while it must revoke partitions
 	key              clientKey // for the fetch hook
+	presence                   // its connection, for the disconnect grace
 	// classic is set for a member that speaks the classic protocol
 	// (JoinGroup, SyncGroup, Heartbeat) in a consumer group.
 	classic *classicState

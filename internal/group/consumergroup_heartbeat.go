@@ -288,6 +288,7 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		bump, regexChanged = true, true
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
+	g.heardFromConsumer(m, req.Client)
 	g.refreshAndAssign(bump, regexChanged)
 	prev := &before
 	if joining {
@@ -371,7 +372,7 @@ func (g *group) consumerMemberFor(req ConsumerHeartbeatRequest, owned partitionE
 	before := ownedBy(existing)
 	existing.session.stop()
 	delete(cg.members, old)
-	g.c.fetchersRemove(existing, g)
+	g.untrack(existing)
 	existing.id, existing.epoch, existing.prevEpoch = req.MemberID, 0, 0
 	cg.touch(old)
 	for _, tp := range before {
@@ -383,7 +384,7 @@ func (g *group) consumerMemberFor(req ConsumerHeartbeatRequest, owned partitionE
 	}
 	cg.members[existing.id] = existing
 	cg.static[instance] = existing.id
-	g.c.fetchersAdd(existing, g, req.Client)
+	g.track(existing, req.Client)
 	return existing, false, nil
 }
 
@@ -393,7 +394,7 @@ func (g *group) addConsumerMember(id, instance string, client Client) *consumerM
 	if instance != "" {
 		g.modern.static[instance] = id
 	}
-	g.c.fetchersAdd(m, g, client)
+	g.track(m, client)
 	return m
 }
 
@@ -530,15 +531,25 @@ func newConsumerMemberID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// fetchersAdd makes the fetch hook count m's fetches for the group's
-// hand-off history.
-func (c *Coordinator) fetchersAdd(m *consumerMember, g *group, client Client) {
+// track makes the fetch hook count m's fetches for the group's hand-off
+// history, and follows its connection for the disconnect grace.
+func (g *group) track(m *consumerMember, client Client) {
 	m.key = keyOf(client)
-	c.fetchers.add(m.key, g)
+	g.c.fetchers.add(m.key, g)
+	g.heardFromConsumer(m, client)
 }
 
-func (c *Coordinator) fetchersRemove(m *consumerMember, g *group) {
-	c.fetchers.remove(m.key, g)
+// untrack undoes track, for a member that leaves or changes its id.
+func (g *group) untrack(m *consumerMember) {
+	g.c.fetchers.remove(m.key, g)
+	g.forget(m.id, &m.presence)
+}
+
+// heardFromConsumer notes a request of m on client's connection.
+func (g *group) heardFromConsumer(m *consumerMember, client Client) {
+	if client.Addr != "" {
+		g.heardFrom(m.id, &m.presence, client)
+	}
 }
 
 // recordConsumerOwners records in the history each partition m now holds

@@ -46,6 +46,7 @@ type Coordinator struct {
 	clock    Clock
 	log      *slog.Logger
 	fetchers fetchIndex
+	conns    connIndex
 
 	mu     sync.Mutex
 	groups map[string]*group

@@ -42,6 +42,11 @@
 //     classic group, classic members served inside a consumer group,
 //     downgrade when the last member of the new protocol leaves, as
 //     group.consumer.migration.policy allows.
+//   - Instant rollback (presence.go): a member whose connection closed
+//     without a LeaveGroup is removed after Config.DisconnectGrace
+//     instead of at the end of its session, unless it is heard from
+//     again or its client still has a connection open; the server
+//     reports connections (ClientConnected, ClientDisconnected).
 //   - The rebalance history (history.go): per group a bounded timeline of
 //     membership changes and generations, and the partition hand-offs with
 //     the committed offset at hand-off, the highest offset the previous
@@ -148,7 +153,8 @@
 // transactional offsets included; timer callbacks and write completions
 // take it. A writer's mu guards its queue and its index of open
 // transactions. The order is group.mu, then Coordinator.mu, then a
-// writer's mu or the fetch index's lock, then a history's mu; nothing
+// writer's mu, the fetch index's lock or the connection index's, then a
+// history's mu; nothing
 // takes a group's lock while holding one of the others (CompleteTxn reads
 // the index, lets go, then takes each group's lock). The fetch hook takes only the fetch index's read lock and
 // histories' locks, never a group's.

@@ -70,6 +70,7 @@ type member struct {
 	isNew            bool            // joined in this rebalance: its parked join may time out
 	heartbeat        *timer
 	seq              uint64 // join order: the oldest member leads when the leader goes
+	presence                // its connection, for the disconnect grace
 }
 
 func (m *member) awaitingJoin() bool { return m.joinCh != nil }
@@ -380,6 +381,7 @@ func (g *group) remove(id string) {
 	if m, ok := g.members[id]; ok {
 		delete(g.members, id)
 		m.heartbeat.stop()
+		g.forget(id, &m.presence)
 		if m.instanceID != nil && g.static[*m.instanceID] == id {
 			delete(g.static, *m.instanceID)
 		}

@@ -23,16 +23,19 @@ const (
 	EventMemberLeft     EventKind = "member-left"     // LeaveGroup
 	EventMemberExpired  EventKind = "member-expired"  // no heartbeat within the session timeout
 	EventMemberRemoved  EventKind = "member-removed"  // did not rejoin or sync within the rebalance timeout
-	EventRebalance      EventKind = "rebalance"       // PreparingRebalance began
-	EventGeneration     EventKind = "generation"      // a generation's members are known (CompletingRebalance)
-	EventStable         EventKind = "stable"          // the leader's assignment reached the members
-	EventEmpty          EventKind = "empty"           // a generation with no members
-	EventLoaded         EventKind = "loaded"          // the group was read back from __consumer_offsets
-	EventUpgraded       EventKind = "upgraded"        // a classic group became a consumer group (KIP-848)
-	EventDowngraded     EventKind = "downgraded"      // a consumer group became a classic group
-	EventGroupDeleted   EventKind = "deleted"         // DeleteGroups, or expiry of an empty group
-	EventOffsetsExpired EventKind = "offsets-expired" // offsets.retention.minutes passed
-	EventOffsetsDeleted EventKind = "offsets-deleted" // OffsetDelete
+	// EventMemberDisconnected: its connection closed without a LeaveGroup
+	// and it was not heard from within the disconnect grace.
+	EventMemberDisconnected EventKind = "member-disconnected"
+	EventRebalance          EventKind = "rebalance"       // PreparingRebalance began
+	EventGeneration         EventKind = "generation"      // a generation's members are known (CompletingRebalance)
+	EventStable             EventKind = "stable"          // the leader's assignment reached the members
+	EventEmpty              EventKind = "empty"           // a generation with no members
+	EventLoaded             EventKind = "loaded"          // the group was read back from __consumer_offsets
+	EventUpgraded           EventKind = "upgraded"        // a classic group became a consumer group (KIP-848)
+	EventDowngraded         EventKind = "downgraded"      // a consumer group became a classic group
+	EventGroupDeleted       EventKind = "deleted"         // DeleteGroups, or expiry of an empty group
+	EventOffsetsExpired     EventKind = "offsets-expired" // offsets.retention.minutes passed
+	EventOffsetsDeleted     EventKind = "offsets-deleted" // OffsetDelete
 )
 
 // Event is one entry of a group's timeline. Member fields are set for

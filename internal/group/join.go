@@ -199,6 +199,10 @@ func (g *group) joinExisting(req JoinRequest, ch chan JoinResult) {
 // seen records the client a member's request came from: the fetch hook
 // matches fetches to members by it (a member may reconnect from elsewhere).
 func (g *group) seen(m *member, c Client) {
+	if c.Addr == "" {
+		return // not from a connection (a test's request)
+	}
+	g.heardFrom(m.id, &m.presence, c)
 	k := keyOf(c)
 	if k == m.key {
 		return
@@ -227,6 +231,9 @@ func (g *group) addMember(req JoinRequest, id string, ch chan JoinResult) {
 		g.newMemberAdded = true // extends the initial delay
 	}
 	g.add(m)
+	if req.Client.Addr != "" {
+		g.heardFrom(id, &m.presence, req.Client)
+	}
 	g.event(EventMemberJoined, m, req.Reason)
 	// A new member cannot heartbeat before its join is answered, and a
 	// client that gave up on its join retries with a new one: bound how
@@ -314,6 +321,7 @@ func (g *group) swapStatic(old *member, newID string) *member {
 	g.answerJoin(old, JoinResult{Err: ErrFencedInstanceID, MemberID: old.id, Generation: -1})
 	g.answerSync(old, SyncResult{Err: ErrFencedInstanceID})
 	old.heartbeat.stop()
+	g.forget(old.id, &old.presence)
 	delete(g.members, old.id)
 	m := *old
 	m.id, m.heartbeat, m.joinCh, m.syncCh = newID, nil, nil, nil

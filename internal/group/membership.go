@@ -146,6 +146,7 @@ func (g *group) storeAssignment(req SyncRequest) {
 
 // HeartbeatRequest is a Heartbeat request.
 type HeartbeatRequest struct {
+	Client     Client
 	Group      string
 	Generation int32
 	MemberID   string
@@ -182,6 +183,7 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 		return ErrIllegalGeneration
 	}
 	m := g.members[req.MemberID]
+	g.seen(m, req.Client)
 	switch g.state {
 	case stateEmpty:
 		return ErrUnknownMemberID

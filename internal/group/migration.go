@@ -147,7 +147,9 @@ func (g *group) upgrade() error {
 		cm := &consumerMember{id: m.id, instanceID: m.instance(), clientID: m.clientID, clientHost: m.clientHost,
 			key: m.key, rebalanceTimeout: m.rebalanceTimeout, epoch: g.generation, prevEpoch: g.generation,
 			assigned: partitionEpochs{}, revoking: partitionEpochs{},
-			classic: &classicState{sessionTimeout: m.sessionTimeout, protocols: m.protocols}}
+			classic:  &classicState{sessionTimeout: m.sessionTimeout, protocols: m.protocols},
+			presence: presence{addr: m.addr}} // the same entry of the connection index
+		m.grace.stop()
 		cm.topicNames = slices.Compact(slices.Sorted(slices.Values(p.meta.Topics)))
 		if p.meta.Rack != nil {
 			cm.rackID = *p.meta.Rack
@@ -205,12 +207,12 @@ func (g *group) consumerMemberGone(m *consumerMember) {
 	m.classicDeadline().stop()
 	if m.classic == nil && g.downgradesWithout(m) {
 		cg.dropMember(m)
-		g.c.fetchersRemove(m, g)
+		g.untrack(m)
 		g.downgrade()
 		return
 	}
 	cg.removeMember(m)
-	g.c.fetchersRemove(m, g)
+	g.untrack(m)
 }
 
 // downgradesWithout says whether the group turns classic once m, of the
@@ -251,7 +253,8 @@ func (g *group) downgrade() {
 		cm.session.stop()
 		cm.rebalance.stop()
 		cm.classicDeadline().stop()
-		g.c.fetchersRemove(cm, g)
+		addr := cm.addr
+		g.untrack(cm)
 		m := &member{id: cm.id, clientID: cm.clientID, clientHost: cm.clientHost, key: cm.key,
 			sessionTimeout: cm.classic.sessionTimeout, rebalanceTimeout: cm.rebalanceTimeout,
 			protocolType: consumerProtocolType, protocols: cm.classic.protocols}
@@ -260,6 +263,9 @@ func (g *group) downgrade() {
 		}
 		m.assignment = encodeAssignment(cm.assigned, cg.names, protocolVersion(cm.classic.protocols))
 		g.add(m)
+		if addr != "" {
+			g.heardFrom(m.id, &m.presence, Client{Addr: addr})
+		}
 		g.scheduleHeartbeat(m, m.sessionTimeout)
 	}
 	g.modern = nil
@@ -366,6 +372,7 @@ func (g *group) classicJoin(req JoinRequest, ch chan JoinResult) {
 		m.topicNames, bump = names, true
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
+	g.heardFromConsumer(m, req.Client)
 	g.refreshAndAssign(bump, false)
 	// What it still owns, by its subscription (nothing for an eager
 	// member, which gave everything up before joining).
@@ -465,7 +472,7 @@ func (g *group) classicMemberFor(req JoinRequest, id string, unknown bool) (*con
 	existing.session.stop()
 	existing.classicDeadline().stop()
 	delete(cg.members, old)
-	g.c.fetchersRemove(existing, g)
+	g.untrack(existing)
 	before := ownedBy(existing)
 	existing.id = id
 	for _, tp := range before {
@@ -482,7 +489,7 @@ func (g *group) classicMemberFor(req JoinRequest, id string, unknown bool) (*con
 	if existing.classic == nil {
 		existing.classic = &classicState{}
 	}
-	g.c.fetchersAdd(existing, g, req.Client)
+	g.track(existing, req.Client)
 	return existing, false, nil
 }
 
@@ -542,6 +549,7 @@ func (g *group) classicSync(req SyncRequest) SyncResult {
 	}
 	m.classic.deadline.stop()
 	m.classic.deadline = nil
+	g.heardFromConsumer(m, req.Client)
 	g.scheduleConsumerSession(m)
 	return SyncResult{ProtocolType: ptr(consumerProtocolType), ProtocolName: ptr(m.classic.protocols[0].Name),
 		Assignment: encodeAssignment(m.assigned, cg.names, protocolVersion(m.classic.protocols))}
@@ -590,6 +598,7 @@ func (g *group) classicHeartbeat(req HeartbeatRequest) error {
 	if req.Generation != m.epoch {
 		return ErrIllegalGeneration
 	}
+	g.heardFromConsumer(m, req.Client)
 	g.scheduleConsumerSession(m)
 	if m.epoch < cg.epoch || m.state == memberUnrevokedPartitions ||
 		m.state == memberUnreleasedPartitions && !cg.waitingOnUnreleased(m) {

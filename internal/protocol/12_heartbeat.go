@@ -21,7 +21,7 @@ func handleHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error
 	req := r.Body.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	resp.ErrorCode = errorCode(b.Groups.Heartbeat(group.HeartbeatRequest{
-		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+		Client: groupClient(r), Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 	}))
 	return reply(resp)
 }

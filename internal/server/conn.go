@@ -31,6 +31,11 @@ type conn struct {
 	remote string
 	logger *slog.Logger
 	queue  chan pending // answers in request order
+	// clientID is the client id the group coordinator knows this
+	// connection by (identified: it has been told), for its disconnect
+	// grace.
+	clientID   string
+	identified bool
 }
 
 type pending struct {
@@ -54,6 +59,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		c.writeLoop(wctx)
 	})
 	c.readLoop(ctx)
+	s.groups.ClientDisconnected(c.remote)
 	close(c.queue)
 	cancel()
 	<-writerDone
@@ -88,6 +94,10 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		req.Client = c.remote
+		if !c.identified || req.ClientID != c.clientID {
+			c.srv.groups.ClientConnected(c.remote, req.ClientID)
+			c.clientID, c.identified = req.ClientID, true
+		}
 		if resp == nil {
 			resp, err = c.handle(ctx, req)
 		}

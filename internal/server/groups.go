@@ -31,6 +31,7 @@ func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) gr
 	g.ConsumerSessionTimeout, g.ConsumerHeartbeatInterval = cfg.GroupConsumerSessionTimeout, cfg.GroupConsumerHeartbeatInterval
 	g.ConsumerMaxSize, g.ConsumerAssignors = int(cfg.GroupConsumerMaxSize), cfg.GroupConsumerAssignors
 	g.ConsumerMigrationPolicy = group.MigrationPolicy(cfg.GroupConsumerMigrationPolicy)
+	g.DisconnectGrace, g.DisconnectGraceStatic = cfg.GroupMemberDisconnectGrace, cfg.GroupMemberDisconnectGraceStatic
 	g.Logger = logger
 	return g
 }

@@ -13,10 +13,10 @@ import (
 // Consumer groups (KIP-848) with real clients against the real binary:
 // the broker assigns partitions, members join, leave and are killed, and
 // the group-of-three checks hold (every partition owned once, every record
-// processed, a dead member's partitions moved within its session).
+// processed, a dead member's partitions moved after the disconnect grace).
 
 // consumerSession is the brokers' group.consumer.session.timeout.ms here,
-// short so that a killed member's partitions move soon.
+// short so that the tests that wait out a session do not wait long.
 const consumerSession = 6 * time.Second
 
 var consumerGroupBrokerArgs = []string{"--group-consumer-session-timeout", consumerSession.String(),

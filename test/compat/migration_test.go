@@ -12,7 +12,8 @@ import (
 // binary: a producer writes keyed records to 10 partitions throughout;
 // three v1 consumers in group orders-processor; a v2 canary joins (resumes
 // its partitions from their committed offsets) and is killed (the rollback:
-// its partitions go back within the session timeout); then v2 consumers
+// its partitions go back after the broker's disconnect grace, long before
+// the session timeout); then v2 consumers
 // start one by one as the v1 ones stop. Every record must be processed,
 // none skipped, and the duplicates stay within what was processed but not
 // yet committed at the hand-offs, by the consumers' own logs (the broker's
@@ -77,7 +78,8 @@ func TestMigrationPlaybook(t *testing.T) {
 			b := startBroker(t, append(slices.Clone(groupBrokerArgs), consumerGroupBrokerArgs...)...)
 			createTopic(t, b.Addr, "orders", groupPartitions, nil)
 			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: b.Addr, Topic: "orders", Group: migrationGroup,
-				Partitions: groupPartitions, V1: c.v1(t, b.Addr), V2: c.v2(t, b.Addr), SessionTimeout: groupSession})
+				Partitions: groupPartitions, V1: c.v1(t, b.Addr), V2: c.v2(t, b.Addr), SessionTimeout: groupSession,
+				RollbackWithin: rollbackWithin})
 			if res.TypeWithCanary != c.withCanary || res.TypeAtEnd != c.atEnd {
 				t.Errorf("the group was a %s group with the canary and a %s group at the end; want %s and %s",
 					res.TypeWithCanary, res.TypeAtEnd, c.withCanary, c.atEnd)

@@ -43,9 +43,22 @@ func (k *KillSwitch) Kill() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.dead = true
+	k.cut()
+}
+
+// Flap cuts every connection, as a network blip does; new ones are made
+// as the client asks.
+func (k *KillSwitch) Flap() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cut()
+}
+
+func (k *KillSwitch) cut() {
 	for _, c := range k.conns {
 		c.Close()
 	}
+	k.conns = nil
 }
 
 // ConsumerConfig is a franz-go group consumer that behaves like a service.
@@ -318,6 +331,9 @@ func (c *Consumer) Kill() {
 		}()
 	})
 }
+
+// Flap cuts the client's connections once; it goes on, reconnecting.
+func (c *Consumer) Flap() { c.ks.Flap() }
 
 // Wait waits until the client is closed (after Stop or Kill).
 func (c *Consumer) Wait() { <-c.closed }

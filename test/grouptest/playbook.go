@@ -215,6 +215,10 @@ type PlaybookConfig struct {
 	// SessionTimeout is the members' session timeout: the canary's
 	// partitions must be back within it (plus a rebalance).
 	SessionTimeout time.Duration
+	// RollbackWithin, when set, is how soon they must be back instead:
+	// the broker removes a member whose connections closed without a
+	// LeaveGroup after its disconnect grace.
+	RollbackWithin time.Duration
 	Rate           int           // records per second; default 500
 	Settle         time.Duration // how long the group runs between steps; default 1s
 	Timeout        time.Duration // for the whole playbook; default 3 minutes
@@ -343,7 +347,9 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	rollback := time.Since(killed)
 	step("rollback: the canary's partitions are back with the v1 consumers after %v (session timeout %v)",
 		rollback.Round(time.Millisecond), cfg.SessionTimeout)
-	if limit := cfg.SessionTimeout + 5*time.Second; cfg.SessionTimeout > 0 && rollback > limit {
+	if cfg.RollbackWithin > 0 && rollback > cfg.RollbackWithin {
+		t.Errorf("the canary's partitions came back after %v, more than %v", rollback, cfg.RollbackWithin)
+	} else if limit := cfg.SessionTimeout + 5*time.Second; cfg.SessionTimeout > 0 && rollback > limit {
 		t.Errorf("the canary's partitions came back after %v, more than the session timeout %v and a rebalance", rollback, cfg.SessionTimeout)
 	}
 	settle()
