@@ -97,6 +97,7 @@ type consumerMember struct {
 	rackID           string
 	clientID         string
 	clientHost       string
+	software         software
 	rebalanceTimeout time.Duration
 	topicNames       []string // subscribed by name, sorted
 	topicRegex       string   // subscribed by pattern; "" for none
@@ -113,6 +114,12 @@ type consumerMember struct {
 	// classic is set for a member that speaks the classic protocol
 	// (JoinGroup, SyncGroup, Heartbeat) in a consumer group.
 	classic *classicState
+}
+
+// owner is m as the history names it.
+func (m *consumerMember) owner() Owner {
+	return Owner{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+		SoftwareName: m.software.name, SoftwareVersion: m.software.version}
 }
 
 // classicState is what the coordinator keeps of a classic member of a

@@ -236,7 +236,7 @@ func (g *group) consumerLeave(req ConsumerHeartbeatRequest) ConsumerHeartbeatRes
 		g.scheduleConsumerSession(m)
 		return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: leaveGroupStaticEpoch}
 	}
-	g.consumerMemberGone(m)
+	g.consumerMemberGone(m, EventMemberLeft, "")
 	return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: leaveGroupEpoch}
 }
 
@@ -288,6 +288,7 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		bump, regexChanged = true, true
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
+	m.software = softwareOf(req.Client, m.software)
 	g.heardFromConsumer(m, req.Client)
 	g.refreshAndAssign(bump, regexChanged)
 	prev := &before
@@ -501,7 +502,7 @@ func (g *group) trackRebalanceTimeout(m *consumerMember) {
 		if cur := g.modern; cur != nil && cur.members[id] == m && m.state == memberUnrevokedPartitions {
 			g.c.log.Info("consumer group member did not revoke its partitions within its rebalance timeout; fenced",
 				"group", g.id, "member", id, "timeout", m.rebalanceTimeout)
-			g.consumerMemberGone(m)
+			g.consumerMemberGone(m, EventMemberRemoved, fmt.Sprintf("did not revoke its partitions within its rebalance timeout %v", m.rebalanceTimeout))
 			g.flushConsumer(nil)
 		}
 	})
@@ -519,7 +520,7 @@ func (g *group) scheduleConsumerSession(m *consumerMember) {
 	m.session = g.after(d, func() {
 		if cur := g.modern; cur != nil && cur.members[id] == m {
 			g.c.log.Info("consumer group member's session expired", "group", g.id, "member", id)
-			g.consumerMemberGone(m)
+			g.consumerMemberGone(m, EventMemberExpired, fmt.Sprintf("no heartbeat within %v", d))
 			g.flushConsumer(nil)
 		}
 	})
@@ -556,7 +557,7 @@ func (g *group) heardFromConsumer(m *consumerMember, client Client) {
 // that another member held before it (or none did).
 func (g *group) recordConsumerOwners(m *consumerMember) {
 	cg := g.modern
-	to := Owner{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost}
+	to := m.owner()
 	now := g.c.clock.Now()
 	for id, ps := range m.assigned {
 		name, ok := cg.names[id]

@@ -346,11 +346,11 @@ func (g *group) restoreConsumer(lc *loadedConsumer) {
 	for _, m := range cg.members {
 		g.scheduleConsumerSession(m)
 		g.trackRebalanceTimeout(m)
-		to := Owner{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost}
+		to := m.owner()
 		for id, ps := range m.assigned {
 			if name, ok := cg.names[id]; ok {
 				for p := range ps {
-					g.owners[model.TopicPartition{Topic: name, Partition: p}] = to
+					g.loadOwner(model.TopicPartition{Topic: name, Partition: p}, to, m.key)
 				}
 			}
 		}

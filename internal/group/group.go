@@ -36,6 +36,21 @@ type Protocol struct {
 type Client struct {
 	ID   string // the request header's client id
 	Addr string // the remote host:port
+	// SoftwareName and SoftwareVersion are the client library's, from
+	// the connection's ApiVersions; empty if unknown.
+	SoftwareName, SoftwareVersion string
+}
+
+// software is a client's library name and version.
+type software struct{ name, version string }
+
+// softwareOf is c's library, keeping what was known when c names none
+// (a connection that sent no ApiVersions v3).
+func softwareOf(c Client, known software) software {
+	if c.SoftwareName == "" && c.SoftwareVersion == "" {
+		return known
+	}
+	return software{c.SoftwareName, c.SoftwareVersion}
 }
 
 // clientKey identifies a consumer's connections for the fetch hook: the
@@ -59,6 +74,7 @@ type member struct {
 	instanceID       *string
 	clientID         string
 	clientHost       string // "/" + the host, as Kafka's InetAddress.toString shows it
+	software         software
 	key              clientKey
 	sessionTimeout   time.Duration
 	rebalanceTimeout time.Duration

@@ -57,29 +57,105 @@ type Owner struct {
 	InstanceID string
 	ClientID   string
 	ClientHost string
+	// SoftwareName and SoftwareVersion are the client library's, from
+	// its ApiVersions (KIP-511); empty if it sent none.
+	SoftwareName, SoftwareVersion string
 }
 
 // Handoff is one partition changing owner: the group's first assignment of
 // it (From is zero), or a move from one member to another, which with
 // cooperative rebalancing may span generations (the partition is revoked
-// in one and assigned in the next).
+// in one and assigned in the next). The offsets come from the group's
+// commits and from the fetches of the members' clients (FetchObserver): a
+// fetch of a partition counts for the member of the group that owns it
+// and has the fetch's client (host and client id), so two members of one
+// host and client id are told apart by what they own.
 type Handoff struct {
 	Time       time.Time
-	Generation int32
+	Generation int32 // the generation, or the new owner's member epoch
 	Topic      string
 	Partition  int32
 	From, To   Owner
+	// Reason says how From lost the partition: revoked (it stayed in the
+	// group), or its departure: member-left, member-expired,
+	// member-removed, member-disconnected. Empty for a first assignment.
+	Reason string
 	// Committed is the group's committed offset when To got the
 	// partition; -1 if none.
 	Committed int64
 	// LastFetched is the highest fetch offset From asked for while it
-	// owned the partition (everything below was delivered to it; the last
-	// answer may have carried more); -1 if unknown.
-	LastFetched int64
+	// owned the partition (everything below was delivered to it); -1 if
+	// unknown. LastSent is the offset after the last record sent to it
+	// (at least LastFetched: the last answer may have carried more), and
+	// LastFetchedAt when it last fetched the partition.
+	LastFetched, LastSent int64
+	LastFetchedAt         time.Time
 	// FirstFetched is the first fetch offset To asked for after the
-	// hand-off; -1 until it fetches. Below Committed means re-reading what
-	// was committed; above LastFetched means skipping what From was given.
-	FirstFetched int64
+	// hand-off, at FirstFetchedAt; -1 until it fetches. LogStart is the
+	// partition's log start offset then.
+	FirstFetched   int64
+	FirstFetchedAt time.Time
+	LogStart       int64
+}
+
+// DuplicateRisk is how many records sent to the previous owner the new
+// one is sent again: those beyond the committed offset (or beyond where
+// the new owner started, if that is higher). -1 while unknown.
+func (h Handoff) DuplicateRisk() int64 {
+	if h.From == (Owner{}) || h.LastSent < 0 {
+		return 0
+	}
+	from := h.Committed
+	if h.FirstFetched >= 0 {
+		from = max(from, h.FirstFetched)
+	}
+	if from < 0 {
+		return -1
+	}
+	return max(0, h.LastSent-from)
+}
+
+// Skipped is how many records the new owner started past: between the
+// committed offset (without one, the end of what the previous owner was
+// sent, or else the log start) and its first fetch. An offset reset to
+// the end, a seek, a commit from someone else. -1 while it has not
+// fetched.
+func (h Handoff) Skipped() int64 {
+	if h.FirstFetched < 0 {
+		return -1
+	}
+	base := h.Committed
+	switch {
+	case base >= 0:
+	case h.From != (Owner{}) && h.LastSent >= 0:
+		base = h.LastSent
+	default:
+		base = h.LogStart
+	}
+	return max(0, h.FirstFetched-base)
+}
+
+// Rewound is how far below the committed offset the new owner started
+// (it reads again what was committed); 0 if it did not, -1 while it has
+// not fetched.
+func (h Handoff) Rewound() int64 {
+	if h.FirstFetched < 0 {
+		return -1
+	}
+	if h.Committed < 0 {
+		return 0
+	}
+	return max(0, h.Committed-h.FirstFetched)
+}
+
+// Unowned is how long the partition went unread: from the previous
+// owner's last fetch of it to the new owner's first; 0 when either is
+// unknown.
+func (h Handoff) Unowned() time.Duration {
+	if h.LastFetchedAt.IsZero() || h.FirstFetchedAt.IsZero() {
+		return 0
+	}
+	return max(0, h.FirstFetchedAt.Sub(h.LastFetchedAt))
 }
 
 // History is a copy of a group's rebalance history, oldest first.
@@ -97,17 +173,34 @@ type history struct {
 	mu       sync.Mutex
 	events   []Event
 	handoffs []*Handoff
-	// fetched is the highest fetch offset per client and partition,
-	// since the client's member got the partition.
-	fetched map[clientKey]map[model.TopicPartition]int64
+	// owner is the client of each partition's owner: only its fetches of
+	// the partition count.
+	owner map[model.TopicPartition]clientKey
+	// fetched is where each client read each partition, since the
+	// client's member got the partition.
+	fetched map[clientKey]map[model.TopicPartition]fetchPos
 	// open are the hand-offs whose new owner has not fetched yet.
 	open map[clientKey]map[model.TopicPartition]*Handoff
+	// departed says how members that left the group went (an event
+	// kind), for the hand-offs of their partitions.
+	departed map[string]EventKind
+}
+
+// fetchPos is how far a client read a partition.
+type fetchPos struct {
+	offset, sent int64 // the highest fetch offset, and the highest end sent
+	at           time.Time
 }
 
 func newHistory(maxEvents, maxHandoffs int) *history {
-	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs,
-		fetched: map[clientKey]map[model.TopicPartition]int64{}, open: map[clientKey]map[model.TopicPartition]*Handoff{}}
+	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, owner: map[model.TopicPartition]clientKey{},
+		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
+		departed: map[string]EventKind{}}
 }
+
+// departures are the events by which a member leaves the group.
+var departures = map[EventKind]bool{EventMemberLeft: true, EventMemberExpired: true, EventMemberRemoved: true,
+	EventMemberDisconnected: true}
 
 func (h *history) event(e Event) {
 	h.mu.Lock()
@@ -116,18 +209,28 @@ func (h *history) event(e Event) {
 		h.events = append(h.events[:0], h.events[1:]...)
 	}
 	h.events = append(h.events, e)
+	if departures[e.Kind] && e.Member.MemberID != "" {
+		if len(h.departed) >= h.maxHandoffs {
+			clear(h.departed) // members whose partitions nobody took over
+		}
+		h.departed[e.Member.MemberID] = e.Kind
+	}
 }
 
-// handoff records a hand-off to the member with key to; lastFetched is
-// read for the member with key from.
+// handoff records a hand-off to the member with key to; what the member
+// with key from read is taken from its fetches.
 func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	tp := model.TopicPartition{Topic: ho.Topic, Partition: ho.Partition}
-	ho.LastFetched, ho.FirstFetched = -1, -1
+	ho.LastFetched, ho.LastSent, ho.FirstFetched, ho.LogStart = -1, -1, -1, -1
 	if hasFrom {
-		if off, ok := h.fetched[from][tp]; ok {
-			ho.LastFetched = off
+		if pos, ok := h.fetched[from][tp]; ok {
+			ho.LastFetched, ho.LastSent, ho.LastFetchedAt = pos.offset, pos.sent, pos.at
+		}
+		ho.Reason = "revoked"
+		if how, ok := h.departed[ho.From.MemberID]; ok {
+			ho.Reason = string(how)
 		}
 	}
 	p := &ho
@@ -136,6 +239,7 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	}
 	h.handoffs = append(h.handoffs, p)
 	// The new owner's reads of this partition count from now on.
+	h.owner[tp] = to
 	delete(h.fetched[to], tp)
 	if h.open[to] == nil {
 		h.open[to] = map[model.TopicPartition]*Handoff{}
@@ -143,20 +247,39 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	h.open[to][tp] = p
 }
 
-// fetchedAt notes a fetch of tp at offset by the client k.
-func (h *history) fetchedAt(k clientKey, tp model.TopicPartition, off int64) {
+// owns notes that the member with key k owns tp, without a hand-off (an
+// unchanged owner, or one loaded at start).
+func (h *history) owns(tp model.TopicPartition, k clientKey) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.owner[tp] = k
+}
+
+// fetchedAt notes a fetch of f's partition by the client k, if k is its
+// owner's.
+func (h *history) fetchedAt(k clientKey, f FetchReport) {
+	tp := model.TopicPartition{Topic: f.Topic, Partition: f.Partition}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.owner[tp] != k {
+		return
+	}
 	m := h.fetched[k]
 	if m == nil {
-		m = map[model.TopicPartition]int64{}
+		m = map[model.TopicPartition]fetchPos{}
 		h.fetched[k] = m
 	}
-	if cur, ok := m[tp]; !ok || off > cur {
-		m[tp] = off
+	pos, ok := m[tp]
+	if !ok || f.Offset > pos.offset {
+		pos.offset = f.Offset
 	}
+	if !ok || f.SentEnd > pos.sent {
+		pos.sent = f.SentEnd
+	}
+	pos.at = f.At
+	m[tp] = pos
 	if ho, ok := h.open[k][tp]; ok {
-		ho.FirstFetched = off
+		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, f.At, f.LogStart
 		delete(h.open[k], tp)
 	}
 }
@@ -173,10 +296,21 @@ func (h *history) copy() History {
 }
 
 // FetchObserver is told where consumers read, so that hand-offs can show
-// what the previous owner fetched and where the next one began. The Fetch
-// handler calls it for each partition of a consumer's fetch.
+// what the previous owner was sent and where the next one began. The Fetch
+// handler calls it for each partition of a consumer's fetch it read.
 type FetchObserver interface {
-	Fetched(clientAddr, clientID, topic string, partition int32, offset int64)
+	Fetched(FetchReport)
+}
+
+// FetchReport is one partition of a consumer's fetch.
+type FetchReport struct {
+	ClientAddr, ClientID string // the connection's remote address and client id
+	Topic                string
+	Partition            int32
+	Offset               int64     // the fetch offset asked for
+	SentEnd              int64     // the offset after the last record sent; Offset when none was
+	LogStart             int64     // the partition's log start offset
+	At                   time.Time // when the request arrived
 }
 
 // fetchIndex maps a client (host and client id) to the groups that have a
@@ -222,16 +356,18 @@ func (x *fetchIndex) remove(k clientKey, g *group) {
 }
 
 // Fetched implements FetchObserver.
-func (c *Coordinator) Fetched(clientAddr, clientID, topic string, partition int32, offset int64) {
+func (c *Coordinator) Fetched(f FetchReport) {
 	if c.fetchers.n.Load() == 0 {
 		return
 	}
-	k := keyOf(Client{ID: clientID, Addr: clientAddr})
-	tp := model.TopicPartition{Topic: topic, Partition: partition}
+	if f.At.IsZero() {
+		f.At = c.clock.Now()
+	}
+	k := keyOf(Client{ID: f.ClientID, Addr: f.ClientAddr})
 	c.fetchers.mu.RLock()
 	defer c.fetchers.mu.RUnlock()
 	for g := range c.fetchers.byClient[k] {
-		g.hist.fetchedAt(k, tp, offset)
+		g.hist.fetchedAt(k, f)
 	}
 }
 

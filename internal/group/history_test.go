@@ -2,9 +2,28 @@ package group_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/internal/group"
 )
+
+// fetched reports a fetch of partition p of "t" at offset by client id on
+// addr, whose answer carried nothing.
+func fetched(c *group.Coordinator, addr, client string, p int32, offset int64) {
+	c.Fetched(group.FetchReport{ClientAddr: addr, ClientID: client, Topic: "t", Partition: p, Offset: offset, SentEnd: offset})
+}
+
+// takeOver has member ids[1] leave and ids[0] (client id client) take
+// partitions 0 and 1 in the next generation, which it returns.
+func (e *env) takeOver(ids []string, client string) int32 {
+	e.t.Helper()
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
+	req := joinReq("g", client)
+	req.MemberID = ids[0]
+	r := recv(e.t, e.c.Join(req))
+	e.sync("g", r.Generation, ids[:1], []group.Assignment{{MemberID: ids[0], Data: assignment("t", 0, 1)}})
+	return r.Generation
+}
 
 // handoffs returns the hand-offs of partition p of "t", oldest first.
 func handoffs(h group.History, p int32) []group.Handoff {
@@ -31,18 +50,14 @@ func TestHistoryRecordsHandoffs(t *testing.T) {
 
 	// c1 reads partition 1 (its fetches come from another port of its
 	// host); c0's client reading it does not count for c1.
-	e.c.Fetched("10.0.0.1:6000", "c1", "t", 1, 0)
-	e.c.Fetched("10.0.0.1:6000", "c1", "t", 1, 40)
-	e.c.Fetched("10.0.0.1:6001", "c0", "t", 1, 99)
-	e.c.Fetched("10.0.0.9:6000", "c1", "t", 1, 77) // another host
+	fetched(e.c, "10.0.0.1:6000", "c1", 1, 0)
+	fetched(e.c, "10.0.0.1:6000", "c1", 1, 40)
+	fetched(e.c, "10.0.0.1:6001", "c0", 1, 99)
+	fetched(e.c, "10.0.0.9:6000", "c1", 1, 77) // another host
 	recv(t, e.c.Commit(commit("g", gen, ids[1], at(1, 30))))
 
 	// c1 leaves; c0 takes partition 1 over in the next generation.
-	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
-	req := joinReq("g", "c0")
-	req.MemberID = ids[0]
-	r := recv(t, e.c.Join(req))
-	e.sync("g", r.Generation, ids[:1], []group.Assignment{{MemberID: ids[0], Data: assignment("t", 0, 1)}})
+	gen1 := e.takeOver(ids, "c0")
 
 	h, _ = e.c.History("g")
 	ho := handoffs(h, 1)
@@ -51,13 +66,13 @@ func TestHistoryRecordsHandoffs(t *testing.T) {
 	}
 	move := ho[1]
 	if move.From.MemberID != ids[1] || move.To.MemberID != ids[0] || move.Committed != 30 ||
-		move.LastFetched != 40 || move.FirstFetched != -1 || move.Generation != r.Generation {
+		move.LastFetched != 40 || move.FirstFetched != -1 || move.Generation != gen1 {
 		t.Fatalf("hand-off: %+v", move)
 	}
 	// c0 starts reading partition 1: the first fetch is recorded, later
 	// ones are not.
-	e.c.Fetched("10.0.0.1:6001", "c0", "t", 1, 30)
-	e.c.Fetched("10.0.0.1:6001", "c0", "t", 1, 35)
+	fetched(e.c, "10.0.0.1:6001", "c0", 1, 30)
+	fetched(e.c, "10.0.0.1:6001", "c0", 1, 35)
 	h, _ = e.c.History("g")
 	if got := handoffs(h, 1)[1].FirstFetched; got != 30 {
 		t.Fatalf("first fetched %d", got)
@@ -77,7 +92,7 @@ func TestHistoryRecordsHandoffs(t *testing.T) {
 func TestHistoryCooperativeHandoff(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableGroup("g", 1, 2) // c0 owns 0 and 1
-	e.c.Fetched("10.0.0.1:7000", "c0", "t", 1, 12)
+	fetched(e.c, "10.0.0.1:7000", "c0", 1, 12)
 	// c1 joins: generation 2 revokes partition 1 from c0, giving it to no
 	// one; generation 3 gives it to c1.
 	id1, ch1 := e.firstJoin(joinReq("g", "c1"))
@@ -118,5 +133,102 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 	if _, ok := e.c.History("nope"); ok {
 		t.Fatal("history of an unknown group")
+	}
+}
+
+// TestHandoffFigures: a hand-off's figures from the previous owner's
+// fetches and commit and the new owner's first fetch: what the new owner
+// is sent again (duplicate risk), what it started past (skipped) or
+// below the commit (rewound), and how long the partition went unread.
+func TestHandoffFigures(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		start                  int64 // the new owner's first fetch offset
+		risk, skipped, rewound int64
+	}{
+		{name: "from the commit", start: 60, risk: 20},
+		{name: "seek forward", start: 90, skipped: 30},
+		{name: "rewind", start: 40, risk: 20, rewound: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ids, gen := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+			// c1 is sent records up to 80 and commits 60.
+			e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6000", ClientID: "c1", Topic: "t", Partition: 1, Offset: 0, SentEnd: 50})
+			e.clock.Advance(100 * time.Millisecond)
+			lastFetch := e.clock.Now()
+			e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6000", ClientID: "c1", Topic: "t", Partition: 1, Offset: 50, SentEnd: 80})
+			recv(t, e.c.Commit(commit("g", gen, ids[1], at(1, 60))))
+			e.takeOver(ids, "c0")
+			e.clock.Advance(300 * time.Millisecond)
+			e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6001", ClientID: "c0", Topic: "t", Partition: 1, Offset: tc.start, SentEnd: tc.start + 5})
+
+			h, _ := e.c.History("g")
+			ho := handoffs(h, 1)[1]
+			if ho.Reason != string(group.EventMemberLeft) || ho.LastFetched != 50 || ho.LastSent != 80 || ho.Committed != 60 ||
+				ho.FirstFetched != tc.start || !ho.LastFetchedAt.Equal(lastFetch) {
+				t.Fatalf("hand-off %+v", ho)
+			}
+			if ho.DuplicateRisk() != tc.risk || ho.Skipped() != tc.skipped || ho.Rewound() != tc.rewound {
+				t.Fatalf("duplicate risk %d, skipped %d, rewound %d; want %d, %d, %d",
+					ho.DuplicateRisk(), ho.Skipped(), ho.Rewound(), tc.risk, tc.skipped, tc.rewound)
+			}
+			if got := ho.Unowned(); got != 300*time.Millisecond {
+				t.Fatalf("unowned %v, want 300ms", got)
+			}
+		})
+	}
+}
+
+// TestHandoffFetchesOfOneClientID: two members of one host and one client
+// id are told apart by what they own: each one's fetches count for its
+// own partitions only.
+func TestHandoffFetchesOfOneClientID(t *testing.T) {
+	e := newEnv(t, nil)
+	var ids []string
+	var chs []<-chan group.JoinResult
+	for range 2 {
+		id, ch := e.firstJoin(joinReq("g", "same"))
+		ids, chs = append(ids, id), append(chs, ch)
+	}
+	e.clock.Advance(delay)
+	e.clock.Advance(delay)
+	var gen int32
+	for _, ch := range chs {
+		gen = recv(t, ch).Generation
+	}
+	as := []group.Assignment{{MemberID: ids[0], Data: assignment("t", 0)}, {MemberID: ids[1], Data: assignment("t", 1)}}
+	var syncs []<-chan group.SyncResult
+	for i, id := range ids {
+		req := group.SyncRequest{Client: group.Client{ID: "same", Addr: "10.0.0.1:5001"}, Group: "g", Generation: gen, MemberID: id}
+		if i == 0 {
+			req.Assignments = as
+		}
+		syncs = append(syncs, e.c.Sync(req))
+	}
+	for _, ch := range syncs {
+		recv(t, ch)
+	}
+	// The process reads partition 0 up to 100 and partition 1 up to 10.
+	e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6000", ClientID: "same", Topic: "t", Partition: 0, Offset: 90, SentEnd: 100})
+	e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6000", ClientID: "same", Topic: "t", Partition: 1, Offset: 5, SentEnd: 10})
+	// Member 1 leaves; member 0 takes partition 1 over.
+	e.takeOver(ids, "same")
+	h, _ := e.c.History("g")
+	if ho := handoffs(h, 1)[1]; ho.From.MemberID != ids[1] || ho.LastSent != 10 || ho.LastFetched != 5 {
+		t.Fatalf("hand-off of partition 1: %+v", ho)
+	}
+}
+
+// TestHandoffFirstAssignmentSkipped: a partition without a committed
+// offset that its first owner starts reading at the log end (an offset
+// reset to latest) is reported as skipped from the log start.
+func TestHandoffFirstAssignmentSkipped(t *testing.T) {
+	e := newEnv(t, nil)
+	e.stableGroup("g", 1, 1)
+	e.c.Fetched(group.FetchReport{ClientAddr: "10.0.0.1:6000", ClientID: "c0", Topic: "t", Partition: 0, Offset: 120, SentEnd: 120, LogStart: 20})
+	h, _ := e.c.History("g")
+	if ho := handoffs(h, 0)[0]; ho.Skipped() != 100 || ho.DuplicateRisk() != 0 || ho.Reason != "" {
+		t.Fatalf("first assignment %+v: skipped %d, duplicate risk %d", ho, ho.Skipped(), ho.DuplicateRisk())
 	}
 }

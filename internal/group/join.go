@@ -203,6 +203,7 @@ func (g *group) seen(m *member, c Client) {
 		return // not from a connection (a test's request)
 	}
 	g.heardFrom(m.id, &m.presence, c)
+	m.software = softwareOf(c, m.software)
 	k := keyOf(c)
 	if k == m.key {
 		return
@@ -224,6 +225,7 @@ func (g *group) addMember(req JoinRequest, id string, ch chan JoinResult) {
 	k := keyOf(req.Client)
 	m := &member{
 		id: id, instanceID: req.InstanceID, clientID: req.Client.ID, clientHost: "/" + k.host, key: k,
+		software:       softwareOf(req.Client, software{}),
 		sessionTimeout: req.SessionTimeout, rebalanceTimeout: req.RebalanceTimeout,
 		protocolType: req.ProtocolType, protocols: req.Protocols, joinCh: ch, isNew: true,
 	}

@@ -144,7 +144,7 @@ func (g *group) upgrade() error {
 	}
 	for _, p := range ms {
 		m := p.m
-		cm := &consumerMember{id: m.id, instanceID: m.instance(), clientID: m.clientID, clientHost: m.clientHost,
+		cm := &consumerMember{id: m.id, instanceID: m.instance(), clientID: m.clientID, clientHost: m.clientHost, software: m.software,
 			key: m.key, rebalanceTimeout: m.rebalanceTimeout, epoch: g.generation, prevEpoch: g.generation,
 			assigned: partitionEpochs{}, revoking: partitionEpochs{},
 			classic:  &classicState{sessionTimeout: m.sessionTimeout, protocols: m.protocols},
@@ -202,8 +202,9 @@ func (g *group) upgrade() error {
 // consumerMemberGone takes m out of the consumer group (it left, or was
 // fenced), or downgrades the group when m was the last member of the
 // consumer protocol. Caller holds g.mu; the caller flushes.
-func (g *group) consumerMemberGone(m *consumerMember) {
+func (g *group) consumerMemberGone(m *consumerMember, kind EventKind, reason string) {
 	cg := g.modern
+	g.hist.event(Event{Time: g.c.clock.Now(), Kind: kind, Generation: m.epoch, Member: m.owner(), Reason: reason})
 	m.classicDeadline().stop()
 	if m.classic == nil && g.downgradesWithout(m) {
 		cg.dropMember(m)
@@ -255,7 +256,7 @@ func (g *group) downgrade() {
 		cm.classicDeadline().stop()
 		addr := cm.addr
 		g.untrack(cm)
-		m := &member{id: cm.id, clientID: cm.clientID, clientHost: cm.clientHost, key: cm.key,
+		m := &member{id: cm.id, clientID: cm.clientID, clientHost: cm.clientHost, key: cm.key, software: cm.software,
 			sessionTimeout: cm.classic.sessionTimeout, rebalanceTimeout: cm.rebalanceTimeout,
 			protocolType: consumerProtocolType, protocols: cm.classic.protocols}
 		if cm.instanceID != "" {
@@ -372,6 +373,7 @@ func (g *group) classicJoin(req JoinRequest, ch chan JoinResult) {
 		m.topicNames, bump = names, true
 	}
 	m.clientID, m.clientHost = req.Client.ID, "/"+keyOf(req.Client).host
+	m.software = softwareOf(req.Client, m.software)
 	g.heardFromConsumer(m, req.Client)
 	g.refreshAndAssign(bump, false)
 	// What it still owns, by its subscription (nothing for an eager
@@ -521,7 +523,7 @@ func (g *group) classicFence(m *consumerMember, d time.Duration, why string) *ti
 	return g.after(d, func() {
 		if cur := g.modern; cur != nil && cur.members[id] == m {
 			g.c.log.Info("classic member of a consumer group fenced", "group", g.id, "member", id, "reason", why)
-			g.consumerMemberGone(m)
+			g.consumerMemberGone(m, EventMemberRemoved, why)
 			if g.modern != nil {
 				g.flushConsumer(nil)
 			}
@@ -644,6 +646,6 @@ func (g *group) classicLeave(lm LeavingMember) error {
 		}
 	}
 	g.c.log.Info("classic member left a consumer group", "group", g.id, "member", m.id, "reason", lm.Reason)
-	g.consumerMemberGone(m)
+	g.consumerMemberGone(m, EventMemberLeft, lm.Reason)
 	return nil
 }

@@ -193,10 +193,7 @@ func (g *group) graceEnded(id string, p *presence) {
 	reason := fmt.Sprintf("its connection closed without a LeaveGroup and it did not return within %v", g.c.cfg.DisconnectGrace)
 	g.c.log.Info("removing a disconnected member", "group", g.id, "member", id, "grace", g.c.cfg.DisconnectGrace)
 	if g.modern != nil {
-		m := g.modern.members[id]
-		g.hist.event(Event{Time: g.c.clock.Now(), Kind: EventMemberDisconnected, Generation: m.epoch,
-			Member: Owner{MemberID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost}, Reason: reason})
-		g.consumerMemberGone(m)
+		g.consumerMemberGone(g.modern.members[id], EventMemberDisconnected, reason)
 		g.flushConsumer(nil)
 		return
 	}

@@ -309,7 +309,8 @@ func (g *group) event(kind EventKind, m *member, reason string) {
 }
 
 func ownerOf(m *member) Owner {
-	return Owner{MemberID: m.id, InstanceID: m.instance(), ClientID: m.clientID, ClientHost: m.clientHost}
+	return Owner{MemberID: m.id, InstanceID: m.instance(), ClientID: m.clientID, ClientHost: m.clientHost,
+		SoftwareName: m.software.name, SoftwareVersion: m.software.version}
 }
 
 func ptr(s string) *string {

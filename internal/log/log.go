@@ -665,6 +665,9 @@ type Section struct {
 	File vfs.File
 	Pos  int64
 	Size int64
+	// Next is the offset after the section's last batch: where a reader
+	// that got it goes on from.
+	Next int64
 }
 
 // ReadAll copies the section into memory.
@@ -708,20 +711,23 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Section, error)
 		if pos == size {
 			continue // offset falls in a gap left by compaction
 		}
-		end := size
+		end, next := size, s.next
 		if maxOffset < s.next {
-			if end, err = s.find(maxOffset, size, interval); err != nil {
+			if end, next, err = s.findBatch(maxOffset, size, interval); err != nil {
 				return Section{}, err
 			}
 			if end <= pos {
 				return Section{}, nil
 			}
 		}
-		end, err = s.findPos(pos, pos+int64(max(maxBytes, 0)), end, interval)
+		cut, cutNext, err := s.findPos(pos, pos+int64(max(maxBytes, 0)), end, interval)
 		if err != nil {
 			return Section{}, err
 		}
-		return Section{File: s.file, Pos: pos, Size: end - pos}, nil
+		if cutNext >= 0 {
+			next = cutNext
+		}
+		return Section{File: s.file, Pos: pos, Size: cut - pos, Next: next}, nil
 	}
 	return Section{}, nil
 }

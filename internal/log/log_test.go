@@ -216,13 +216,19 @@ func TestReadBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			var bases []int64
+			next := int64(-1)
 			for len(data) > 0 {
 				b := model.Batch(data)
 				bases = append(bases, b.BaseOffset())
+				next = b.LastOffset() + 1
 				data = data[b.Size():]
 			}
 			if len(bases) != tc.wantBatches || (len(bases) > 0 && bases[0] != tc.wantFirst) {
 				t.Fatalf("batches %v, want %d starting at %d", bases, tc.wantBatches, tc.wantFirst)
+			}
+			// Next is where a reader that got the section goes on from.
+			if len(bases) > 0 && sec.Next != next {
+				t.Fatalf("section's next offset %d, want %d", sec.Next, next)
 			}
 		})
 	}

@@ -204,47 +204,57 @@ func (s *segment) writeIndexes(interval int64) error {
 // least offset, or the segment's size when there is none. Caller holds Log.mu
 // (shared); size is the snapshot of s.size taken under it.
 func (s *segment) find(offset, size, interval int64) (int64, error) {
+	pos, _, err := s.findBatch(offset, size, interval)
+	return pos, err
+}
+
+// findBatch is find, with the base offset of the batch found (the
+// segment's next offset when there is none).
+func (s *segment) findBatch(offset, size, interval int64) (pos, base int64, err error) {
 	idx, _, err := s.indexes(interval)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, start := idx.lookup(offset)
-	found := size
+	found, base := size, s.next
 	err = scanHeaders(s.file, start, size, func(pos int64, b model.Batch) bool {
 		if b.LastOffset() >= offset {
-			found = pos
+			found, base = pos, b.BaseOffset()
 			return false
 		}
 		return true
 	})
-	return found, err
+	return found, base, err
 }
 
 // findPos returns the end of the last whole batch that ends at or before
 // limit, at least first's end: fetches return whole batches, and the first
-// even when it alone exceeds the limit.
-func (s *segment) findPos(first, limit, size, interval int64) (int64, error) {
+// even when it alone exceeds the limit. next is the offset after that
+// batch (the base offset of the batch at end), or -1 when nothing was read
+// to tell (end is size).
+func (s *segment) findPos(first, limit, size, interval int64) (end, next int64, err error) {
 	if limit >= size {
-		return size, nil
+		return size, -1, nil
 	}
 	idx, _, err := s.indexes(interval)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, start := idx.lookupPos(limit)
 	if start < first {
 		start = first
 	}
-	end := start
+	end, next = start, -1
 	err = scanHeaders(s.file, start, size, func(pos int64, b model.Batch) bool {
 		e := pos + int64(b.Size())
 		if e > limit && pos > first {
+			next = b.BaseOffset()
 			return false
 		}
-		end = e
+		end, next = e, b.LastOffset()+1
 		return e < limit
 	})
-	return end, err
+	return end, next, err
 }
 
 // scanHeaders calls fn with the position and header of each batch in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -73,13 +74,16 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 		}
 	}
 	req = sf.request
-	b.observeFetch(r, req)
+	at := time.Now()
 	first := b.fetchOnce(req)
 	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
+		b.observeFetch(r, first, at)
 		return sf.finish(first), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		return sf.finish(b.fetchWait(ctx, req, first)), nil
+		res := b.fetchWait(ctx, req, first)
+		b.observeFetch(r, res, at)
+		return sf.finish(res), nil
 	}}, nil
 }
 
@@ -147,6 +151,9 @@ type fetchResult struct {
 	// answered, and whether this fetch moved one (answer at once).
 	followerHWs []int64
 	hwMoved     bool
+	// read is each partition of a consumer's fetch that was read, for
+	// the group coordinator (observeFetch); kept only with an observer.
+	read []group.FetchReport
 }
 
 func (f *fetchResult) response() *Response {
@@ -264,12 +271,21 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	if readCommitted {
 		bound = sp.LastStableOffset
 	}
+	var read *group.FetchReport
+	if b.FetchObserver != nil {
+		res.read = append(res.read, group.FetchReport{Topic: topic, Partition: rp.Partition,
+			Offset: rp.FetchOffset, SentEnd: rp.FetchOffset, LogStart: sp.LogStartOffset})
+		read = &res.read[len(res.read)-1]
+	}
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 && res.bytes > 0 {
 		return nil
 	}
 	sec, err := p.ReadUpTo(rp.FetchOffset, int(max(limit, 0)), bound)
 	if err != nil {
+		if read != nil {
+			res.read = res.read[:len(res.read)-1]
+		}
 		return err
 	}
 	// Only the first partition with data may exceed the limits.
@@ -287,6 +303,9 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		}
 	}
 	res.add(sp, sec, budget)
+	if read != nil {
+		read.SentEnd = sec.Next
+	}
 	return nil
 }
 
@@ -334,23 +353,12 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 }
 
 // observeFetch tells the group coordinator where a consumer reads, for
-// the rebalance history (group.FetchObserver): once per request, with the
-// offsets asked for.
-func (b *Broker) observeFetch(r *Request, req *kmsg.FetchRequest) {
-	if b.FetchObserver == nil || req.ReplicaID >= 0 || req.ReplicaState.ID >= 0 {
-		return
-	}
-	for _, rt := range req.Topics {
-		name := rt.Topic
-		if req.Version >= 13 {
-			t, ok := b.Cluster.TopicByID(rt.TopicID)
-			if !ok {
-				continue
-			}
-			name = t.Name
-		}
-		for _, rp := range rt.Partitions {
-			b.FetchObserver.Fetched(r.Client, r.ClientID, name, rp.Partition, rp.FetchOffset)
-		}
+// its hand-off history (group.FetchObserver): once per answer, for each
+// partition read, the offset asked for and the offset after the last
+// record sent; at is when the request arrived.
+func (b *Broker) observeFetch(r *Request, res *fetchResult, at time.Time) {
+	for _, f := range res.read {
+		f.ClientAddr, f.ClientID, f.At = r.Client, r.ClientID, at
+		b.FetchObserver.Fetched(f)
 	}
 }

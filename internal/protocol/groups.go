@@ -14,7 +14,9 @@ import (
 // share.
 
 // groupClient is the request's client as the coordinator records it.
-func groupClient(r *Request) group.Client { return group.Client{ID: r.ClientID, Addr: r.Client} }
+func groupClient(r *Request) group.Client {
+	return group.Client{ID: r.ClientID, Addr: r.Client, SoftwareName: r.Software.Name, SoftwareVersion: r.Software.Version}
+}
 
 // await answers with what ch delivers: at once if it is there, otherwise
 // off the read path (the connection keeps reading while a JoinGroup is

@@ -24,8 +24,15 @@ type Request struct {
 	Correlation int32
 	ClientID    string
 	Client      string // remote address, for logs
-	Body        kmsg.Request
+	// Software is the client's software name and version, from the
+	// connection's ApiVersions (v3+); empty when it sent none.
+	Software Software
+	Body     kmsg.Request
 }
+
+// Software names a client's library, as its ApiVersions (v3+, KIP-511)
+// gives it.
+type Software struct{ Name, Version string }
 
 // Response is a handler's answer. A nil Body sends nothing (acks=0
 // produce). Splices name stored record data to send in place of marker

@@ -36,6 +36,7 @@ type conn struct {
 	// grace.
 	clientID   string
 	identified bool
+	software   protocol.Software // from the connection's ApiVersions
 }
 
 type pending struct {
@@ -94,6 +95,10 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		req.Client = c.remote
+		if av, ok := req.Body.(*kmsg.ApiVersionsRequest); ok && av.Version >= 3 {
+			c.software = protocol.Software{Name: av.ClientSoftwareName, Version: av.ClientSoftwareVersion}
+		}
+		req.Software = c.software
 		if !c.identified || req.ClientID != c.clientID {
 			c.srv.groups.ClientConnected(c.remote, req.ClientID)
 			c.clientID, c.identified = req.ClientID, true

@@ -84,8 +84,9 @@ func ownerships(ss []*grouptest.Session) []*ownership {
 // hand-off the committed offset the logs show (a killed owner may have had
 // a commit land that it never logged: then between that and what it
 // processed); the new owner's first fetch at the committed offset and
-// equal to the first offset it processed; and every record processed
-// twice inside the previous owner's fetched-but-uncommitted window.
+// equal to the first offset it processed, nothing skipped; every record
+// processed twice inside the previous owner's sent-but-uncommitted
+// window, and no more of them than the hand-off's duplicate risk.
 func crossCheckHistory(t *testing.T, res *grouptest.PlaybookResult, h group.History, topic, killed string) {
 	t.Helper()
 	byPart := map[int32][]group.Handoff{}
@@ -136,12 +137,17 @@ func crossCheckHistory(t *testing.T, res *grouptest.PlaybookResult, h group.Hist
 					t.Errorf("%s: first fetch at %d, first record processed %d, committed %d", what, ho.FirstFetched, first, ho.Committed)
 				}
 			}
+			if ho.FirstFetched >= 0 && ho.Skipped() != 0 {
+				t.Errorf("%s: the broker reports %d skipped", what, ho.Skipped())
+			}
 			if prev != nil {
-				if ho.LastFetched >= 0 && ho.Committed >= 0 {
-					histBound += max(0, ho.LastFetched-ho.Committed)
+				histBound += max(0, ho.DuplicateRisk())
+				if prev.last >= 0 && ho.LastSent < prev.last+1 {
+					t.Errorf("%s: %s processed up to %d, the broker sent it up to %d", what, prev.member, prev.last, ho.LastSent)
 				}
-				// Records processed by both: inside [Committed, what prev fetched or processed).
-				upTo := max(ho.LastFetched, prev.last+1)
+				// Records processed by both: inside [Committed, what prev was sent).
+				upTo := ho.LastSent
+				both := int64(0)
 				seen := map[int64]bool{}
 				for _, s := range prev.sessions {
 					for _, off := range s.Offsets {
@@ -154,16 +160,20 @@ func crossCheckHistory(t *testing.T, res *grouptest.PlaybookResult, h group.Hist
 							continue
 						}
 						dups++
+						both++
 						if off < ho.Committed || off >= upTo {
 							t.Errorf("%s: %d processed by both, outside [%d, %d)", what, off, ho.Committed, upTo)
 						}
 					}
+				}
+				if risk := ho.DuplicateRisk(); both > risk {
+					t.Errorf("%s: %d records processed by both, the broker reports a duplicate risk of %d", what, both, risk)
 				}
 			}
 			committed = max(committed, o.committed)
 		}
 	}
 	t.Logf("broker history: %d hand-offs of %s; records processed again after a hand-off %d; "+
-		"fetched (by the broker's fetch positions) but uncommitted at the hand-offs %d; by the consumers' logs %d",
+		"duplicate risk the broker reports %d; processed but uncommitted at the hand-offs by the consumers' logs %d",
 		len(h.Handoffs), topic, dups, histBound, res.Report.Bound)
 }
