@@ -119,6 +119,8 @@ wins over the file.`,
 	f.StringVar(&cfg.GroupConsumerMigrationPolicy, "group-consumer-migration-policy", cfg.GroupConsumerMigrationPolicy, "whether a live group may move between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled (group.consumer.migration.policy)")
 	f.DurationVar(&cfg.GroupMemberDisconnectGrace, "group-member-disconnect-grace", cfg.GroupMemberDisconnectGrace, "how long a group member whose connection closed without a LeaveGroup keeps its place; 0 until its session times out, as in Kafka (group.member.disconnect.grace.ms)")
 	f.BoolVar(&cfg.GroupMemberDisconnectGraceStatic, "group-member-disconnect-grace-static", cfg.GroupMemberDisconnectGraceStatic, "apply the disconnect grace to static members (group.instance.id) too (group.member.disconnect.grace.static.enable)")
+	f.BoolVar(&cfg.HandoffLedger, "handoff-ledger", cfg.HandoffLedger, "record every partition hand-off of every group, with what it risked, in __strand_handoffs (group.handoff.ledger.enable)")
+	f.DurationVar(&cfg.HandoffLedgerRetention, "handoff-ledger-retention", cfg.HandoffLedgerRetention, "how long __strand_handoffs keeps its entries (group.handoff.ledger.retention.ms)")
 	f.StringSliceVar(&cfg.GroupConsumerAssignors, "group-consumer-assignors", cfg.GroupConsumerAssignors, "server-side assignors of consumer groups, the first the default (group.consumer.assignors)")
 	f.Int32Var(&cfg.OffsetsTopicPartitions, "offsets-topic-partitions", cfg.OffsetsTopicPartitions, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
 	f.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long an empty group's committed offsets are kept (offsets.retention.minutes)")

@@ -50,6 +50,9 @@ func TestImportRules(t *testing.T) {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/group/assign"
 		}, "group reaches its partitions through the interfaces it declares: it imports only model and its assignors"},
 		{"internal/group/assign", func(d string) bool { return strings.HasPrefix(d, module) }, "the assignors are pure functions of their spec"},
+		{"internal/ledger", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model"
+		}, "the ledger writes through the interfaces it declares: it imports only model"},
 		{"internal/txn", func(d string) bool {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "txn reaches its partitions and markers through the interfaces it declares: it imports only model"},

@@ -74,10 +74,16 @@ type Broker struct {
 	// too.
 	GroupMemberDisconnectGrace       time.Duration
 	GroupMemberDisconnectGraceStatic bool
-	OffsetsTopicPartitions           int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention                 time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck            time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes           int32         // offset.metadata.max.bytes
+	// HandoffLedger (group.handoff.ledger.enable, Strand's own) records
+	// every partition hand-off of every group, with the fetches that tell
+	// what it risked, in the internal topic __strand_handoffs, kept for
+	// HandoffLedgerRetention (group.handoff.ledger.retention.ms).
+	HandoffLedger          bool
+	HandoffLedgerRetention time.Duration
+	OffsetsTopicPartitions int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention       time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck  time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature
@@ -144,6 +150,8 @@ func Defaults() Broker {
 		GroupConsumerAssignors:            []string{"uniform", "range"},
 		GroupConsumerMigrationPolicy:      "bidirectional",
 		GroupMemberDisconnectGrace:        2 * time.Second,
+		HandoffLedger:                     true,
+		HandoffLedgerRetention:            7 * 24 * time.Hour,
 		OffsetsTopicPartitions:            50,
 		OffsetsRetention:                  7 * 24 * time.Hour,
 		OffsetsRetentionCheck:             10 * time.Minute,
@@ -214,6 +222,8 @@ func (b Broker) Validate() error {
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
 	case b.GroupConsumerMaxSize <= 0:
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
+	case b.HandoffLedgerRetention <= 0:
+		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
 	case b.GroupMemberDisconnectGrace < 0:
 		return fmt.Errorf("group.member.disconnect.grace.ms %v: must not be negative", b.GroupMemberDisconnectGrace)
 	case !knownMigrationPolicy(b.GroupConsumerMigrationPolicy):

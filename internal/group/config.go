@@ -61,6 +61,10 @@ type Config struct {
 	// DisconnectGraceStatic applies the grace to static members too.
 	DisconnectGrace       time.Duration
 	DisconnectGraceStatic bool
+	// Ledger, when set, is given each hand-off once its figures are
+	// known, to keep (the server's is internal/ledger); it must not
+	// block: it is called on the fetch path.
+	Ledger Ledger
 	// Topics reads the cluster's topics for the assignors; consumer
 	// groups assign nothing without it.
 	Topics Topics
@@ -152,6 +156,9 @@ func (c Config) withDefaults() Config {
 	c.Logger = c.Logger.With("component", "group")
 	return c
 }
+
+// Ledger keeps hand-offs.
+type Ledger interface{ Handoff(group string, h Handoff) }
 
 // Clock is the time source of the coordinator; tests use a fake one.
 type Clock interface {

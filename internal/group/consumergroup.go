@@ -559,9 +559,9 @@ func (cg *consumerGroup) resolveRegexes(all []string) {
 	cg.regexes = resolved
 }
 
-// internalTopic: patterns never match Kafka's internal topics.
+// internalTopic: patterns never match the internal topics.
 func internalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state"
+	return name == OffsetsTopic || name == "__transaction_state" || name == model.HandoffsTopic
 }
 
 // checkCommit is Kafka's ConsumerGroup.validateOffsetCommit, with the

@@ -259,7 +259,7 @@ func (c *Coordinator) newGroup(id string) *group {
 	return &group{
 		c: c, id: id, classicGroup: newClassicGroup(c.clock.Now()),
 		offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
-		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs),
+		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs, c.handoffDone(id)),
 	}
 }
 

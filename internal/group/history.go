@@ -169,6 +169,9 @@ type History struct {
 // before.
 type history struct {
 	maxEvents, maxHandoffs int
+	// done is given each hand-off once its figures are known: the new
+	// owner fetched, or the partition moved on before it did.
+	done func(Handoff)
 
 	mu       sync.Mutex
 	events   []Event
@@ -192,8 +195,8 @@ type fetchPos struct {
 	at           time.Time
 }
 
-func newHistory(maxEvents, maxHandoffs int) *history {
-	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, owner: map[model.TopicPartition]clientKey{},
+func newHistory(maxEvents, maxHandoffs int, done func(Handoff)) *history {
+	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done, owner: map[model.TopicPartition]clientKey{},
 		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
 		departed: map[string]EventKind{}}
 }
@@ -214,6 +217,15 @@ func (h *history) event(e Event) {
 			clear(h.departed) // members whose partitions nobody took over
 		}
 		h.departed[e.Member.MemberID] = e.Kind
+		// What it got and never fetched is as known as it will be.
+		for _, open := range h.open {
+			for tp, ho := range open {
+				if ho.To.MemberID == e.Member.MemberID {
+					delete(open, tp)
+					h.done(*ho)
+				}
+			}
+		}
 	}
 }
 
@@ -231,6 +243,13 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 		ho.Reason = "revoked"
 		if how, ok := h.departed[ho.From.MemberID]; ok {
 			ho.Reason = string(how)
+		}
+	}
+	if prev, ok := h.owner[tp]; ok {
+		if open, ok := h.open[prev][tp]; ok {
+			// Handed on before its owner fetched it.
+			delete(h.open[prev], tp)
+			h.done(*open)
 		}
 	}
 	p := &ho
@@ -281,6 +300,7 @@ func (h *history) fetchedAt(k clientKey, f FetchReport) {
 	if ho, ok := h.open[k][tp]; ok {
 		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, f.At, f.LogStart
 		delete(h.open[k], tp)
+		h.done(*ho)
 	}
 }
 
@@ -380,4 +400,13 @@ func (c *Coordinator) History(groupID string) (History, bool) {
 		return History{}, false
 	}
 	return g.hist.copy(), true
+}
+
+// handoffDone is what group id's history does with a hand-off whose
+// figures are known: it goes to the ledger, if there is one.
+func (c *Coordinator) handoffDone(id string) func(Handoff) {
+	if c.cfg.Ledger == nil {
+		return func(Handoff) {}
+	}
+	return func(h Handoff) { c.cfg.Ledger.Handoff(id, h) }
 }

@@ -1,6 +1,8 @@
 package group_test
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,5 +232,59 @@ func TestHandoffFirstAssignmentSkipped(t *testing.T) {
 	h, _ := e.c.History("g")
 	if ho := handoffs(h, 0)[0]; ho.Skipped() != 100 || ho.DuplicateRisk() != 0 || ho.Reason != "" {
 		t.Fatalf("first assignment %+v: skipped %d, duplicate risk %d", ho, ho.Skipped(), ho.DuplicateRisk())
+	}
+}
+
+// ledgerRecorder is a group.Ledger that keeps what it is given.
+type ledgerRecorder struct {
+	mu      sync.Mutex
+	entries []group.Handoff
+}
+
+func (l *ledgerRecorder) Handoff(g string, h group.Handoff) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g == "g" {
+		l.entries = append(l.entries, h)
+	}
+}
+
+func (l *ledgerRecorder) got() []group.Handoff {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
+}
+
+// TestHandoffsGoToTheLedger: a hand-off reaches the ledger once its new
+// owner fetched the partition, or left without fetching it.
+func TestHandoffsGoToTheLedger(t *testing.T) {
+	l := &ledgerRecorder{}
+	e := newEnv(t, func(c *group.Config) { c.Ledger = l })
+	ids, _ := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+	if got := l.got(); len(got) != 0 {
+		t.Fatalf("entries before any fetch: %+v", got)
+	}
+	fetched(e.c, "10.0.0.1:6001", "c0", 0, 7)
+	got := l.got()
+	if len(got) != 1 || got[0].Partition != 0 || got[0].FirstFetched != 7 {
+		t.Fatalf("after c0's fetch: %+v", got)
+	}
+	// c1 leaves without having fetched partition 1: its entry is written
+	// then. c0 takes the partition over and reads it.
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
+	got = l.got()
+	if len(got) != 2 || got[1].Partition != 1 || got[1].To.MemberID != ids[1] || got[1].FirstFetched != -1 {
+		t.Fatalf("after c1 left: %+v", got)
+	}
+	req := joinReq("g", "c0")
+	req.MemberID = ids[0]
+	r := recv(t, e.c.Join(req))
+	gen := r.Generation
+	e.sync("g", gen, ids[:1], []group.Assignment{{MemberID: ids[0], Data: assignment("t", 0, 1)}})
+	fetched(e.c, "10.0.0.1:6001", "c0", 1, 0)
+	got = l.got()
+	if len(got) != 3 || got[2].Partition != 1 || got[2].From.MemberID != ids[1] || got[2].Reason != string(group.EventMemberLeft) ||
+		got[2].Generation != gen || got[2].FirstFetched != 0 {
+		t.Fatalf("after c0 read partition 1: %+v", got)
 	}
 }

@@ -12,6 +12,9 @@ import (
 // internal topics and read them back on start. Both need the same batch
 // encoding, record walk and Kafka's key partitioning, so they live here.
 
+// HandoffsTopic is the hand-off ledger's internal topic (internal/ledger).
+const HandoffsTopic = "__strand_handoffs"
+
 // KeyValue is one record a coordinator writes; a nil Value is a tombstone.
 type KeyValue struct {
 	Key, Value []byte

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -42,7 +43,7 @@ func await[T any](ch <-chan T, answer func(T) kmsg.Response, gone T) (*Response,
 func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // internalTopic is Kafka's Topic.isInternal: the coordinators' topics,
-// which only the broker writes.
+// and the hand-off ledger's, which only the broker writes.
 func internalTopic(name string) bool {
-	return name == group.OffsetsTopic || name == txn.StateTopic
+	return name == group.OffsetsTopic || name == txn.StateTopic || name == ledger.Topic
 }

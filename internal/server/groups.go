@@ -105,12 +105,24 @@ func (o offsetsTopic) Create(n int32) ([]group.Partition, error) {
 
 func (o offsetsTopic) partitions(t cluster.Topic) ([]group.Partition, error) {
 	parts := make([]group.Partition, t.Partitions)
-	for i := range t.Partitions {
-		if p, ok := o.s.leadingReplica(t.Name, i); ok {
+	for i, p := range o.s.leadingPartitions(t) {
+		if p != nil {
 			parts[i] = offsetsPartition{p}
 		}
 	}
 	return parts, nil
+}
+
+// leadingPartitions lists t's partitions in order: the replica where this
+// broker leads it, else nil.
+func (s *Server) leadingPartitions(t cluster.Topic) []*replica.Partition {
+	parts := make([]*replica.Partition, t.Partitions)
+	for i := range t.Partitions {
+		if p, ok := s.leadingReplica(t.Name, i); ok {
+			parts[i] = p
+		}
+	}
+	return parts
 }
 
 // offsetsPartition is one partition of __consumer_offsets (group.Partition).

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
@@ -42,6 +43,7 @@ type Server struct {
 	replicas                 *replica.Manager
 	topics                   *topicAdmin
 	groups                   *group.Coordinator
+	ledger                   *ledger.Writer // nil without the hand-off ledger
 	txns                     *txn.Coordinator
 	broker                   *protocol.Broker
 
@@ -101,15 +103,26 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	}
 	s.topics = &topicAdmin{s: s}
 	// The coordinator replays __consumer_offsets before the broker serves.
-	s.groups = group.New(groupConfig(cfg, logger, clusterTopics{s: s}), offsetsTopic{s: s})
+	// The hand-off ledger (with it, consumers' fetches are observed).
+	var observer group.FetchObserver
+	gcfg := groupConfig(cfg, logger, clusterTopics{s: s})
+	if cfg.HandoffLedger {
+		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
+		gcfg.Ledger = handoffLedger{s.ledger}
+	}
+	s.groups = group.New(gcfg, offsetsTopic{s: s})
+	if cfg.HandoffLedger {
+		observer = s.groups
+	}
 	if err := s.groups.Load(); err != nil {
 		s.groups.Close()
+		s.closeLedger()
 		s.logs.Close()
 		return nil, err
 	}
 	s.peers = peer.New(cfg.NodeID, s.resolvePeer)
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
-		Groups: s.groups, FetchObserver: s.groups, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
+		Groups: s.groups, FetchObserver: observer, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
 		Logger: logger.With("component", "protocol")}
 	// Then the __transaction_state partitions led here; transactions that
 	// were deciding when the broker stopped get their markers (written
@@ -120,10 +133,17 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := s.txns.Load(); err != nil {
 		s.txns.Close()
 		s.groups.Close()
+		s.closeLedger()
 		s.logs.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *Server) closeLedger() {
+	if s.ledger != nil {
+		s.ledger.Close()
+	}
 }
 
 // resolvePeer is a broker's client listener, as registered.
@@ -274,6 +294,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// coordinator applies to its offsets.
 	s.txns.Close()
 	s.groups.Close()
+	s.closeLedger() // its last entries, while the replicas still serve
 	s.fetcher.Close()
 	// Producer-state snapshots first, so the next start need not rebuild
 	// them from the log.

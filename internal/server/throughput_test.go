@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -41,7 +42,12 @@ func BenchmarkProduce100B(b *testing.B) {
 }
 
 func BenchmarkConsume100B(b *testing.B) {
-	br := testutil.StartBroker(b, nil)
+	benchConsume(b, testutil.StartBroker(b, nil))
+}
+
+// benchConsume writes b.N 100-byte records to a new topic of 6 partitions
+// and times a consumer with opts reading them all.
+func benchConsume(b *testing.B, br *testutil.Broker, opts ...kgo.Opt) {
 	createTopic(b, br.Addr, "bench", 6)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -58,7 +64,8 @@ func BenchmarkConsume100B(b *testing.B) {
 	cl.Close()
 	b.SetBytes(100)
 	b.ResetTimer()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(br.Addr), kgo.ConsumeTopics("bench"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,5 +89,21 @@ func createTopic(t testing.TB, addr, topic string, partitions int32) {
 	defer cl.Close()
 	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// BenchmarkGroupConsume100B is BenchmarkConsume100B by a member of a
+// consumer group, with the hand-off ledger (every fetch reported to the
+// group coordinator) and without it: the ledger's cost on the fetch path.
+func BenchmarkGroupConsume100B(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		name := map[bool]string{true: "ledger", false: "no-ledger"}[on]
+		b.Run(name, func(b *testing.B) {
+			br := testutil.StartBroker(b, func(c *config.Broker) {
+				c.HandoffLedger = on
+				c.GroupInitialRebalanceDelay = 0
+			})
+			benchConsume(b, br, kgo.ConsumerGroup("bench"))
+		})
 	}
 }

@@ -2,13 +2,16 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -16,7 +19,8 @@ import (
 // consumer group (KIP-848) of three franz-go members while a producer
 // writes: the group comes back from __consumer_offsets with the same
 // members at the same group epoch (no rebalance), and every record is
-// processed, duplicates coming only from what was not yet committed.
+// processed, duplicates coming only from what was not yet committed; the
+// hand-off ledger keeps every entry it had.
 func TestConsumerGroupBrokerRestart(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, consumerGroupBrokerArgs...)
@@ -34,6 +38,8 @@ func TestConsumerGroupBrokerRestart(t *testing.T) {
 	produceKeyed(t, ctx, b.Addr, "orders", "a", 300, produced)
 	grouptest.WaitProcessed(t, ctx, produced, ms...)
 	before := consumerGroupState(t, ctx, adm, group)
+	// The hand-off ledger has the first assignment of each partition.
+	ledgerBefore := waitLedger(t, ctx, b.Addr, group, groupPartitions)
 
 	killUnderLoad(t, ctx, b, "orders", produced)
 	grouptest.WaitProcessed(t, ctx, produced, ms...)
@@ -43,6 +49,14 @@ func TestConsumerGroupBrokerRestart(t *testing.T) {
 			after.epoch, after.members, before.epoch, before.members)
 	}
 	checkAccounting(t, "kill -9 and restart", produced, -1, ms...)
+	// What the ledger held before the kill, it holds after it.
+	ledgerAfter, err := grouptest.ReadLedger(ctx, b.Addr, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ledgerAfter) < len(ledgerBefore) || !slices.EqualFunc(ledgerBefore, ledgerAfter[:len(ledgerBefore)], sameEntry) {
+		t.Errorf("hand-off ledger after kill -9 and restart: %d entries, %d before, or not the same ones", len(ledgerAfter), len(ledgerBefore))
+	}
 	for _, m := range ms {
 		if err := m.Stop(); err != nil {
 			t.Error(err)
@@ -79,4 +93,29 @@ func consumerGroupState(t *testing.T, ctx context.Context, adm *kadm.Client, gro
 	}
 	t.Fatalf("consumer group %s never Stable: %s", group, last)
 	return consumerGroupSnapshot{}
+}
+
+// waitLedger waits until the hand-off ledger holds at least n entries of
+// group, and returns them.
+func waitLedger(t *testing.T, ctx context.Context, addr, group string, n int) []ledger.Entry {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		es, err := grouptest.ReadLedger(ctx, addr, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) >= n {
+			return es
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hand-off ledger holds %d entries of %s, want %d", len(es), group, n)
+		}
+	}
+}
+
+// sameEntry compares two entries field by field, as their JSON.
+func sameEntry(a, b ledger.Entry) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -34,7 +35,11 @@ import (
 // once the last consumer-protocol member leaves.
 //
 // Each run reports the longest time a partition went without an owner
-// while the canary joined and during the scale-over.
+// while the canary joined and during the scale-over, and checks the
+// broker's hand-off ledger, read from __strand_handoffs, against the
+// consumers' logs (grouptest.CheckLedger): every hand-off with the
+// committed offset, nothing skipped, and no more duplicates than the
+// duplicate risk it reports.
 func TestMigrationPlaybook(t *testing.T) {
 	t.Parallel()
 	kgoMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
@@ -86,6 +91,9 @@ func TestMigrationPlaybook(t *testing.T) {
 			}
 			t.Logf("%s: longest time a partition went unowned %v; rollback %v; %s", c.name,
 				res.LongestUnowned.Round(time.Millisecond), res.Rollback.Round(time.Millisecond), res.Report.Summary())
+			if !t.Failed() {
+				grouptest.CheckLedger(t, context.Background(), b.Addr, res, migrationGroup, "orders", "v2-canary")
+			}
 		})
 	}
 }

@@ -1,0 +1,60 @@
+// Package ledger is the hand-off ledger's storage: every partition that
+// changes owner in a consumer group, with what the change may have read
+// twice or skipped, kept in the internal topic __strand_handoffs so that
+// it survives restarts and coordinator moves, and so that any Kafka
+// client can read it. The group coordinator makes the entries
+// (group.Handoff); this package encodes them and writes them.
+//
+// # The topic
+//
+// __strand_handoffs is an internal topic with as many partitions as
+// __consumer_offsets, cleanup.policy=delete and the retention of
+// --handoff-ledger-retention (7 days by default). Each record is one
+// entry: its key is the group id, its value a JSON object, its timestamp
+// the entry's time. A broker writes the entries of the groups it
+// coordinates to the partition of the group (Kafka's key partitioning)
+// when it leads that partition, else to another partition it leads; a
+// reader therefore reads every partition and orders a group's entries by
+// their time.
+//
+// # An entry
+//
+//	{
+//	  "v": 1,                       schema version
+//	  "type": "handoff",
+//	  "time": "2026-12-02T17:00:00.123Z",  when the new owner got the partition
+//	  "group": "orders-processor",
+//	  "topic": "orders", "partition": 3,
+//	  "generation": 7,              the classic generation, or the new owner's member epoch
+//	  "from": {                     absent for a group's first assignment of the partition
+//	    "member_id": "...", "instance_id": "...", "client_id": "...", "host": "/10.0.0.1",
+//	    "software_name": "apache-kafka-java", "software_version": "4.4.0"
+//	  },
+//	  "to": { the same fields },
+//	  "reason": "revoked",          how from lost it: revoked, member-left, member-expired,
+//	                                member-removed or member-disconnected
+//	  "committed": 1200,            the group's committed offset at the hand-off; -1 if none
+//	  "last_fetched": 1180,         the highest offset from asked for; -1 if unknown
+//	  "last_sent": 1250,            the offset after the last record sent to from; -1 if unknown
+//	  "last_fetched_at": "...",     when from last fetched it
+//	  "first_fetched": 1200,        where the new owner started; -1 if it never fetched
+//	  "first_fetched_at": "...",
+//	  "log_start": 0,               the partition's log start offset at that first fetch
+//	  "duplicate_risk": 50,         records sent to from that the new owner is sent again
+//	  "skipped": 0,                 records the new owner started past
+//	  "rewound": 0,                 how far below the committed offset it started
+//	  "unowned_ms": 412             from's last fetch to the new owner's first
+//	}
+//
+// A figure that cannot be known is -1 (duplicate_risk and skipped without a
+// first fetch, for instance). An entry is written once the new owner has
+// fetched the partition, or once the partition moves on or the new owner
+// leaves before it did.
+//
+// # Writing
+//
+// Record never blocks: it is called from the fetch path. Entries wait in
+// a bounded queue and are written in batches by one goroutine; when the
+// queue is full, entries are dropped and counted (Dropped), and a
+// rate-limited line is logged.
+package ledger

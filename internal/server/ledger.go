@@ -1,0 +1,76 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// ledgerTopic is the hand-off ledger's topic for the ledger's writer
+// (ledger.Partitions): created on first use, with as many partitions as
+// __consumer_offsets and the configured retention.
+type ledgerTopic struct{ s *Server }
+
+func (l ledgerTopic) Leading() ([]ledger.Partition, error) {
+	t, ok := l.s.cluster.Topic(ledger.Topic)
+	if !ok {
+		configs := map[string]string{"cleanup.policy": "delete",
+			"retention.ms": strconv.FormatInt(l.s.cfg.HandoffLedgerRetention.Milliseconds(), 10)}
+		var err error
+		if t, err = l.s.topics.createInternal(ledger.Topic, l.s.cfg.OffsetsTopicPartitions, configs); err != nil {
+			return nil, err
+		}
+	}
+	parts := make([]ledger.Partition, t.Partitions)
+	for i, p := range l.s.leadingPartitions(t) {
+		if p != nil {
+			parts[i] = ledgerPartition{p}
+		}
+	}
+	return parts, nil
+}
+
+// ledgerPartition is a partition of the ledger topic led here: entries are
+// written as the coordinators write, acknowledged by every in-sync
+// replica.
+type ledgerPartition struct{ p *replica.Partition }
+
+func (l ledgerPartition) Append(batch []byte) (func() error, error) {
+	res, wait, err := l.p.AppendInternal(batch)
+	if err != nil {
+		return nil, err
+	}
+	return replicatedWait(l.p, wait, res.LastOffset+1, func(err error) error { return err }), nil
+}
+
+// handoffLedger gives the group coordinator's hand-offs to the ledger's
+// writer (group.Ledger).
+type handoffLedger struct{ w *ledger.Writer }
+
+func (l handoffLedger) Handoff(groupID string, h group.Handoff) {
+	e := ledger.Entry{Type: ledger.TypeHandoff, Time: h.Time, Group: groupID, Topic: h.Topic, Partition: h.Partition,
+		Generation: h.Generation, To: ledgerMember(h.To), Reason: h.Reason, Committed: h.Committed,
+		LastFetched: h.LastFetched, LastSent: h.LastSent, LastFetchedAt: timeOrNil(h.LastFetchedAt),
+		FirstFetched: h.FirstFetched, FirstFetchedAt: timeOrNil(h.FirstFetchedAt), LogStart: h.LogStart,
+		DuplicateRisk: h.DuplicateRisk(), Skipped: h.Skipped(), Rewound: h.Rewound(), UnownedMs: h.Unowned().Milliseconds()}
+	if h.From != (group.Owner{}) {
+		from := ledgerMember(h.From)
+		e.From = &from
+	}
+	l.w.Record(e)
+}
+
+func ledgerMember(o group.Owner) ledger.Member {
+	return ledger.Member{MemberID: o.MemberID, InstanceID: o.InstanceID, ClientID: o.ClientID, Host: o.ClientHost,
+		SoftwareName: o.SoftwareName, SoftwareVersion: o.SoftwareVersion}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

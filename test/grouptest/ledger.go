@@ -1,0 +1,217 @@
+package grouptest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/ledger"
+)
+
+// ReadLedger reads the hand-off ledger (__strand_handoffs) of the broker
+// at addr, as any Kafka client can: every entry of group, ordered by time.
+func ReadLedger(ctx context.Context, addr, group string) ([]ledger.Entry, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ledger.Topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]int64{}
+	offsets := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+			offsets[o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	var out []ledger.Entry
+	if len(want) == 0 {
+		return out, nil
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{ledger.Topic: offsets})
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return nil, err
+		}
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+			e, err := ledger.Decode(r.Value)
+			if err != nil {
+				bad = fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, err)
+				return
+			}
+			if string(r.Key) != e.Group {
+				bad = fmt.Errorf("partition %d offset %d: key %q, group %q", r.Partition, r.Offset, r.Key, e.Group)
+			}
+			if e.Group == group {
+				out = append(out, e)
+			}
+		})
+		if bad != nil {
+			return nil, bad
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ledger.Entry) int { return a.Time.Compare(b.Time) })
+	return out, nil
+}
+
+// ownership is a member's consecutive sessions of a partition, merged.
+type ownership struct {
+	member    string
+	sessions  []*Session
+	committed int64 // highest commit logged in them, -1 if none
+	last      int64 // highest offset processed, -1 if none
+}
+
+func ownerships(ss []*Session) []*ownership {
+	var out []*ownership
+	for _, s := range ss {
+		if n := len(out); n > 0 && out[n-1].member == s.Member {
+			o := out[n-1]
+			o.sessions = append(o.sessions, s)
+			o.committed, o.last = max(o.committed, s.Committed), max(o.last, s.Last())
+			continue
+		}
+		out = append(out, &ownership{member: s.Member, sessions: []*Session{s}, committed: s.Committed, last: s.Last()})
+	}
+	return out
+}
+
+// CheckLedger compares the broker's hand-off ledger of a playbook run with
+// the consumers' logs, partition by partition: the same sequence of
+// owners; at each hand-off the committed offset the logs show (a killed
+// owner may have had a commit land that it never logged: then between
+// that and what it processed); the new owner's first fetch at the
+// committed offset and equal to the first offset it processed, nothing
+// skipped; every record processed twice inside the previous owner's
+// sent-but-uncommitted window, and no more of them than the entry's
+// duplicate risk. It waits up to 10 s for the entries the logs call for.
+func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookResult, group, topic, killed string) {
+	t.Helper()
+	var entries []ledger.Entry
+	byPart := map[int32][]ledger.Entry{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if entries, err = ReadLedger(ctx, addr, group); err != nil {
+			t.Fatalf("reading the hand-off ledger: %v", err)
+		}
+		clear(byPart)
+		for _, e := range entries {
+			if e.Topic == topic {
+				byPart[e.Partition] = append(byPart[e.Partition], e)
+			}
+		}
+		complete := true
+		for p, ss := range res.Report.Sessions {
+			complete = complete && len(byPart[p]) >= len(ownerships(ss))
+		}
+		if complete || time.Now().After(deadline) {
+			break
+		}
+	}
+	var risk, dups int64
+	for p, ss := range res.Report.Sessions {
+		owners := ownerships(ss)
+		hos := byPart[p]
+		var logNames, ledgerNames []string
+		for _, o := range owners {
+			logNames = append(logNames, o.member)
+		}
+		for _, ho := range hos {
+			ledgerNames = append(ledgerNames, ho.To.ClientID)
+		}
+		if !slices.Equal(logNames, ledgerNames) {
+			t.Errorf("partition %d: owners %v by the consumers' logs, %v by the broker's ledger", p, logNames, ledgerNames)
+			for _, o := range owners {
+				t.Logf("partition %d by the logs: %s %v", p, o.member, o.sessions)
+			}
+			for _, ho := range hos {
+				t.Logf("partition %d by the ledger: %+v", p, ho)
+			}
+			continue
+		}
+		committed := int64(-1) // highest commit logged before each ownership
+		for i, ho := range hos {
+			o := owners[i]
+			from := ""
+			if ho.From != nil {
+				from = ho.From.ClientID
+			}
+			what := fmt.Sprintf("partition %d, hand-off %d (%s → %s, generation %d)", p, i, from, ho.To.ClientID, ho.Generation)
+			var prev *ownership
+			if i > 0 {
+				prev = owners[i-1]
+				if from != prev.member {
+					t.Errorf("%s: from %s by the logs", what, prev.member)
+				}
+			} else if ho.From != nil {
+				t.Errorf("%s: the first assignment has a previous owner", what)
+			}
+			switch {
+			case prev != nil && prev.member == killed:
+				if ho.Committed < committed || ho.Committed > max(committed, prev.last+1) {
+					t.Errorf("%s: committed %d at the hand-off; the killed owner logged commits up to %d and processed up to %d",
+						what, ho.Committed, committed, prev.last)
+				}
+			case ho.Committed != committed:
+				t.Errorf("%s: committed %d at the hand-off, the consumers logged %d", what, ho.Committed, committed)
+			}
+			if first := o.sessions[0].First(); first >= 0 {
+				if ho.FirstFetched != first || ho.FirstFetched != max(ho.Committed, 0) {
+					t.Errorf("%s: first fetch at %d, first record processed %d, committed %d", what, ho.FirstFetched, first, ho.Committed)
+				}
+			}
+			if ho.FirstFetched >= 0 && ho.Skipped != 0 {
+				t.Errorf("%s: the broker reports %d skipped", what, ho.Skipped)
+			}
+			if prev == nil {
+				committed = max(committed, o.committed)
+				continue
+			}
+			risk += max(0, ho.DuplicateRisk)
+			if prev.last >= 0 && ho.LastSent < prev.last+1 {
+				t.Errorf("%s: %s processed up to %d, the broker sent it up to %d", what, prev.member, prev.last, ho.LastSent)
+			}
+			// Records processed by both: inside [Committed, what prev was sent).
+			seen := map[int64]bool{}
+			for _, s := range prev.sessions {
+				for _, off := range s.Offsets {
+					seen[off] = true
+				}
+			}
+			both := int64(0)
+			for _, s := range o.sessions {
+				for _, off := range s.Offsets {
+					if !seen[off] {
+						continue
+					}
+					both++
+					if off < ho.Committed || off >= ho.LastSent {
+						t.Errorf("%s: %d processed by both, outside [%d, %d)", what, off, ho.Committed, ho.LastSent)
+					}
+				}
+			}
+			if both > ho.DuplicateRisk {
+				t.Errorf("%s: %d records processed by both, the broker reports a duplicate risk of %d", what, both, ho.DuplicateRisk)
+			}
+			dups += both
+			committed = max(committed, o.committed)
+		}
+	}
+	t.Logf("hand-off ledger: %d entries for %s; records processed again after a hand-off %d; "+
+		"duplicate risk the broker reports %d; processed but uncommitted at the hand-offs by the consumers' logs %d",
+		len(entries), topic, dups, risk, res.Report.Bound)
+}
