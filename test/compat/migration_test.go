@@ -93,6 +93,13 @@ func TestMigrationPlaybook(t *testing.T) {
 				res.LongestUnowned.Round(time.Millisecond), res.Rollback.Round(time.Millisecond), res.Report.Summary())
 			if !t.Failed() {
 				grouptest.CheckLedger(t, context.Background(), b.Addr, res, migrationGroup, "orders", "v2-canary")
+				// The operator's view of the same: nothing skipped, exit 0.
+				if rep, r := migrateReport(t, b.Addr, migrationGroup); r.err != nil || rep.Totals.Skipped != 0 || rep.Totals.Handoffs == 0 {
+					t.Errorf("migrate report of a clean migration: %d hand-offs, %d skipped: %v", rep.Totals.Handoffs, rep.Totals.Skipped, r)
+				} else {
+					t.Logf("migrate report: %d hand-offs, duplicate risk %d, longest unowned %v", rep.Totals.Handoffs,
+						rep.Totals.DuplicateRisk, time.Duration(rep.Totals.LongestUnowned)*time.Millisecond)
+				}
 			}
 		})
 	}

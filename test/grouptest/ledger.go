@@ -7,65 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/ledger/reader"
 )
 
 // ReadLedger reads the hand-off ledger (__strand_handoffs) of the broker
 // at addr, as any Kafka client can: every entry of group, ordered by time.
 func ReadLedger(ctx context.Context, addr, group string) ([]ledger.Entry, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ledger.Topic)
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	offsets := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			offsets[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	var out []ledger.Entry
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{ledger.Topic: offsets})
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return nil, err
-		}
-		var bad error
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-			e, err := ledger.Decode(r.Value)
-			if err != nil {
-				bad = fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, err)
-				return
-			}
-			if string(r.Key) != e.Group {
-				bad = fmt.Errorf("partition %d offset %d: key %q, group %q", r.Partition, r.Offset, r.Key, e.Group)
-			}
-			if e.Group == group {
-				out = append(out, e)
-			}
-		})
-		if bad != nil {
-			return nil, bad
-		}
-	}
-	slices.SortStableFunc(out, func(a, b ledger.Entry) int { return a.Time.Compare(b.Time) })
-	return out, nil
+	return reader.Read(ctx, []string{addr}, group, time.Time{})
 }
 
 // ownership is a member's consecutive sessions of a partition, merged.

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/ledger/reader"
+)
+
+// migrateCommand is the tools for moving a consumer group to a new
+// version of its code.
+func migrateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Tools for moving a consumer group to a new version safely",
+	}
+	cmd.AddCommand(migrateReportCommand())
+	return cmd
+}
+
+// errSkipped is migrate report's failure when a hand-off skipped records.
+var errSkipped = errors.New("records were skipped")
+
+func migrateReportCommand() *cobra.Command {
+	var (
+		brokers, group, since, format string
+		timeout                       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Every hand-off of a group's partitions, with what it risked",
+		Long: `Print the hand-offs of a consumer group's partitions from the broker's hand-off
+ledger (__strand_handoffs): for each, the previous and the new owner with their
+client software, why the partition moved, the committed offset, where the new
+owner started, and the duplicate risk (records sent to the previous owner past
+the commit, which the new owner is sent again), the records skipped, how far it
+rewound, and how long the partition went unread; then the totals. --format json
+prints an object with the hand-offs and the totals. It exits non-zero when a
+hand-off skipped records.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			from, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			entries, err := reader.Read(ctx, strings.Split(brokers, ","), group, from)
+			if err != nil {
+				return err
+			}
+			var handoffs []ledger.Entry
+			for _, e := range entries {
+				if e.Type == ledger.TypeHandoff {
+					handoffs = append(handoffs, e)
+				}
+			}
+			t := totalsOf(handoffs)
+			switch format {
+			case "json":
+				if handoffs == nil {
+					handoffs = []ledger.Entry{}
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(report{Group: group, Handoffs: handoffs, Totals: t}); err != nil {
+					return err
+				}
+			case "table":
+				printReport(cmd.OutOrStdout(), group, handoffs, t)
+			default:
+				return fmt.Errorf("--format %q: table or json", format)
+			}
+			if t.Skipped > 0 {
+				return fmt.Errorf("%w: %d records in %d hand-offs of group %s", errSkipped, t.Skipped, t.SkippedHandoffs, group)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	f.StringVar(&group, "group", "", "the consumer group (required)")
+	f.StringVar(&since, "since", "", "only hand-offs from then on: a time (RFC 3339) or a duration back from now (30m)")
+	f.StringVar(&format, "format", "table", "table or json")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long reading the ledger may take")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+// parseSince reads --since: empty for everything, an RFC 3339 time, or a
+// duration back from now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("--since %q: a time (RFC 3339) or a positive duration", s)
+	}
+	return now.Add(-d), nil
+}
+
+// report is migrate report's JSON.
+type report struct {
+	Group    string         `json:"group"`
+	Handoffs []ledger.Entry `json:"handoffs"`
+	Totals   totals         `json:"totals"`
+}
+
+// totals sums a group's hand-offs.
+type totals struct {
+	Handoffs        int   `json:"handoffs"`
+	DuplicateRisk   int64 `json:"duplicate_risk"`
+	Skipped         int64 `json:"skipped"`
+	SkippedHandoffs int   `json:"skipped_handoffs"`
+	Rewound         int64 `json:"rewound"`
+	LongestUnowned  int64 `json:"longest_unowned_ms"`
+}
+
+func totalsOf(es []ledger.Entry) totals {
+	t := totals{Handoffs: len(es)}
+	for _, e := range es {
+		t.DuplicateRisk += max(e.DuplicateRisk, 0)
+		if e.Skipped > 0 {
+			t.Skipped += e.Skipped
+			t.SkippedHandoffs++
+		}
+		t.Rewound += max(e.Rewound, 0)
+		t.LongestUnowned = max(t.LongestUnowned, e.UnownedMs)
+	}
+	return t
+}
+
+func printReport(w io.Writer, group string, es []ledger.Entry, t totals) {
+	fmt.Fprintf(w, "Hand-offs of group %s\n\n", group)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tPARTITION\tFROM\tTO\tREASON\tCOMMITTED\tSTARTED\tLAST SENT\tDUP RISK\tSKIPPED\tREWOUND\tUNOWNED")
+	for _, e := range es {
+		from, reason := "-", e.Reason
+		if e.From != nil {
+			from = memberLabel(*e.From)
+		}
+		if reason == "" {
+			reason = "first assignment"
+		}
+		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			e.Time.Local().Format("15:04:05.000"), e.Topic, e.Partition, from, memberLabel(e.To), reason,
+			offsetLabel(e.Committed), offsetLabel(e.FirstFetched), offsetLabel(e.LastSent),
+			countLabel(e.DuplicateRisk), countLabel(e.Skipped), countLabel(e.Rewound), time.Duration(e.UnownedMs)*time.Millisecond)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d hand-offs: duplicate risk %d, skipped %d (in %d hand-offs), rewound %d, longest unowned %v\n",
+		t.Handoffs, t.DuplicateRisk, t.Skipped, t.SkippedHandoffs, t.Rewound, time.Duration(t.LongestUnowned)*time.Millisecond)
+}
+
+// memberLabel is a member as the table shows it: its client id, with its
+// software when known.
+func memberLabel(m ledger.Member) string {
+	s := m.ClientID
+	if m.InstanceID != "" {
+		s += " (" + m.InstanceID + ")"
+	}
+	if m.SoftwareName != "" {
+		s += " [" + strings.TrimSpace(m.SoftwareName+" "+m.SoftwareVersion) + "]"
+	}
+	return s
+}
+
+func offsetLabel(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}
+
+func countLabel(n int64) string {
+	if n < 0 {
+		return "?"
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,145 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// migrationReport is `strand migrate report --format json` as the test
+// reads it.
+type migrationReport struct {
+	Handoffs []ledger.Entry `json:"handoffs"`
+	Totals   struct {
+		Handoffs       int   `json:"handoffs"`
+		DuplicateRisk  int64 `json:"duplicate_risk"`
+		Skipped        int64 `json:"skipped"`
+		LongestUnowned int64 `json:"longest_unowned_ms"`
+	} `json:"totals"`
+}
+
+// migrateReport runs the real binary's `migrate report` for group and
+// returns its JSON and how the command ended.
+func migrateReport(t *testing.T, addr, group string) (migrationReport, result) {
+	t.Helper()
+	r := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", addr, "--group", group, "--format", "json")
+	var rep migrationReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("migrate report: %v\n%v", err, r)
+	}
+	return rep, r
+}
+
+// TestMigrateReportSkipped: a broken migration, reported. v1 reads both
+// partitions of a topic to the end (100 records each), commits only
+// partition 0, and leaves; 50 more records arrive on each. v2 starts with
+// auto.offset.reset=latest and moves its position on partition 0 forward
+// by 30 past the commit (a seek). The ledger says partition 1 skipped the
+// 50 records between what v1 was sent and the end where v2 started, and
+// partition 0 the 30 it seeked past; `strand migrate report` gives both
+// and exits non-zero.
+func TestMigrateReportSkipped(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, groupBrokerArgs...)
+	ctx := groupCtx(t, 2*time.Minute)
+	const topic, group = "broken", "broken-migration"
+	createTopic(t, b.Addr, topic, 2, nil)
+	produceTo := func(n int) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for p := range int32(2) {
+			for range n {
+				cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}, nil)
+			}
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceTo(100)
+
+	// v1 reads everything, commits partition 0 only, and leaves.
+	v1, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID("v1"), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 200; {
+		fs := v1.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	var commitErr error
+	v1.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: {0: {Epoch: -1, Offset: 100}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+			}
+			commitErr = err
+		})
+	if commitErr != nil {
+		t.Fatal(commitErr)
+	}
+	v1.Close() // LeaveGroup
+	produceTo(50)
+
+	// v2: reset to the end where nothing is committed, and 30 past the
+	// commit on partition 0.
+	v2, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID("v2"), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.DisableAutoCommit(),
+		kgo.AdjustFetchOffsetsFn(func(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			if o, ok := offs[topic][0]; ok && o.EpochOffset().Offset >= 0 {
+				offs[topic][0] = kgo.NewOffset().At(o.EpochOffset().Offset + 30)
+			}
+			return offs, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+
+	var rep migrationReport
+	var r result
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		// v2 reads on (franz-go fetches again once its buffer is polled).
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		v2.PollFetches(pctx)
+		cancel()
+		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.Handoffs >= 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	skipped := map[int32]int64{}
+	for _, e := range rep.Handoffs {
+		if e.From != nil && e.From.ClientID == "v1" && e.To.ClientID == "v2" {
+			skipped[e.Partition] = e.Skipped
+		}
+	}
+	if rep.Totals.Handoffs != 4 || skipped[0] != 30 || skipped[1] != 50 || rep.Totals.Skipped != 80 {
+		t.Fatalf("migrate report: %d hand-offs, skipped %v (total %d); want 4, 30 on partition 0 and 50 on partition 1\n%s",
+			rep.Totals.Handoffs, skipped, rep.Totals.Skipped, r.stdout)
+	}
+	if r.err == nil || !strings.Contains(r.stderr, "skipped") {
+		t.Fatalf("migrate report exited zero with records skipped: %v", r)
+	}
+	table := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", b.Addr, "--group", group)
+	if table.err == nil || !strings.Contains(table.stdout, "skipped 80 (in 2 hand-offs)") {
+		t.Fatalf("migrate report (table): %v", table)
+	}
+	t.Logf("migrate report:\n%s", table.stdout)
+}
