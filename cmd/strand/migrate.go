@@ -44,8 +44,9 @@ client software, why the partition moved, the committed offset, where the new
 owner started, and the duplicate risk (records sent to the previous owner past
 the commit, which the new owner is sent again), the records skipped, how far it
 rewound, and how long the partition went unread; then the totals. --format json
-prints an object with the hand-offs and the totals. It exits non-zero when a
-hand-off skipped records.`,
+prints an object with the hand-offs, the commits members made of partitions
+they did not own, and the totals. It exits non-zero when a hand-off skipped
+records.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			from, err := parseSince(since, time.Now())
@@ -58,25 +59,27 @@ hand-off skipped records.`,
 			if err != nil {
 				return err
 			}
-			var handoffs []ledger.Entry
+			handoffs, commits := []ledger.Entry{}, []ledger.Entry{}
 			for _, e := range entries {
-				if e.Type == ledger.TypeHandoff {
+				switch e.Type {
+				case ledger.TypeHandoff:
 					handoffs = append(handoffs, e)
+				case ledger.TypeCommitNotOwned:
+					commits = append(commits, e)
 				}
 			}
 			t := totalsOf(handoffs)
+			t.CommitsNotOwned = len(commits)
 			switch format {
 			case "json":
-				if handoffs == nil {
-					handoffs = []ledger.Entry{}
-				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(report{Group: group, Handoffs: handoffs, Totals: t}); err != nil {
+				if err := enc.Encode(report{Group: group, Handoffs: handoffs, CommitsNotOwned: commits, Totals: t}); err != nil {
 					return err
 				}
 			case "table":
 				printReport(cmd.OutOrStdout(), group, handoffs, t)
+				printCommits(cmd.OutOrStdout(), commits)
 			default:
 				return fmt.Errorf("--format %q: table or json", format)
 			}
@@ -114,9 +117,10 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 // report is migrate report's JSON.
 type report struct {
-	Group    string         `json:"group"`
-	Handoffs []ledger.Entry `json:"handoffs"`
-	Totals   totals         `json:"totals"`
+	Group           string         `json:"group"`
+	Handoffs        []ledger.Entry `json:"handoffs"`
+	CommitsNotOwned []ledger.Entry `json:"commits_not_owned"`
+	Totals          totals         `json:"totals"`
 }
 
 // totals sums a group's hand-offs.
@@ -127,6 +131,7 @@ type totals struct {
 	SkippedHandoffs int   `json:"skipped_handoffs"`
 	Rewound         int64 `json:"rewound"`
 	LongestUnowned  int64 `json:"longest_unowned_ms"`
+	CommitsNotOwned int   `json:"commits_not_owned"`
 }
 
 func totalsOf(es []ledger.Entry) totals {
@@ -163,6 +168,30 @@ func printReport(w io.Writer, group string, es []ledger.Entry, t totals) {
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d hand-offs: duplicate risk %d, skipped %d (in %d hand-offs), rewound %d, longest unowned %v\n",
 		t.Handoffs, t.DuplicateRisk, t.Skipped, t.SkippedHandoffs, t.Rewound, time.Duration(t.LongestUnowned)*time.Millisecond)
+}
+
+// printCommits lists the commits of partitions their member did not own.
+func printCommits(w io.Writer, es []ledger.Entry) {
+	if len(es) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d commits of partitions their member did not own\n\n", len(es))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tPARTITION\tCOMMITTER\tOFFSET\tOWNER")
+	for _, e := range es {
+		committer, owner, offset := "-", "nobody", "-"
+		if e.Committer != nil {
+			committer = memberLabel(*e.Committer)
+		}
+		if e.Owner != nil {
+			owner = memberLabel(*e.Owner)
+		}
+		if e.Offset != nil {
+			offset = fmt.Sprint(*e.Offset)
+		}
+		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05.000"), e.Topic, e.Partition, committer, offset, owner)
+	}
+	tw.Flush()
 }
 
 // memberLabel is a member as the table shows it: its client id, with its

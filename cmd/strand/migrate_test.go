@@ -53,3 +53,20 @@ func TestReportTotals(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintCommits(t *testing.T) {
+	off := int64(42)
+	var out bytes.Buffer
+	printCommits(&out, []ledger.Entry{{Type: ledger.TypeCommitNotOwned, Topic: "t", Partition: 3, Offset: &off,
+		Committer: &ledger.Member{ClientID: "old"}, Owner: &ledger.Member{ClientID: "new"}}})
+	for _, want := range []string{"1 commits of partitions their member did not own", "t-3", "old", "42", "new"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	printCommits(&out, nil)
+	if out.Len() != 0 {
+		t.Errorf("printed %q for no commits", out.String())
+	}
+}

@@ -80,10 +80,14 @@ type Broker struct {
 	// HandoffLedgerRetention (group.handoff.ledger.retention.ms).
 	HandoffLedger          bool
 	HandoffLedgerRetention time.Duration
-	OffsetsTopicPartitions int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention       time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck  time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes int32         // offset.metadata.max.bytes
+	// GroupCommitOwnershipStrict (group.commit.ownership.strict, Strand's
+	// own) refuses a member's commit of a partition it does not own; it
+	// is reported in the ledger either way.
+	GroupCommitOwnershipStrict bool
+	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention           time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck      time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes     int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature

@@ -61,6 +61,9 @@ type Config struct {
 	// DisconnectGraceStatic applies the grace to static members too.
 	DisconnectGrace       time.Duration
 	DisconnectGraceStatic bool
+	// StrictCommitOwnership refuses a member's commit of a partition it
+	// does not own (ownership.go); it is reported either way.
+	StrictCommitOwnership bool
 	// Ledger, when set, is given each hand-off once its figures are
 	// known, to keep (the server's is internal/ledger); it must not
 	// block: it is called on the fetch path.
@@ -157,8 +160,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Ledger keeps hand-offs.
-type Ledger interface{ Handoff(group string, h Handoff) }
+// Ledger keeps hand-offs, and commits of partitions their member does not
+// own.
+type Ledger interface {
+	Handoff(group string, h Handoff)
+	CommitNotOwned(group string, c NotOwnedCommit)
+}
 
 // Clock is the time source of the coordinator; tests use a fake one.
 type Clock interface {

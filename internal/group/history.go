@@ -36,6 +36,9 @@ const (
 	EventGroupDeleted       EventKind = "deleted"         // DeleteGroups, or expiry of an empty group
 	EventOffsetsExpired     EventKind = "offsets-expired" // offsets.retention.minutes passed
 	EventOffsetsDeleted     EventKind = "offsets-deleted" // OffsetDelete
+	// EventCommitNotOwned: a member committed offsets of partitions it
+	// does not own (ownership.go).
+	EventCommitNotOwned EventKind = "commit-not-owned"
 )
 
 // Event is one entry of a group's timeline. Member fields are set for

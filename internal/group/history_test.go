@@ -239,6 +239,7 @@ func TestHandoffFirstAssignmentSkipped(t *testing.T) {
 type ledgerRecorder struct {
 	mu      sync.Mutex
 	entries []group.Handoff
+	commits []group.NotOwnedCommit
 }
 
 func (l *ledgerRecorder) Handoff(g string, h group.Handoff) {
@@ -247,6 +248,20 @@ func (l *ledgerRecorder) Handoff(g string, h group.Handoff) {
 	if g == "g" {
 		l.entries = append(l.entries, h)
 	}
+}
+
+func (l *ledgerRecorder) CommitNotOwned(g string, c group.NotOwnedCommit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g == "g" {
+		l.commits = append(l.commits, c)
+	}
+}
+
+func (l *ledgerRecorder) notOwned() []group.NotOwnedCommit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.commits)
 }
 
 func (l *ledgerRecorder) got() []group.Handoff {

@@ -71,9 +71,11 @@ func (c *Coordinator) Commit(req CommitRequest) <-chan []error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.validateCommit(plainCommit(req)); err != nil {
+	check := plainCommit(req)
+	if err := g.validateCommit(check); err != nil {
 		return failAll(err)
 	}
+	g.checkOwnership(check, req.Offsets, errs)
 	now := c.clock.Now().UnixMilli()
 	expire := int64(-1)
 	if req.RetentionTime >= 0 {
@@ -130,6 +132,9 @@ type commitBatch struct {
 func (g *group) commitBatch(offsets []CommitOffset, now, expire int64, errs []error) commitBatch {
 	var b commitBatch
 	for i, o := range offsets {
+		if errs[i] != nil {
+			continue // refused already
+		}
 		meta := ""
 		if o.Metadata != nil {
 			meta = *o.Metadata

@@ -98,9 +98,11 @@ func (c *Coordinator) CommitTxn(req TxnCommitRequest) <-chan []error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.validateCommit(txnCommit(req)); err != nil {
+	check := txnCommit(req)
+	if err := g.validateCommit(check); err != nil {
 		return failAll(err)
 	}
+	g.checkOwnership(check, req.Offsets, errs)
 	b := g.commitBatch(req.Offsets, c.clock.Now().UnixMilli(), -1, errs)
 	recs, keep, tps, vals := b.recs, b.keep, b.tps, b.vals
 	if len(recs) == 0 {

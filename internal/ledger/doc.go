@@ -46,7 +46,17 @@
 //	  "unowned_ms": 412             from's last fetch to the new owner's first
 //	}
 //
-// A figure that cannot be known is -1 (duplicate_risk and skipped without a
+// A member's commit for a partition it does not own is an entry too:
+//
+//	{
+//	  "v": 1, "type": "commit-not-owned", "time": "...", "group": "...",
+//	  "topic": "orders", "partition": 3,
+//	  "generation": 7,              the generation or member epoch the commit named
+//	  "committer": { a member }, "owner": { a member, absent when nobody owned it },
+//	  "offset": 1200                the offset committed
+//	}
+//
+// (its hand-off fields are zero). A figure that cannot be known is -1 (duplicate_risk and skipped without a
 // first fetch, for instance). An entry is written once the new owner has
 // fetched the partition, or once the partition moves on or the new owner
 // leaves before it did.

@@ -14,8 +14,12 @@ const Topic = model.HandoffsTopic
 // Version is the schema version entries are written with.
 const Version = 1
 
-// TypeHandoff is the type of a hand-off entry.
-const TypeHandoff = "handoff"
+// TypeHandoff is the type of a hand-off entry; TypeCommitNotOwned of a
+// member's commit for a partition it does not own.
+const (
+	TypeHandoff        = "handoff"
+	TypeCommitNotOwned = "commit-not-owned"
+)
 
 // Entry is one record of the ledger (see doc.go for the fields).
 type Entry struct {
@@ -40,6 +44,11 @@ type Entry struct {
 	Skipped        int64      `json:"skipped"`
 	Rewound        int64      `json:"rewound"`
 	UnownedMs      int64      `json:"unowned_ms"`
+	// A commit-not-owned entry: who committed which offset, and the
+	// partition's owner then (absent when nobody owned it).
+	Committer *Member `json:"committer,omitempty"`
+	Owner     *Member `json:"owner,omitempty"`
+	Offset    *int64  `json:"offset,omitempty"`
 }
 
 // Member is a group member as an entry names it.

@@ -32,6 +32,7 @@ func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) gr
 	g.ConsumerMaxSize, g.ConsumerAssignors = int(cfg.GroupConsumerMaxSize), cfg.GroupConsumerAssignors
 	g.ConsumerMigrationPolicy = group.MigrationPolicy(cfg.GroupConsumerMigrationPolicy)
 	g.DisconnectGrace, g.DisconnectGraceStatic = cfg.GroupMemberDisconnectGrace, cfg.GroupMemberDisconnectGraceStatic
+	g.StrictCommitOwnership = cfg.GroupCommitOwnershipStrict
 	g.Logger = logger
 	return g
 }

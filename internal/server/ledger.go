@@ -63,6 +63,17 @@ func (l handoffLedger) Handoff(groupID string, h group.Handoff) {
 	l.w.Record(e)
 }
 
+func (l handoffLedger) CommitNotOwned(groupID string, c group.NotOwnedCommit) {
+	committer, offset := ledgerMember(c.Committer), c.Offset
+	e := ledger.Entry{Type: ledger.TypeCommitNotOwned, Time: c.Time, Group: groupID, Topic: c.Topic, Partition: c.Partition,
+		Generation: c.Generation, Committer: &committer, Offset: &offset}
+	if c.Owner != (group.Owner{}) {
+		owner := ledgerMember(c.Owner)
+		e.Owner = &owner
+	}
+	l.w.Record(e)
+}
+
 func ledgerMember(o group.Owner) ledger.Member {
 	return ledger.Member{MemberID: o.MemberID, InstanceID: o.InstanceID, ClientID: o.ClientID, Host: o.ClientHost,
 		SoftwareName: o.SoftwareName, SoftwareVersion: o.SoftwareVersion}

@@ -47,10 +47,11 @@ func ownerships(ss []*Session) []*ownership {
 // committed offset and equal to the first offset it processed, nothing
 // skipped; every record processed twice inside the previous owner's
 // sent-but-uncommitted window, and no more of them than the entry's
-// duplicate risk. It waits up to 10 s for the entries the logs call for.
+// duplicate risk; and no member committed a partition it did not own. It
+// waits up to 10 s for the entries the logs call for.
 func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookResult, group, topic, killed string) {
 	t.Helper()
-	var entries []ledger.Entry
+	var entries, notOwned []ledger.Entry
 	byPart := map[int32][]ledger.Entry{}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		var err error
@@ -58,9 +59,14 @@ func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookRe
 			t.Fatalf("reading the hand-off ledger: %v", err)
 		}
 		clear(byPart)
+		notOwned = notOwned[:0]
 		for _, e := range entries {
-			if e.Topic == topic {
+			switch {
+			case e.Topic != topic:
+			case e.Type == ledger.TypeHandoff:
 				byPart[e.Partition] = append(byPart[e.Partition], e)
+			case e.Type == ledger.TypeCommitNotOwned:
+				notOwned = append(notOwned, e)
 			}
 		}
 		complete := true
@@ -70,6 +76,11 @@ func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookRe
 		if complete || time.Now().After(deadline) {
 			break
 		}
+	}
+	// Every member committed only what it owned.
+	for _, e := range notOwned {
+		t.Errorf("the ledger reports a commit of partition %d at %d by %s, which it did not own (owner %+v)",
+			e.Partition, *e.Offset, e.Committer.ClientID, e.Owner)
 	}
 	var risk, dups int64
 	for p, ss := range res.Report.Sessions {

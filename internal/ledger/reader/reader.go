@@ -1,5 +1,3 @@
-// Package reader reads the hand-off ledger (internal/ledger) back with a
-// Kafka client, as the CLI and the tests do; any Kafka client could.
 package reader
 
 import (
