@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupCommand is the everyday tools for consumer groups. They speak the
+// Kafka protocol (franz-go's admin client), so they work against any Kafka
+// cluster as well as Strand.
+func groupCommand() *cobra.Command {
+	var (
+		brokers string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "List, describe, measure, move and delete consumer groups",
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
+	// admin runs fn with an admin client.
+	admin := func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		return fn(ctx, kadm.NewClient(cl))
+	}
+	cmd.AddCommand(
+		&cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return admin(cmd, func(ctx context.Context, adm *kadm.Client) error { return listGroups(ctx, adm, cmd.OutOrStdout()) })
+			}},
+		groupLagCommand(admin, "describe", "A group's members, their partitions and lag"),
+		groupLagCommand(admin, "lag", "A group's lag per partition, and in all"),
+		groupResetCommand(admin),
+		groupCopyCommand(admin),
+		groupDeleteCommand(admin),
+	)
+	return cmd
+}
+
+type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
+
+func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
+	gs, err := adm.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL TYPE")
+	for _, g := range gs.Sorted() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, orDash(g.GroupType), orDash(g.State), orDash(g.ProtocolType))
+	}
+	return tw.Flush()
+}
+
+// groupLagCommand is describe (members first) or lag (partitions only).
+func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
+	var group string
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				lags, err := adm.Lag(ctx, group)
+				if err != nil {
+					return err
+				}
+				l, ok := lags[group]
+				if !ok {
+					return fmt.Errorf("group %s: not found", group)
+				}
+				if err := l.Error(); err != nil {
+					return fmt.Errorf("group %s: %w", group, err)
+				}
+				printLag(cmd.OutOrStdout(), l, use == "describe")
+				return nil
+			})
+		}}
+	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+func printLag(w io.Writer, l kadm.DescribedGroupLag, members bool) {
+	fmt.Fprintf(w, "group %s: state %s, protocol %s %s, %d members\n\n", l.Group, l.State, orDash(l.ProtocolType),
+		orDash(l.Protocol), len(l.Members))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if members && len(l.Members) > 0 {
+		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tPARTITIONS")
+		for _, m := range l.Members {
+			var parts []string
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					for _, p := range t.Partitions {
+						parts = append(parts, fmt.Sprintf("%s-%d", t.Topic, p))
+					}
+				}
+			}
+			inst := "-"
+			if m.InstanceID != nil {
+				inst = *m.InstanceID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.ClientHost, inst, orDash(strings.Join(parts, " ")))
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
+	for _, pl := range l.Lag.Sorted() {
+		member := "-"
+		if pl.Member != nil {
+			member = pl.Member.ClientID
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", pl.Topic, pl.Partition, offsetLabel(pl.Commit.At), offsetLabel(pl.End.Offset),
+			countLabel(pl.Lag), member)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ntotal lag %d\n", l.Lag.Total())
+}
+
+// errGroupActive refuses to move the offsets of a group with members, as
+// Kafka's tool does: they would overwrite them.
+var errGroupActive = errors.New("the group has members: stop them first")
+
+// emptyGroup checks that group has no members.
+func emptyGroup(ctx context.Context, adm *kadm.Client, group string) error {
+	ds, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return err
+	}
+	if d, ok := ds[group]; ok && d.Err == nil && len(d.Members) > 0 {
+		return fmt.Errorf("group %s: %w", group, errGroupActive)
+	}
+	return nil
+}
+
+func groupResetCommand(admin adminFunc) *cobra.Command {
+	var (
+		group, topic, to string
+		execute          bool
+	)
+	cmd := &cobra.Command{Use: "reset-offsets", Short: "Move a stopped group's committed offsets", Args: cobra.NoArgs,
+		Long: `Set the committed offsets of a group with no members, for every topic it has
+offsets for (or --topic): --to earliest, latest, or an offset. Without
+--execute it prints what it would do.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				if err := emptyGroup(ctx, adm, group); err != nil {
+					return err
+				}
+				cur, err := adm.FetchOffsets(ctx, group)
+				if err != nil {
+					return err
+				}
+				topics := cur.Offsets().TopicsSet().Topics()
+				if topic != "" {
+					topics = []string{topic}
+				}
+				if len(topics) == 0 {
+					return fmt.Errorf("group %s has no offsets; name a --topic", group)
+				}
+				var listed kadm.ListedOffsets
+				switch to {
+				case "earliest":
+					listed, err = adm.ListStartOffsets(ctx, topics...)
+				case "latest":
+					listed, err = adm.ListEndOffsets(ctx, topics...)
+				default:
+					var at int64
+					if _, perr := fmt.Sscan(to, &at); perr != nil || at < 0 {
+						return fmt.Errorf("--to %q: earliest, latest or an offset", to)
+					}
+					listed, err = adm.ListEndOffsets(ctx, topics...)
+					for t, ps := range listed {
+						for p, o := range ps {
+							o.Offset = min(at, o.Offset)
+							listed[t][p] = o
+						}
+					}
+				}
+				if err != nil {
+					return err
+				}
+				if err := listed.Error(); err != nil {
+					return err
+				}
+				return commitOffsets(ctx, cmd.OutOrStdout(), adm, group, listed.Offsets(), execute)
+			})
+		}}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "the group (required)")
+	f.StringVar(&topic, "topic", "", "only this topic")
+	f.StringVar(&to, "to", "earliest", "earliest, latest or an offset")
+	f.BoolVar(&execute, "execute", false, "commit the offsets (without it, only print them)")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+func groupCopyCommand(admin adminFunc) *cobra.Command {
+	var from, to string
+	cmd := &cobra.Command{Use: "copy-offsets", Short: "Clone a group's committed offsets to a new group id", Args: cobra.NoArgs,
+		Long: `Commit --from's committed offsets as --to's, so that a new version of a
+service started under a new group id resumes where the old one is, instead of
+at its offset reset policy (blue/green with a new name). --to must have no
+members.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				if from == to {
+					return fmt.Errorf("--from and --to are the same group")
+				}
+				if err := emptyGroup(ctx, adm, to); err != nil {
+					return err
+				}
+				cur, err := adm.FetchOffsets(ctx, from)
+				if err != nil {
+					return err
+				}
+				if err := cur.Error(); err != nil {
+					return err
+				}
+				os := cur.Offsets()
+				if len(os) == 0 {
+					return fmt.Errorf("group %s has no committed offsets", from)
+				}
+				return commitOffsets(ctx, cmd.OutOrStdout(), adm, to, os, true)
+			})
+		}}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "the group to copy (required)")
+	f.StringVar(&to, "to", "", "the group to commit them for (required)")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// commitOffsets prints os and, with execute, commits them for group.
+func commitOffsets(ctx context.Context, w io.Writer, adm *kadm.Client, group string, os kadm.Offsets, execute bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tOFFSET")
+	var rows []kadm.Offset
+	os.Each(func(o kadm.Offset) { rows = append(rows, o) })
+	slices.SortFunc(rows, func(a, b kadm.Offset) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	for _, o := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", o.Topic, o.Partition, o.At)
+	}
+	tw.Flush()
+	if !execute {
+		fmt.Fprintln(w, "\n(not committed: add --execute)")
+		return nil
+	}
+	res, err := adm.CommitOffsets(ctx, group, os)
+	if err != nil {
+		return err
+	}
+	if err := res.Error(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ncommitted %d offsets for group %s\n", len(rows), group)
+	return nil
+}
+
+func groupDeleteCommand(admin adminFunc) *cobra.Command {
+	var group string
+	cmd := &cobra.Command{Use: "delete", Short: "Delete a group with no members, and its offsets", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				res, err := adm.DeleteGroups(ctx, group)
+				if err != nil {
+					return err
+				}
+				if r, ok := res[group]; ok && r.Err != nil {
+					return fmt.Errorf("group %s: %w", group, r.Err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", group)
+				return nil
+			})
+		}}
+	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

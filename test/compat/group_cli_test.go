@@ -1,0 +1,86 @@
+package compat
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// TestGroupCLI drives `strand group` against the real binary: a group
+// reads part of a topic and stops; list, describe and lag show it with its
+// lag; copy-offsets clones its offsets to a new group id; reset-offsets
+// moves the copy back to the start (printing first, committing with
+// --execute), refusing while the group has members; delete removes it.
+func TestGroupCLI(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, groupBrokerArgs...)
+	ctx := groupCtx(t, 2*time.Minute)
+	createTopic(t, b.Addr, "cli", 2, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		for range 20 {
+			cl.Produce(ctx, &kgo.Record{Topic: "cli", Partition: p, Value: []byte("v")}, nil)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	// Group "blue" commits 15 and 5, and stops.
+	blue, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("blue"), kgo.ConsumeTopics("cli"), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 40; {
+		fs := blue.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	blue.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"cli": {0: {Epoch: -1, Offset: 15}, 1: {Epoch: -1, Offset: 5}}}, nil)
+
+	strand := func(args ...string) result {
+		t.Helper()
+		return run(time.Minute, "", "", testutil.Binary(t), append([]string{"group"}, append(args, "--brokers", b.Addr)...)...)
+	}
+	want := func(r result, ok bool, parts ...string) {
+		t.Helper()
+		if (r.err == nil) != ok {
+			t.Fatalf("want success %v: %v", ok, r)
+		}
+		for _, p := range parts {
+			if !strings.Contains(r.stdout+r.stderr, p) {
+				t.Fatalf("no %q in: %v", p, r)
+			}
+		}
+	}
+	// While blue runs, its offsets may not be moved.
+	want(strand("reset-offsets", "--group", "blue", "--execute"), false, "the group has members")
+	d := strand("describe", "--group", "blue")
+	want(d, true, "1 members", "cli-0", "total lag 20")
+	t.Logf("strand group describe:\n%s", d.stdout)
+	blue.Close()
+
+	want(strand("list"), true, "blue", "classic", "Empty")
+	want(strand("lag", "--group", "blue"), true, "cli", "15", "total lag 20")
+	want(strand("copy-offsets", "--from", "blue", "--to", "green"), true, "committed 2 offsets for group green")
+	want(strand("lag", "--group", "green"), true, "total lag 20")
+	want(strand("reset-offsets", "--group", "green", "--to", "earliest"), true, "not committed")
+	want(strand("lag", "--group", "green"), true, "total lag 20")
+	want(strand("reset-offsets", "--group", "green", "--to", "earliest", "--execute"), true, "committed 2 offsets")
+	want(strand("lag", "--group", "green"), true, "total lag 40")
+	want(strand("reset-offsets", "--group", "green", "--to", "18", "--execute"), true, "committed 2 offsets")
+	want(strand("lag", "--group", "green"), true, "total lag 4\n")
+	want(strand("delete", "--group", "green"), true, "deleted group green")
+	if r := strand("list"); strings.Contains(r.stdout, "green") {
+		t.Fatalf("green still listed after delete: %v", r)
+	}
+}
