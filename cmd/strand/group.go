@@ -30,16 +30,8 @@ func groupCommand() *cobra.Command {
 	f := cmd.PersistentFlags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
-	// admin runs fn with an admin client.
 	admin := func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-		defer cancel()
-		return fn(ctx, kadm.NewClient(cl))
+		return withAdmin(cmd, brokers, timeout, fn)
 	}
 	cmd.AddCommand(
 		&cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
@@ -56,6 +48,19 @@ func groupCommand() *cobra.Command {
 }
 
 type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
+
+// withAdmin runs fn with an admin client of brokers (comma-separated),
+// within timeout.
+func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	return fn(ctx, kadm.NewClient(cl))
+}
 
 func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
 	gs, err := adm.ListGroups(ctx)
