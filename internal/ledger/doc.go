@@ -7,8 +7,9 @@
 //
 // # The topic
 //
-// __strand_handoffs is an internal topic with as many partitions as
-// __consumer_offsets, cleanup.policy=delete and the retention of
+// __strand_handoffs is an internal topic with one partition per broker
+// registered when it is created (at most as many as __consumer_offsets),
+// cleanup.policy=delete and the retention of
 // --handoff-ledger-retention (7 days by default). Each record is one
 // entry: its key is the group id, its value a JSON object, its timestamp
 // the entry's time. A broker writes the entries of the groups it

@@ -10,8 +10,10 @@ import (
 )
 
 // ledgerTopic is the hand-off ledger's topic for the ledger's writer
-// (ledger.Partitions): created on first use, with as many partitions as
-// __consumer_offsets and the configured retention.
+// (ledger.Partitions): created on first use, with one partition per
+// registered broker (at most as many as __consumer_offsets) so that each
+// broker usually leads one, and the configured retention. Its entries are
+// few; more partitions would only cost replication and files.
 type ledgerTopic struct{ s *Server }
 
 func (l ledgerTopic) Leading() ([]ledger.Partition, error) {
@@ -20,7 +22,8 @@ func (l ledgerTopic) Leading() ([]ledger.Partition, error) {
 		configs := map[string]string{"cleanup.policy": "delete",
 			"retention.ms": strconv.FormatInt(l.s.cfg.HandoffLedgerRetention.Milliseconds(), 10)}
 		var err error
-		if t, err = l.s.topics.createInternal(ledger.Topic, l.s.cfg.OffsetsTopicPartitions, configs); err != nil {
+		n := int32(max(1, min(len(l.s.cluster.Brokers()), int(l.s.cfg.OffsetsTopicPartitions))))
+		if t, err = l.s.topics.createInternal(ledger.Topic, n, configs); err != nil {
 			return nil, err
 		}
 	}
