@@ -350,7 +350,7 @@ func (g *group) restoreConsumer(lc *loadedConsumer) {
 		for id, ps := range m.assigned {
 			if name, ok := cg.names[id]; ok {
 				for p := range ps {
-					g.loadOwner(model.TopicPartition{Topic: name, Partition: p}, to, m.key)
+					g.owners[model.TopicPartition{Topic: name, Partition: p}] = to
 				}
 			}
 		}

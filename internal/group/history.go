@@ -69,10 +69,11 @@ type Owner struct {
 // it (From is zero), or a move from one member to another, which with
 // cooperative rebalancing may span generations (the partition is revoked
 // in one and assigned in the next). The offsets come from the group's
-// commits and from the fetches of the members' clients (FetchObserver): a
-// fetch of a partition counts for the member of the group that owns it
-// and has the fetch's client (host and client id), so two members of one
-// host and client id are told apart by what they own.
+// commits and from the fetches of the members' clients (FetchObserver),
+// kept per client (host and client id) and partition: a hand-off starts
+// the new owner's positions of the partition afresh and reads the previous
+// owner's, so two members of one host and client id are told apart by
+// what they own.
 type Handoff struct {
 	Time       time.Time
 	Generation int32 // the generation, or the new owner's member epoch
@@ -179,11 +180,9 @@ type history struct {
 	mu       sync.Mutex
 	events   []Event
 	handoffs []*Handoff
-	// owner is the client of each partition's owner: only its fetches of
-	// the partition count.
-	owner map[model.TopicPartition]clientKey
 	// fetched is where each client read each partition, since the
-	// client's member got the partition.
+	// client's member got the partition (a hand-off starts it afresh for
+	// the new owner, and reads the previous owner's).
 	fetched map[clientKey]map[model.TopicPartition]fetchPos
 	// open are the hand-offs whose new owner has not fetched yet.
 	open map[clientKey]map[model.TopicPartition]*Handoff
@@ -199,7 +198,7 @@ type fetchPos struct {
 }
 
 func newHistory(maxEvents, maxHandoffs int, done func(Handoff)) *history {
-	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done, owner: map[model.TopicPartition]clientKey{},
+	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done,
 		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
 		departed: map[string]EventKind{}}
 }
@@ -248,12 +247,10 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 			ho.Reason = string(how)
 		}
 	}
-	if prev, ok := h.owner[tp]; ok {
-		if open, ok := h.open[prev][tp]; ok {
-			// Handed on before its owner fetched it.
-			delete(h.open[prev], tp)
-			h.done(*open)
-		}
+	if open, ok := h.open[from][tp]; hasFrom && ok {
+		// Handed on before its owner fetched it.
+		delete(h.open[from], tp)
+		h.done(*open)
 	}
 	p := &ho
 	if len(h.handoffs) >= h.maxHandoffs {
@@ -261,7 +258,6 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	}
 	h.handoffs = append(h.handoffs, p)
 	// The new owner's reads of this partition count from now on.
-	h.owner[tp] = to
 	delete(h.fetched[to], tp)
 	if h.open[to] == nil {
 		h.open[to] = map[model.TopicPartition]*Handoff{}
@@ -269,23 +265,17 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	h.open[to][tp] = p
 }
 
-// owns notes that the member with key k owns tp, without a hand-off (an
-// unchanged owner, or one loaded at start).
-func (h *history) owns(tp model.TopicPartition, k clientKey) {
+// fetchedAt notes the partitions of one fetch by the client k, at at.
+func (h *history) fetchedAt(k clientKey, at time.Time, reports []FetchReport) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.owner[tp] = k
+	for _, f := range reports {
+		h.fetchedOne(k, at, f)
+	}
 }
 
-// fetchedAt notes a fetch of f's partition by the client k, if k is its
-// owner's.
-func (h *history) fetchedAt(k clientKey, f FetchReport) {
+func (h *history) fetchedOne(k clientKey, at time.Time, f FetchReport) {
 	tp := model.TopicPartition{Topic: f.Topic, Partition: f.Partition}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.owner[tp] != k {
-		return
-	}
 	m := h.fetched[k]
 	if m == nil {
 		m = map[model.TopicPartition]fetchPos{}
@@ -298,10 +288,10 @@ func (h *history) fetchedAt(k clientKey, f FetchReport) {
 	if !ok || f.SentEnd > pos.sent {
 		pos.sent = f.SentEnd
 	}
-	pos.at = f.At
+	pos.at = at
 	m[tp] = pos
 	if ho, ok := h.open[k][tp]; ok {
-		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, f.At, f.LogStart
+		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, at, f.LogStart
 		delete(h.open[k], tp)
 		h.done(*ho)
 	}
@@ -320,20 +310,20 @@ func (h *history) copy() History {
 
 // FetchObserver is told where consumers read, so that hand-offs can show
 // what the previous owner was sent and where the next one began. The Fetch
-// handler calls it for each partition of a consumer's fetch it read.
+// handler calls it once per answer to a consumer, with the partitions it
+// read, from the connection at clientAddr of client id clientID, for a
+// request that arrived at at.
 type FetchObserver interface {
-	Fetched(FetchReport)
+	Fetched(clientAddr, clientID string, at time.Time, reports []FetchReport)
 }
 
 // FetchReport is one partition of a consumer's fetch.
 type FetchReport struct {
-	ClientAddr, ClientID string // the connection's remote address and client id
-	Topic                string
-	Partition            int32
-	Offset               int64     // the fetch offset asked for
-	SentEnd              int64     // the offset after the last record sent; Offset when none was
-	LogStart             int64     // the partition's log start offset
-	At                   time.Time // when the request arrived
+	Topic     string
+	Partition int32
+	Offset    int64 // the fetch offset asked for
+	SentEnd   int64 // the offset after the last record sent; Offset when none was
+	LogStart  int64 // the partition's log start offset
 }
 
 // fetchIndex maps a client (host and client id) to the groups that have a
@@ -379,18 +369,18 @@ func (x *fetchIndex) remove(k clientKey, g *group) {
 }
 
 // Fetched implements FetchObserver.
-func (c *Coordinator) Fetched(f FetchReport) {
-	if c.fetchers.n.Load() == 0 {
+func (c *Coordinator) Fetched(clientAddr, clientID string, at time.Time, reports []FetchReport) {
+	if c.fetchers.n.Load() == 0 || len(reports) == 0 {
 		return
 	}
-	if f.At.IsZero() {
-		f.At = c.clock.Now()
+	if at.IsZero() {
+		at = c.clock.Now()
 	}
-	k := keyOf(Client{ID: f.ClientID, Addr: f.ClientAddr})
+	k := keyOf(Client{ID: clientID, Addr: clientAddr})
 	c.fetchers.mu.RLock()
 	defer c.fetchers.mu.RUnlock()
 	for g := range c.fetchers.byClient[k] {
-		g.hist.fetchedAt(k, f)
+		g.hist.fetchedAt(k, at, reports)
 	}
 }
 

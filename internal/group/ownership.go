@@ -86,22 +86,20 @@ func (g *group) ownershipOf(id string) (Owner, func(model.TopicPartition) bool, 
 	if !ok || g.protocolType != consumerProtocolType {
 		return Owner{}, nil, nil, false
 	}
-	mine, ok := assignedPartitions(m.assignment)
+	assigned, ok := assignedPartitions(m.assignment)
 	if !ok {
 		return Owner{}, nil, nil, false
 	}
-	return ownerOf(m), func(tp model.TopicPartition) bool {
+	mine := make(map[model.TopicPartition]bool, len(assigned))
+	for _, tp := range assigned {
+		mine[tp] = true
+	}
+	owner := ownerOf(m)
+	return owner, func(tp model.TopicPartition) bool {
 		// What its assignment gives it, or what it held until the
 		// assignment that moves it (cooperative: revoked, not yet given
 		// to another member).
-		if o, ok := g.owners[tp]; ok && sameOwner(o, ownerOf(m)) {
-			return true
-		}
-		for _, p := range mine {
-			if p == tp {
-				return true
-			}
-		}
-		return false
+		o, held := g.owners[tp]
+		return mine[tp] || held && sameOwner(o, owner)
 	}, ErrIllegalGeneration, true
 }

@@ -113,7 +113,6 @@ func (g *group) setOwner(tp model.TopicPartition, to Owner, key clientKey, gener
 	prev, had := g.owners[tp]
 	g.owners[tp] = to
 	if had && sameOwner(prev, to) {
-		g.hist.owns(tp, key)
 		return
 	}
 	committed := int64(-1)
@@ -122,13 +121,6 @@ func (g *group) setOwner(tp model.TopicPartition, to Owner, key clientKey, gener
 	}
 	g.hist.handoff(Handoff{Time: now, Generation: generation, Topic: tp.Topic, Partition: tp.Partition,
 		From: prev, To: to, Committed: committed}, ownerKey(prev), key, had)
-}
-
-// loadOwner sets tp's owner without a hand-off: it happened before the
-// group was loaded.
-func (g *group) loadOwner(tp model.TopicPartition, to Owner, key clientKey) {
-	g.owners[tp] = to
-	g.hist.owns(tp, key)
 }
 
 // sameOwner: the same member, or the same static instance under a new
@@ -150,7 +142,7 @@ func (g *group) loadOwners() {
 	for _, m := range g.members {
 		tps, _ := assignedPartitions(m.assignment)
 		for _, tp := range tps {
-			g.loadOwner(tp, ownerOf(m), m.key)
+			g.owners[tp] = ownerOf(m)
 		}
 	}
 }

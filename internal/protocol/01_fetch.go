@@ -152,8 +152,10 @@ type fetchResult struct {
 	followerHWs []int64
 	hwMoved     bool
 	// read is each partition of a consumer's fetch that was read, for
-	// the group coordinator (observeFetch); kept only with an observer.
+	// the group coordinator (observeFetch); kept only with an observer,
+	// sized for the want partitions of the request.
 	read []group.FetchReport
+	want int
 }
 
 func (f *fetchResult) response() *Response {
@@ -167,6 +169,11 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 	budget := fetchLimit(req)
 	readCommitted := req.IsolationLevel == 1
 	follower := fetchingReplica(req)
+	if b.FetchObserver != nil && follower < 0 {
+		for _, rt := range req.Topics {
+			res.want += len(rt.Partitions)
+		}
+	}
 	if follower >= 0 && req.Version >= 15 && b.staleReplica(follower, req.ReplicaState.Epoch) {
 		// A stale process of a follower (an older broker epoch than its
 		// node's registration) must not count as the follower.
@@ -273,6 +280,9 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	}
 	var read *group.FetchReport
 	if b.FetchObserver != nil {
+		if res.read == nil {
+			res.read = make([]group.FetchReport, 0, res.want)
+		}
 		res.read = append(res.read, group.FetchReport{Topic: topic, Partition: rp.Partition,
 			Offset: rp.FetchOffset, SentEnd: rp.FetchOffset, LogStart: sp.LogStartOffset})
 		read = &res.read[len(res.read)-1]
@@ -353,12 +363,11 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 }
 
 // observeFetch tells the group coordinator where a consumer reads, for
-// its hand-off history (group.FetchObserver): once per answer, for each
+// its hand-off history (group.FetchObserver): once per answer, with each
 // partition read, the offset asked for and the offset after the last
 // record sent; at is when the request arrived.
 func (b *Broker) observeFetch(r *Request, res *fetchResult, at time.Time) {
-	for _, f := range res.read {
-		f.ClientAddr, f.ClientID, f.At = r.Client, r.ClientID, at
-		b.FetchObserver.Fetched(f)
+	if len(res.read) > 0 {
+		b.FetchObserver.Fetched(r.Client, r.ClientID, at, res.read)
 	}
 }
