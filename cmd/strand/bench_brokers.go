@@ -165,8 +165,12 @@ func (b *strandBroker) Start(context.Context) (time.Time, error) {
 		}
 		b.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	var err error
-	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr}, b.extra...)
+	adminPort, err := freePort()
+	if err != nil {
+		return time.Time{}, err
+	}
+	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr,
+		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort)}, b.extra...)
 	start := time.Now()
 	b.proc, err = startProcess(b.bin, args, "", b.logPath, nil)
 	return start, err

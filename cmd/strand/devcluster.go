@@ -75,6 +75,7 @@ func devClusterConfigs(brokers int, dataDir, host string, basePort int) ([]confi
 		cfg.DataDir = filepath.Join(dataDir, fmt.Sprintf("broker-%d", i))
 		cfg.Listen = addr(basePort + i)
 		cfg.ControllerListen = addr(basePort + 100 + i)
+		cfg.AdminListen = net.JoinHostPort(host, strconv.Itoa(9644+i))
 		cfg.QuorumVoters = strings.Join(voters, ",")
 		cfgs[i] = cfg
 	}

@@ -49,7 +49,7 @@ they did not own, and the totals. It exits non-zero when a hand-off skipped
 records.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			from, err := parseSince(since, time.Now())
+			from, err := ledger.ParseSince(since, time.Now())
 			if err != nil {
 				return err
 			}
@@ -59,27 +59,18 @@ records.`,
 			if err != nil {
 				return err
 			}
-			handoffs, commits := []ledger.Entry{}, []ledger.Entry{}
-			for _, e := range entries {
-				switch e.Type {
-				case ledger.TypeHandoff:
-					handoffs = append(handoffs, e)
-				case ledger.TypeCommitNotOwned:
-					commits = append(commits, e)
-				}
-			}
-			t := totalsOf(handoffs)
-			t.CommitsNotOwned = len(commits)
+			r := ledger.NewReport(group, entries)
+			t := r.Totals
 			switch format {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(report{Group: group, Handoffs: handoffs, CommitsNotOwned: commits, Totals: t}); err != nil {
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
 			case "table":
-				printReport(cmd.OutOrStdout(), group, handoffs, t)
-				printCommits(cmd.OutOrStdout(), commits)
+				printReport(cmd.OutOrStdout(), group, r.Handoffs, t)
+				printCommits(cmd.OutOrStdout(), r.CommitsNotOwned)
 			default:
 				return fmt.Errorf("--format %q: table or json", format)
 			}
@@ -99,56 +90,7 @@ records.`,
 	return cmd
 }
 
-// parseSince reads --since: empty for everything, an RFC 3339 time, or a
-// duration back from now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("--since %q: a time (RFC 3339) or a positive duration", s)
-	}
-	return now.Add(-d), nil
-}
-
-// report is migrate report's JSON.
-type report struct {
-	Group           string         `json:"group"`
-	Handoffs        []ledger.Entry `json:"handoffs"`
-	CommitsNotOwned []ledger.Entry `json:"commits_not_owned"`
-	Totals          totals         `json:"totals"`
-}
-
-// totals sums a group's hand-offs.
-type totals struct {
-	Handoffs        int   `json:"handoffs"`
-	DuplicateRisk   int64 `json:"duplicate_risk"`
-	Skipped         int64 `json:"skipped"`
-	SkippedHandoffs int   `json:"skipped_handoffs"`
-	Rewound         int64 `json:"rewound"`
-	LongestUnowned  int64 `json:"longest_unowned_ms"`
-	CommitsNotOwned int   `json:"commits_not_owned"`
-}
-
-func totalsOf(es []ledger.Entry) totals {
-	t := totals{Handoffs: len(es)}
-	for _, e := range es {
-		t.DuplicateRisk += max(e.DuplicateRisk, 0)
-		if e.Skipped > 0 {
-			t.Skipped += e.Skipped
-			t.SkippedHandoffs++
-		}
-		t.Rewound += max(e.Rewound, 0)
-		t.LongestUnowned = max(t.LongestUnowned, e.UnownedMs)
-	}
-	return t
-}
-
-func printReport(w io.Writer, group string, es []ledger.Entry, t totals) {
+func printReport(w io.Writer, group string, es []ledger.Entry, t ledger.Totals) {
 	fmt.Fprintf(w, "Hand-offs of group %s\n\n", group)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tPARTITION\tFROM\tTO\tREASON\tCOMMITTED\tSTARTED\tLAST SENT\tDUP RISK\tSKIPPED\tREWOUND\tUNOWNED")

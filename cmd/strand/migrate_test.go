@@ -4,43 +4,22 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/strandlog/strand/internal/ledger"
 )
-
-func TestParseSince(t *testing.T) {
-	now := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		in   string
-		want time.Time
-		bad  bool
-	}{
-		{in: ""},
-		{in: "30m", want: now.Add(-30 * time.Minute)},
-		{in: "2026-12-02T17:00:00Z", want: time.Date(2026, 12, 2, 17, 0, 0, 0, time.UTC)},
-		{in: "-5m", bad: true},
-		{in: "yesterday", bad: true},
-	} {
-		got, err := parseSince(tc.in, now)
-		if (err != nil) != tc.bad || !got.Equal(tc.want) {
-			t.Errorf("parseSince(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.bad)
-		}
-	}
-}
 
 // TestReportTotals: the totals count only what is known, and the table
 // shows unknown figures as such.
 func TestReportTotals(t *testing.T) {
 	es := []ledger.Entry{
-		{Topic: "t", Partition: 0, To: ledger.Member{ClientID: "a"}, Committed: -1, FirstFetched: 0, LastSent: -1},
-		{Topic: "t", Partition: 0, From: &ledger.Member{ClientID: "a", SoftwareName: "kgo", SoftwareVersion: "1.22"},
+		{Type: ledger.TypeHandoff, Topic: "t", Partition: 0, To: ledger.Member{ClientID: "a"}, Committed: -1, FirstFetched: 0, LastSent: -1},
+		{Type: ledger.TypeHandoff, Topic: "t", Partition: 0, From: &ledger.Member{ClientID: "a", SoftwareName: "kgo", SoftwareVersion: "1.22"},
 			To: ledger.Member{ClientID: "b", InstanceID: "i-1"}, Reason: "member-left", Committed: 10, FirstFetched: 40,
 			LastSent: 20, DuplicateRisk: 10, Skipped: 30, UnownedMs: 1500},
-		{Topic: "t", Partition: 1, From: &ledger.Member{ClientID: "a"}, To: ledger.Member{ClientID: "b"}, Reason: "revoked",
+		{Type: ledger.TypeHandoff, Topic: "t", Partition: 1, From: &ledger.Member{ClientID: "a"}, To: ledger.Member{ClientID: "b"}, Reason: "revoked",
 			Committed: 5, FirstFetched: -1, LastSent: 9, DuplicateRisk: 4, Skipped: -1, Rewound: -1},
 	}
-	tot := totalsOf(es)
+	tot := ledger.NewReport("g", es).Totals
 	if tot.Handoffs != 3 || tot.DuplicateRisk != 14 || tot.Skipped != 30 || tot.SkippedHandoffs != 1 || tot.Rewound != 0 || tot.LongestUnowned != 1500 {
 		t.Fatalf("totals %+v", tot)
 	}

@@ -80,6 +80,7 @@ wins over the file.`,
 	f.StringVar(&configFile, "config", "", "file of `flag = value` lines")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the partitions and metadata")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to accept Kafka clients on")
+	f.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "host:port of the admin HTTP listener (JSON API under /api, Prometheus metrics at /metrics); empty turns it off")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "host:port clients are told to connect to (default: the listen address)")
 	f.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the other the clients' (overrides --listen)")
 	f.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port for the clients' listener (overrides --advertise)")

@@ -11,7 +11,7 @@ const module = "github.com/strandlog/strand"
 // TestImportRules checks the import directions the design fixes: leaf types
 // stay leaves, the log never learns the wire protocol, handlers never reach
 // past the replica layer to the log, and only the binary (and test helpers)
-// wire the server.
+// wire the server, and only the admin listener knows Prometheus.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", module+"/...").CombinedOutput()
 	if err != nil {
@@ -76,6 +76,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if strings.HasPrefix(d, "go.etcd.io/raft") && pkg != "internal/cluster/raft" {
 				t.Errorf("%s imports the Raft library: only internal/cluster/raft may", pkg)
+			}
+			if strings.HasPrefix(d, "github.com/prometheus/") && pkg != "internal/admin" && !strings.HasPrefix(pkg, "test/") {
+				t.Errorf("%s imports %s: only internal/admin (and the test suites' helpers) import Prometheus", pkg, d)
 			}
 		}
 	}

@@ -13,9 +13,12 @@ import (
 
 // Broker is one broker's static configuration.
 type Broker struct {
-	DataDir           string
-	Listen            string // host:port to accept Kafka clients on
-	Advertise         string // host:port clients are told to connect to; Listen when empty
+	DataDir   string
+	Listen    string // host:port to accept Kafka clients on
+	Advertise string // host:port clients are told to connect to; Listen when empty
+	// AdminListen is the admin HTTP listener's host:port (JSON API,
+	// /metrics); empty for none.
+	AdminListen       string
 	NodeID            int32
 	DefaultPartitions int32 // num.partitions
 	// DefaultReplicationFactor is default.replication.factor; topics get
@@ -123,6 +126,7 @@ func Defaults() Broker {
 	return Broker{
 		DataDir:                           "strand-data",
 		Listen:                            "127.0.0.1:9092",
+		AdminListen:                       "127.0.0.1:9644",
 		NodeID:                            0,
 		DefaultPartitions:                 1,
 		DefaultReplicationFactor:          1,
@@ -254,6 +258,9 @@ func (b Broker) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %w", b.Listen, err)
+	}
+	if _, _, err := net.SplitHostPort(b.AdminListen); b.AdminListen != "" && err != nil {
+		return fmt.Errorf("admin listen address %q: %w", b.AdminListen, err)
 	}
 	voters, err := b.Voters()
 	if err != nil {

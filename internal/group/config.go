@@ -68,6 +68,10 @@ type Config struct {
 	// known, to keep (the server's is internal/ledger); it must not
 	// block: it is called on the fetch path.
 	Ledger Ledger
+	// Watch, when set, is told of every group's events and of each
+	// hand-off once its figures are known (the admin listener's
+	// counters); it must not block.
+	Watch Watcher
 	// Topics reads the cluster's topics for the assignors; consumer
 	// groups assign nothing without it.
 	Topics Topics
@@ -165,6 +169,12 @@ func (c Config) withDefaults() Config {
 type Ledger interface {
 	Handoff(group string, h Handoff)
 	CommitNotOwned(group string, c NotOwnedCommit)
+}
+
+// Watcher is told what happens in the groups, as it happens.
+type Watcher interface {
+	Event(group string, e Event)
+	Handoff(group string, h Handoff)
 }
 
 // Clock is the time source of the coordinator; tests use a fake one.

@@ -318,6 +318,8 @@ func (g *group) reconcileMember(m *consumerMember, owned partitionEpochs, before
 		if err := cg.computeTarget(g.c.cfg.ConsumerAssignors); err != nil {
 			return err
 		}
+		g.hist.event(Event{Time: g.c.clock.Now(), Kind: EventAssignment, Generation: cg.assignmentEpoch,
+			Protocol: "consumer", Reason: cg.assignorName})
 	}
 	cg.reconcile(m, owned)
 	if before == nil || recordsDiffer(before, m) {

@@ -219,6 +219,9 @@ type groupKind interface {
 	// deleteRecords are the records that delete the kind's state from
 	// __consumer_offsets.
 	deleteRecords(groupID string) []model.KeyValue
+	// memberViews describes the members for View (view.go): the
+	// protocol, the generation or epoch, the members and their ids.
+	memberViews() (string, int32, []MemberView, map[string]bool)
 }
 
 // kind is the group's protocol state.
@@ -259,7 +262,7 @@ func (c *Coordinator) newGroup(id string) *group {
 	return &group{
 		c: c, id: id, classicGroup: newClassicGroup(c.clock.Now()),
 		offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
-		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs, c.handoffDone(id)),
+		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs, c.handoffDone(id), c.eventSeen(id)),
 	}
 }
 

@@ -29,6 +29,7 @@ const (
 	EventRebalance          EventKind = "rebalance"       // PreparingRebalance began
 	EventGeneration         EventKind = "generation"      // a generation's members are known (CompletingRebalance)
 	EventStable             EventKind = "stable"          // the leader's assignment reached the members
+	EventAssignment         EventKind = "assignment"      // a consumer group's target assignment was computed for a new epoch
 	EventEmpty              EventKind = "empty"           // a generation with no members
 	EventLoaded             EventKind = "loaded"          // the group was read back from __consumer_offsets
 	EventUpgraded           EventKind = "upgraded"        // a classic group became a consumer group (KIP-848)
@@ -176,6 +177,8 @@ type history struct {
 	// done is given each hand-off once its figures are known: the new
 	// owner fetched, or the partition moved on before it did.
 	done func(Handoff)
+	// seen is given each event as it is recorded.
+	seen func(Event)
 
 	mu       sync.Mutex
 	events   []Event
@@ -197,8 +200,8 @@ type fetchPos struct {
 	at           time.Time
 }
 
-func newHistory(maxEvents, maxHandoffs int, done func(Handoff)) *history {
-	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done,
+func newHistory(maxEvents, maxHandoffs int, done func(Handoff), seen func(Event)) *history {
+	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done, seen: seen,
 		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
 		departed: map[string]EventKind{}}
 }
@@ -208,6 +211,7 @@ var departures = map[EventKind]bool{EventMemberLeft: true, EventMemberExpired: t
 	EventMemberDisconnected: true}
 
 func (h *history) event(e Event) {
+	h.seen(e)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.events) >= h.maxEvents {
@@ -396,10 +400,23 @@ func (c *Coordinator) History(groupID string) (History, bool) {
 }
 
 // handoffDone is what group id's history does with a hand-off whose
-// figures are known: it goes to the ledger, if there is one.
+// figures are known: it goes to the ledger and the watcher, if set.
 func (c *Coordinator) handoffDone(id string) func(Handoff) {
-	if c.cfg.Ledger == nil {
-		return func(Handoff) {}
+	return func(h Handoff) {
+		if c.cfg.Ledger != nil {
+			c.cfg.Ledger.Handoff(id, h)
+		}
+		if c.cfg.Watch != nil {
+			c.cfg.Watch.Handoff(id, h)
+		}
 	}
-	return func(h Handoff) { c.cfg.Ledger.Handoff(id, h) }
+}
+
+// eventSeen is what group id's history does with each event: the
+// watcher, if there is one, is told.
+func (c *Coordinator) eventSeen(id string) func(Event) {
+	if c.cfg.Watch == nil {
+		return func(Event) {}
+	}
+	return func(e Event) { c.cfg.Watch.Event(id, e) }
 }

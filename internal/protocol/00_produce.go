@@ -244,6 +244,9 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 		return producePart{}, err
 	}
 	sp.BaseOffset, sp.LogAppendTime = res.BaseOffset, res.LogAppendTime
+	if b.Meter != nil {
+		b.Meter.Produced(topic, len(rp.Records))
+	}
 	return producePart{resp: sp, p: p, wait: wait, end: res.LastOffset + 1}, nil
 }
 

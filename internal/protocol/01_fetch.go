@@ -78,11 +78,13 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	first := b.fetchOnce(req)
 	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
 		b.observeFetch(r, first, at)
+		b.meterFetch(first)
 		return sf.finish(first), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
 		res := b.fetchWait(ctx, req, first)
 		b.observeFetch(r, res, at)
+		b.meterFetch(res)
 		return sf.finish(res), nil
 	}}, nil
 }
@@ -151,6 +153,8 @@ type fetchResult struct {
 	// answered, and whether this fetch moved one (answer at once).
 	followerHWs []int64
 	hwMoved     bool
+	// topicBytes is what each topic of the answer holds, for the meter.
+	topicBytes []topicBytes
 	// read is each partition of a consumer's fetch that was read, for
 	// the group coordinator (observeFetch); kept only with an observer,
 	// sized for the want partitions of the request.
@@ -181,7 +185,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 		res.failed = true
 		return res
 	}
+	metered := b.Meter != nil && follower < 0
 	for _, rt := range req.Topics {
+		before := res.bytes
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var (
@@ -231,6 +237,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			st.Partitions = append(st.Partitions, sp)
 		}
 		res.resp.Topics = append(res.resp.Topics, st)
+		if metered && found && res.bytes > before {
+			res.topicBytes = append(res.topicBytes, topicBytes{t.Name, res.bytes - before})
+		}
 	}
 	if req.Version >= 16 {
 		res.resp.Brokers = leaders.fetch()
@@ -360,6 +369,18 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 		b.LeaderThrottle.Record(int(sec.Size))
 	}
 	return nil
+}
+
+type topicBytes struct {
+	topic string
+	bytes int64
+}
+
+// meterFetch counts the bytes of a consumer's answer per topic.
+func (b *Broker) meterFetch(res *fetchResult) {
+	for _, tb := range res.topicBytes {
+		b.Meter.Fetched(tb.topic, tb.bytes)
+	}
 }
 
 // observeFetch tells the group coordinator where a consumer reads, for

@@ -186,9 +186,19 @@ type Broker struct {
 	// LeaderThrottle caps what this broker sends to throttled followers
 	// out of sync (leader.replication.throttled.rate); nil for none.
 	LeaderThrottle *replica.Throttle
+	// Meter, when set, counts the bytes produced and fetched per topic.
+	Meter Meter
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)
+}
+
+// Meter counts record bytes per topic: appended by producers, and sent to
+// consumers (not to followers). It is called on the request path and
+// must be cheap.
+type Meter interface {
+	Produced(topic string, bytes int)
+	Fetched(topic string, bytes int64)
 }
 
 // Peers sends a request to another broker of the cluster and returns its

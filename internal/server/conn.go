@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,6 +44,7 @@ type pending struct {
 	req  *protocol.Request
 	resp *protocol.Response
 	err  error
+	read time.Time // when the request was read, for its latency
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
@@ -89,6 +91,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.logger.Debug("connection closed mid-request", "err", err)
 			return
 		}
+		read := time.Now()
 		req, resp, err := decodeRequest(frame)
 		if err != nil {
 			c.logger.Warn("closing connection: bad request", "err", err)
@@ -110,7 +113,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		// effect (a write may be stored), so its answer must go out. The
 		// writer drains the queue until it is closed, so this cannot block
 		// for ever.
-		c.queue <- pending{req: req, resp: resp, err: err}
+		c.queue <- pending{req: req, resp: resp, err: err, read: read}
 		if err != nil {
 			return
 		}
@@ -208,6 +211,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 			}
 		}
 		if resp == nil || resp.Body == nil {
+			c.served(p)
 			continue // acks=0
 		}
 		var err error
@@ -216,7 +220,16 @@ func (c *conn) writeLoop(ctx context.Context) {
 			c.logger.Debug("connection write failed", "err", err)
 			failed = true
 			c.nc.Close()
+			continue
 		}
+		c.served(p)
+	}
+}
+
+// served counts an answered request in the metrics.
+func (c *conn) served(p pending) {
+	if m := c.srv.metrics; m != nil {
+		m.Request(p.req.Key, time.Since(p.read))
 	}
 }
 

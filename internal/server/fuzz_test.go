@@ -238,6 +238,7 @@ func newFuzzServer(tb testing.TB) *Server {
 	cfg := config.Defaults()
 	cfg.DataDir = tb.TempDir()
 	cfg.Listen = "127.0.0.1:0"
+	cfg.AdminListen = ""
 	cfg.AutoCreateTopics = false
 	cfg.Log.FlushPolicy = log.FlushNever
 	cfg.Log.SegmentBytes = 1 << 20

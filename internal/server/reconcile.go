@@ -111,6 +111,9 @@ func (s *Server) reconcile() error {
 			s.logger.Info("removing a replica the metadata no longer places here", "partition", p.TP.String())
 			errs = append(errs, s.replicas.Delete(p.TP))
 			delete(s.rec.configs, p.TP.Topic)
+			if _, exists := s.cluster.Topic(p.TP.Topic); !exists && s.metrics != nil {
+				s.metrics.Forget(p.TP.Topic) // a deleted topic's byte counters go with it
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -962,6 +962,7 @@ func startServer(t *testing.T, edit func(*config.Broker)) (*server.Server, strin
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
+	cfg.AdminListen = ""
 	if edit != nil {
 		edit(&cfg)
 	}

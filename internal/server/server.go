@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/fetcher"
@@ -46,6 +47,8 @@ type Server struct {
 	ledger                   *ledger.Writer // nil without the hand-off ledger
 	txns                     *txn.Coordinator
 	broker                   *protocol.Broker
+	metrics                  *admin.Metrics // nil without the admin listener
+	admin                    *admin.Server
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -106,6 +109,10 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	// The hand-off ledger (with it, consumers' fetches are observed).
 	var observer group.FetchObserver
 	gcfg := groupConfig(cfg, logger, clusterTopics{s: s})
+	if cfg.AdminListen != "" {
+		s.metrics = admin.NewMetrics()
+		gcfg.Watch = s.metrics
+	}
 	if cfg.HandoffLedger {
 		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
 		gcfg.Ledger = handoffLedger{s.ledger}
@@ -124,6 +131,9 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
 		Groups: s.groups, FetchObserver: observer, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
 		Logger: logger.With("component", "protocol")}
+	if s.metrics != nil {
+		s.broker.Meter = s.metrics
+	}
 	// Then the __transaction_state partitions led here; transactions that
 	// were deciding when the broker stopped get their markers (written
 	// through the broker, or sent to the partitions' leaders) once their
@@ -197,6 +207,10 @@ func (s *Server) Start() error {
 			}
 		}
 	}
+	if err := s.startAdmin(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goroutines.Go(s.followMetadata)
@@ -268,6 +282,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln != nil && s.clustered() {
 		s.controlledShutdown()
 	}
+	s.stopAdmin(ctx)
 	if s.ln != nil {
 		s.ln.Close()
 		s.mu.Lock()

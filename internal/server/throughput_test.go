@@ -14,10 +14,27 @@ import (
 
 // Loopback throughput with franz-go against an in-process broker, 100-byte
 // records over 6 partitions, acks=all, default fsync policy. Run with
-// -benchtime=1000000x for the 1M-record figure.
+// -benchtime=1000000x for the 1M-record figure. Produce and consume run
+// with the admin listener's metrics (the default) and without, in one run:
+// what counting requests and bytes costs.
 
-func BenchmarkProduce100B(b *testing.B) {
-	br := testutil.StartBroker(b, nil)
+// withMetrics runs bench against a broker with the admin listener and
+// one without.
+func withMetrics(b *testing.B, bench func(b *testing.B, br *testutil.Broker)) {
+	for _, on := range []bool{true, false} {
+		b.Run(map[bool]string{true: "metrics", false: "no-metrics"}[on], func(b *testing.B) {
+			bench(b, testutil.StartBroker(b, func(c *config.Broker) {
+				if on {
+					c.AdminListen = "127.0.0.1:0"
+				}
+			}))
+		})
+	}
+}
+
+func BenchmarkProduce100B(b *testing.B) { withMetrics(b, benchProduce) }
+
+func benchProduce(b *testing.B, br *testutil.Broker) {
 	createTopic(b, br.Addr, "bench", 6)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -42,7 +59,7 @@ func BenchmarkProduce100B(b *testing.B) {
 }
 
 func BenchmarkConsume100B(b *testing.B) {
-	benchConsume(b, testutil.StartBroker(b, nil))
+	withMetrics(b, func(b *testing.B, br *testutil.Broker) { benchConsume(b, br) })
 }
 
 // benchConsume writes b.N 100-byte records to a new topic of 6 partitions
@@ -102,6 +119,7 @@ func BenchmarkGroupConsume100B(b *testing.B) {
 			br := testutil.StartBroker(b, func(c *config.Broker) {
 				c.HandoffLedger = on
 				c.GroupInitialRebalanceDelay = 0
+				c.AdminListen = "127.0.0.1:0" // the default: its counters see the hand-offs
 			})
 			benchConsume(b, br, kgo.ConsumerGroup("bench"))
 		})

@@ -40,6 +40,8 @@ func StartBroker(t testing.TB, edit func(*config.Broker)) *Broker {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
+	// No admin listener unless a test asks for one (127.0.0.1:0).
+	cfg.AdminListen = ""
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -162,6 +164,7 @@ func FreePort(t testing.TB) string {
 // Process is the real binary running as a child process.
 type Process struct {
 	Addr    string
+	Admin   string // the admin listener's host:port
 	DataDir string
 	Args    []string
 	// Prefix runs the binary through a command (ip netns exec NS).
@@ -178,8 +181,8 @@ func StartProcess(t testing.TB, dataDir string, extra ...string) *Process {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	p := &Process{Addr: FreePort(t), DataDir: dataDir, Output: &syncBuffer{}}
-	p.Args = append([]string{"serve", "--data-dir", dataDir, "--listen", p.Addr}, extra...)
+	p := &Process{Addr: FreePort(t), Admin: FreePort(t), DataDir: dataDir, Output: &syncBuffer{}}
+	p.Args = append([]string{"serve", "--data-dir", dataDir, "--listen", p.Addr, "--admin-listen", p.Admin}, extra...)
 	p.start(t)
 	t.Cleanup(func() { p.Kill() })
 	return p

@@ -38,6 +38,7 @@ func StartCluster(t testing.TB, n, voters int, edit func(node int, cfg *config.B
 		cfg := config.Defaults()
 		cfg.DataDir = t.TempDir()
 		cfg.Listen = FreePort(t) // fixed, so a restart keeps it
+		cfg.AdminListen = ""
 		cfg.NodeID = int32(i)
 		cfg.QuorumVoters = strings.Join(quorum, ",")
 		cfg.ControllerListen = controllers[i]

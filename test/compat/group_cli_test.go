@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // TestGroupCLI drives `strand group` against the real binary: a group
@@ -71,6 +73,7 @@ func TestGroupCLI(t *testing.T) {
 
 	want(strand("list"), true, "blue", "classic", "Empty")
 	want(strand("lag", "--group", "blue"), true, "cli", "15", "total lag 20")
+	checkAdminLag(t, b, "blue", map[int32]int64{0: 5, 1: 15})
 	want(strand("copy-offsets", "--from", "blue", "--to", "green"), true, "committed 2 offsets for group green")
 	want(strand("lag", "--group", "green"), true, "total lag 20")
 	want(strand("reset-offsets", "--group", "green", "--to", "earliest"), true, "not committed")
@@ -82,5 +85,41 @@ func TestGroupCLI(t *testing.T) {
 	want(strand("delete", "--group", "green"), true, "deleted group green")
 	if r := strand("list"); strings.Contains(r.stdout, "green") {
 		t.Fatalf("green still listed after delete: %v", r)
+	}
+}
+
+// checkAdminLag compares the admin listener's figures for an empty group,
+// in its JSON API and in /metrics, with the lag the CLI printed.
+func checkAdminLag(t *testing.T, b *testutil.Process, group string, want map[int32]int64) {
+	t.Helper()
+	var detail struct {
+		State      string `json:"state"`
+		Lag        int64  `json:"lag"`
+		Partitions []struct {
+			Partition int32 `json:"partition"`
+			Lag       int64 `json:"lag"`
+		} `json:"partitions"`
+	}
+	if code := grouptest.AdminGet(t, b.Admin, "/api/groups/"+group, &detail); code != 200 {
+		t.Fatalf("GET /api/groups/%s: status %d", group, code)
+	}
+	var total int64
+	got := map[int32]int64{}
+	for _, p := range detail.Partitions {
+		got[p.Partition] = p.Lag
+		total += want[p.Partition]
+	}
+	if detail.State != "Empty" || detail.Lag != total || len(got) != len(want) {
+		t.Fatalf("admin API: %+v, want lag %v", detail, want)
+	}
+	fams := grouptest.Scrape(t, b.Admin)
+	for p, lag := range want {
+		if got[p] != lag {
+			t.Fatalf("admin API partition %d lag %d, want %d", p, got[p], lag)
+		}
+		v, ok := grouptest.Sample(fams, "strand_group_lag", map[string]string{"group": group, "topic": "cli", "partition": strconv.Itoa(int(p))})
+		if !ok || int64(v) != lag {
+			t.Fatalf("/metrics strand_group_lag partition %d = %v (present %v), want %d", p, v, ok, lag)
+		}
 	}
 }

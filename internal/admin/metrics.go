@@ -1,0 +1,169 @@
+package admin
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/group"
+)
+
+// Metrics is the broker's Prometheus registry and the counters the
+// request path and the group coordinator feed. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests [kmsg.MaxKey + 1]prometheus.Observer
+
+	produced, fetched       *prometheus.CounterVec
+	producedBy, fetchedBy   sync.Map // topic -> prometheus.Counter
+	rebalances, handoffs    *prometheus.CounterVec
+	duplicateRisk, skipped  *prometheus.CounterVec
+	rewound, commitNotOwned *prometheus.CounterVec
+}
+
+// NewMetrics makes the registry, with the Go runtime's and the process's
+// collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "strand_request_duration_seconds",
+		Help:    "Kafka requests served, by API, from when a request was read to when its answer was written.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 0.1 ms to 13 s
+	}, []string{"api"})
+	for key := range m.requests {
+		if name := kmsg.NameForKey(int16(key)); name != "" {
+			m.requests[key] = latency.WithLabelValues(name)
+		}
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m.produced = counter("strand_produce_bytes_total", "Record batch bytes appended by producers, by topic.", "topic")
+	m.fetched = counter("strand_fetch_bytes_total", "Record batch bytes sent to consumers (not to followers), by topic.", "topic")
+	m.rebalances = counter("strand_group_rebalances_total",
+		"Rebalances of the groups this broker coordinates: a classic group's new generation, a consumer group's new target assignment.", "group")
+	m.handoffs = counter("strand_group_handoffs_total", "Partitions that changed owner (first assignments included).", "group")
+	m.duplicateRisk = counter("strand_group_handoff_duplicate_risk_records_total",
+		"Records sent to a partition's previous owner past the committed offset, which its new owner is sent again.", "group")
+	m.skipped = counter("strand_group_handoff_skipped_records_total",
+		"Records a partition's new owner started past: between the committed offset and its first fetch.", "group")
+	m.rewound = counter("strand_group_handoff_rewound_records_total",
+		"Records below the committed offset a partition's new owner started at.", "group")
+	m.commitNotOwned = counter("strand_group_commits_not_owned_total",
+		"Commits by a member of partitions it did not own.", "group")
+	m.reg.MustRegister(latency, m.produced, m.fetched, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
+		m.commitNotOwned)
+	return m
+}
+
+// Request counts one request of API key, served in d.
+func (m *Metrics) Request(key int16, d time.Duration) {
+	if key >= 0 && int(key) < len(m.requests) && m.requests[key] != nil {
+		m.requests[key].Observe(d.Seconds())
+	}
+}
+
+// Produced counts bytes appended to topic (protocol.Meter).
+func (m *Metrics) Produced(topic string, bytes int) {
+	counterOf(&m.producedBy, m.produced, topic).Add(float64(bytes))
+}
+
+// Fetched counts bytes of topic sent to consumers (protocol.Meter).
+func (m *Metrics) Fetched(topic string, bytes int64) {
+	counterOf(&m.fetchedBy, m.fetched, topic).Add(float64(bytes))
+}
+
+// counterOf resolves a topic's series once: the label lookup hashes and
+// locks, the cached counter only adds.
+func counterOf(cache *sync.Map, vec *prometheus.CounterVec, topic string) prometheus.Counter {
+	if c, ok := cache.Load(topic); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := cache.LoadOrStore(topic, vec.WithLabelValues(topic))
+	return c.(prometheus.Counter)
+}
+
+// Forget drops a deleted topic's series.
+func (m *Metrics) Forget(topic string) {
+	m.producedBy.Delete(topic)
+	m.fetchedBy.Delete(topic)
+	m.produced.DeleteLabelValues(topic)
+	m.fetched.DeleteLabelValues(topic)
+}
+
+// Event counts a group's rebalances and commits of partitions not owned
+// (group.Watcher).
+func (m *Metrics) Event(groupID string, e group.Event) {
+	switch e.Kind {
+	case group.EventGeneration, group.EventAssignment:
+		m.rebalances.WithLabelValues(groupID).Inc()
+	case group.EventCommitNotOwned:
+		m.commitNotOwned.WithLabelValues(groupID).Inc()
+	}
+}
+
+// Handoff counts a hand-off and what it risked, once its figures are
+// known (group.Watcher).
+func (m *Metrics) Handoff(groupID string, h group.Handoff) {
+	m.handoffs.WithLabelValues(groupID).Inc()
+	if n := h.DuplicateRisk(); n > 0 {
+		m.duplicateRisk.WithLabelValues(groupID).Add(float64(n))
+	}
+	if n := h.Skipped(); n > 0 {
+		m.skipped.WithLabelValues(groupID).Add(float64(n))
+	}
+	if n := h.Rewound(); n > 0 {
+		m.rewound.WithLabelValues(groupID).Add(float64(n))
+	}
+}
+
+// groupCollector exports, at each scrape, every group this broker
+// coordinates: its members, and the lag of each committed partition,
+// empty groups included (a stalled group with no members shows).
+type groupCollector struct {
+	groups  Groups
+	parts   Partitions
+	timeout time.Duration
+}
+
+var (
+	groupMembersDesc = prometheus.NewDesc("strand_group_members", "Members of a group this broker coordinates.",
+		[]string{"group", "type", "state"}, nil)
+	groupLagDesc = prometheus.NewDesc("strand_group_lag", "Records between a group's committed offset and the high watermark.",
+		[]string{"group", "topic", "partition"}, nil)
+	groupLagSecondsDesc = prometheus.NewDesc("strand_group_lag_seconds",
+		"How long ago the first record past a group's committed offset was written; 0 without lag.",
+		[]string{"group", "topic", "partition"}, nil)
+)
+
+func (c groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- groupMembersDesc
+	ch <- groupLagDesc
+	ch <- groupLagSecondsDesc
+}
+
+func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	now := time.Now()
+	for _, v := range c.groups.Views() {
+		ch <- prometheus.MustNewConstMetric(groupMembersDesc, prometheus.GaugeValue, float64(len(v.Members)), v.Group, v.Type, v.State)
+		for _, pl := range lagOf(ctx, c.parts, v, now) {
+			if pl.Lag < 0 {
+				continue
+			}
+			p := itoa(pl.Partition)
+			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(pl.Lag), v.Group, pl.Topic, p)
+			if pl.LagSeconds >= 0 {
+				ch <- prometheus.MustNewConstMetric(groupLagSecondsDesc, prometheus.GaugeValue, pl.LagSeconds, v.Group, pl.Topic, p)
+			}
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/model"
+)
+
+// Groups is the group coordinator: the groups it serves.
+type Groups interface {
+	Views() []group.View
+	View(id string) (group.View, bool)
+}
+
+// Partitions says where partitions end and when their records were
+// written, whichever broker leads them.
+type Partitions interface {
+	// HighWatermarks are the high watermarks of tps; a partition whose
+	// leader cannot be asked is missing.
+	HighWatermarks(ctx context.Context, tps []model.TopicPartition) map[model.TopicPartition]int64
+	// Timestamp is the first timestamp of the batch that holds offset.
+	Timestamp(ctx context.Context, tp model.TopicPartition, offset int64) (time.Time, bool)
+}
+
+// Ledger reads the hand-off ledger: the entries of group (every group
+// when empty) from since on.
+type Ledger interface {
+	Read(ctx context.Context, group string, since time.Time) ([]ledger.Entry, error)
+}
+
+// Health is what the broker knows of the cluster.
+type Health interface {
+	Health() HealthReport
+}
+
+// HealthReport is /api/health's answer. Status is "ok", or "degraded"
+// while a partition is offline or under-replicated.
+type HealthReport struct {
+	Status                    string `json:"status"`
+	NodeID                    int32  `json:"node_id"`
+	ClusterID                 string `json:"cluster_id"`
+	Controller                int32  `json:"controller"`
+	Brokers                   int    `json:"brokers"`
+	Partitions                int    `json:"partitions"`
+	OfflinePartitions         int    `json:"offline_partitions"`
+	UnderReplicatedPartitions int    `json:"under_replicated_partitions"`
+}

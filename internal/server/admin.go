@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/admin"
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/ledger/reader"
+	"github.com/strandlog/strand/internal/model"
+)
+
+// startAdmin opens the admin HTTP listener, when configured.
+func (s *Server) startAdmin() error {
+	if s.cfg.AdminListen == "" {
+		return nil
+	}
+	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Partitions: adminPartitions{s},
+		Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin")}
+	if s.ledger != nil {
+		cfg.Ledger = adminLedger{s}
+	}
+	a, err := admin.Start(cfg)
+	if err != nil {
+		return err
+	}
+	s.admin = a
+	s.logger.Info("admin listener started", "addr", a.Addr().String())
+	return nil
+}
+
+func (s *Server) stopAdmin(ctx context.Context) {
+	if s.admin != nil {
+		s.admin.Close(ctx)
+	}
+}
+
+// AdminAddr is where the admin listener listens; nil without one.
+func (s *Server) AdminAddr() net.Addr {
+	if s.admin == nil {
+		return nil
+	}
+	return s.admin.Addr()
+}
+
+// adminPartitions reads partitions for the admin listener: from the
+// replica when this broker leads the partition, else from its leader.
+type adminPartitions struct{ s *Server }
+
+func (a adminPartitions) leader(tp model.TopicPartition) (int32, bool) {
+	p, ok := a.s.cluster.Partition(tp.Topic, tp.Partition)
+	return p.Leader, ok && p.Leader != cluster.NoLeader
+}
+
+func (a adminPartitions) HighWatermarks(ctx context.Context, tps []model.TopicPartition) map[model.TopicPartition]int64 {
+	out := make(map[model.TopicPartition]int64, len(tps))
+	remote := map[int32]*kmsg.ListOffsetsRequest{}
+	for _, tp := range tps {
+		if p, ok := a.s.replicas.Get(tp); ok && p.IsLeader() {
+			out[tp] = p.HighWatermark()
+			continue
+		}
+		node, ok := a.leader(tp)
+		if !ok || node == a.s.cfg.NodeID {
+			continue
+		}
+		req := remote[node]
+		if req == nil {
+			req = kmsg.NewPtrListOffsetsRequest()
+			req.SetVersion(4)
+			req.ReplicaID = -1
+			remote[node] = req
+		}
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = tp.Topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = tp.Partition, -1 // the high watermark
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	for node, req := range remote {
+		resp, err := a.s.peers.Request(ctx, node, req)
+		if err != nil {
+			continue
+		}
+		for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					out[model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}] = rp.Offset
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (a adminPartitions) Timestamp(ctx context.Context, tp model.TopicPartition, offset int64) (time.Time, bool) {
+	var header []byte
+	if p, ok := a.s.replicas.Get(tp); ok && p.IsLeader() {
+		sec, err := p.Read(offset, 1, false)
+		if err != nil || sec.Size < model.BatchHeaderSize {
+			return time.Time{}, false
+		}
+		header = make([]byte, model.BatchHeaderSize)
+		if n, _ := sec.File.ReadAt(header, sec.Pos); n < len(header) {
+			return time.Time{}, false
+		}
+	} else if header = a.remoteBatch(ctx, tp, offset); len(header) < model.BatchHeaderSize {
+		return time.Time{}, false
+	}
+	b := model.Batch(header)
+	ms := b.BaseTimestamp()
+	if b.IsLogAppendTime() {
+		ms = b.MaxTimestamp()
+	}
+	return time.UnixMilli(ms), true
+}
+
+// remoteBatch fetches the batch holding offset from the partition's leader.
+func (a adminPartitions) remoteBatch(ctx context.Context, tp model.TopicPartition, offset int64) []byte {
+	node, ok := a.leader(tp)
+	if !ok || node == a.s.cfg.NodeID {
+		return nil
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, offset, 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := a.s.peers.Request(ctx, node, req)
+	if err != nil {
+		return nil
+	}
+	for _, t := range resp.(*kmsg.FetchResponse).Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 {
+				return p.RecordBatches
+			}
+		}
+	}
+	return nil
+}
+
+// adminLedger reads the hand-off ledger through this broker's own
+// listener, as any Kafka client would.
+type adminLedger struct{ s *Server }
+
+func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([]ledger.Entry, error) {
+	addr := net.JoinHostPort(a.s.broker.Host, strconv.Itoa(int(a.s.broker.Port)))
+	return reader.Read(ctx, []string{addr}, group, since)
+}
+
+// adminHealth reports the cluster as this broker's metadata shows it.
+type adminHealth struct{ s *Server }
+
+func (a adminHealth) Health() admin.HealthReport {
+	st := a.s.cluster
+	r := admin.HealthReport{Status: "ok", NodeID: a.s.cfg.NodeID, ClusterID: st.ClusterID(), Controller: st.Controller(),
+		Brokers: len(st.Brokers())}
+	for _, t := range st.Topics() {
+		for _, p := range t.States {
+			r.Partitions++
+			switch {
+			case p.Leader == cluster.NoLeader:
+				r.OfflinePartitions++
+			case len(p.ISR) < len(p.Replicas):
+				r.UnderReplicatedPartitions++
+			}
+		}
+	}
+	if r.OfflinePartitions > 0 || r.UnderReplicatedPartitions > 0 {
+		r.Status = "degraded"
+	}
+	return r
+}
