@@ -81,18 +81,14 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				lags, err := adm.Lag(ctx, group)
+				g, err := readGroup(ctx, adm, group)
 				if err != nil {
 					return err
 				}
-				l, ok := lags[group]
-				if !ok {
+				if !g.exists() {
 					return fmt.Errorf("group %s: not found", group)
 				}
-				if err := l.Error(); err != nil {
-					return fmt.Errorf("group %s: %w", group, err)
-				}
-				printLag(cmd.OutOrStdout(), l, use == "describe")
+				printLag(cmd.OutOrStdout(), g, use == "describe")
 				return nil
 			})
 		}}
@@ -101,40 +97,28 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 	return cmd
 }
 
-func printLag(w io.Writer, l kadm.DescribedGroupLag, members bool) {
-	fmt.Fprintf(w, "group %s: state %s, protocol %s %s, %d members\n\n", l.Group, l.State, orDash(l.ProtocolType),
-		orDash(l.Protocol), len(l.Members))
+func printLag(w io.Writer, g groupState, members bool) {
+	fmt.Fprintf(w, "group %s: %s, state %s, protocol %s %s, %d members\n\n", g.group, g.groupType, g.state, orDash(g.protocolType),
+		orDash(g.protocol), len(g.members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if members && len(l.Members) > 0 {
+	if members && len(g.members) > 0 {
 		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tPARTITIONS")
-		for _, m := range l.Members {
-			var parts []string
-			if a, ok := m.Assigned.AsConsumer(); ok {
-				for _, t := range a.Topics {
-					for _, p := range t.Partitions {
-						parts = append(parts, fmt.Sprintf("%s-%d", t.Topic, p))
-					}
-				}
-			}
-			inst := "-"
-			if m.InstanceID != nil {
-				inst = *m.InstanceID
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.ClientHost, inst, orDash(strings.Join(parts, " ")))
+		for _, m := range g.members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.id, m.clientID, m.host, orDash(m.instance), m.ownedLabel())
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
-	for _, pl := range l.Lag.Sorted() {
+	for _, pl := range g.partitions {
 		member := "-"
-		if pl.Member != nil {
-			member = pl.Member.ClientID
+		if pl.owner != nil {
+			member = pl.owner.clientID
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", pl.Topic, pl.Partition, offsetLabel(pl.Commit.At), offsetLabel(pl.End.Offset),
-			countLabel(pl.Lag), member)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", pl.Topic, pl.Partition, offsetLabel(pl.committed), offsetLabel(pl.end),
+			countLabel(pl.lag), member)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntotal lag %d\n", l.Lag.Total())
+	fmt.Fprintf(w, "\ntotal lag %d\n", g.totalLag())
 }
 
 // errGroupActive refuses to move the offsets of a group with members, as
@@ -143,11 +127,11 @@ var errGroupActive = errors.New("the group has members: stop them first")
 
 // emptyGroup checks that group has no members.
 func emptyGroup(ctx context.Context, adm *kadm.Client, group string) error {
-	ds, err := adm.DescribeGroups(ctx, group)
+	g, err := readGroup(ctx, adm, group)
 	if err != nil {
 		return err
 	}
-	if d, ok := ds[group]; ok && d.Err == nil && len(d.Members) > 0 {
+	if len(g.members) > 0 {
 		return fmt.Errorf("group %s: %w", group, errGroupActive)
 	}
 	return nil

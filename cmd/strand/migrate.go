@@ -23,7 +23,7 @@ func migrateCommand() *cobra.Command {
 		Use:   "migrate",
 		Short: "Tools for moving a consumer group to a new version safely",
 	}
-	cmd.AddCommand(migratePlanCommand(), migrateReportCommand())
+	cmd.AddCommand(migratePlanCommand(), migrateWatchCommand(), migrateReportCommand())
 	return cmd
 }
 

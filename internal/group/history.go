@@ -85,6 +85,9 @@ type Handoff struct {
 	// group), or its departure: member-left, member-expired,
 	// member-removed, member-disconnected. Empty for a first assignment.
 	Reason string
+	// LostAt is when From lost the partition: when it departed, or when
+	// the partition was handed on (revoked). Zero for a first assignment.
+	LostAt time.Time
 	// Committed is the group's committed offset when To got the
 	// partition; -1 if none.
 	Committed int64
@@ -92,11 +95,12 @@ type Handoff struct {
 	// owned the partition (everything below was delivered to it); -1 if
 	// unknown. LastSent is the offset after the last record sent to it
 	// (at least LastFetched: the last answer may have carried more), and
-	// LastFetchedAt when it last fetched the partition.
+	// LastFetchedAt when its last fetch of the partition was answered.
 	LastFetched, LastSent int64
 	LastFetchedAt         time.Time
 	// FirstFetched is the first fetch offset To asked for after the
-	// hand-off, at FirstFetchedAt; -1 until it fetches. LogStart is the
+	// hand-off, in a fetch that arrived at FirstFetchedAt; -1 until it
+	// fetches. LogStart is the
 	// partition's log start offset then.
 	FirstFetched   int64
 	FirstFetchedAt time.Time
@@ -153,14 +157,20 @@ func (h Handoff) Rewound() int64 {
 	return max(0, h.Committed-h.FirstFetched)
 }
 
-// Unowned is how long the partition went unread: from the previous
-// owner's last fetch of it to the new owner's first; 0 when either is
-// unknown.
+// Unowned is how long the partition went unread: from the answer to the
+// previous owner's last fetch of it to the arrival of the new owner's
+// first; 0 when either is unknown. A member that left cleanly read until
+// it left: a fetch of its that was parked then is answered after the
+// group has forgotten it.
 func (h Handoff) Unowned() time.Duration {
 	if h.LastFetchedAt.IsZero() || h.FirstFetchedAt.IsZero() {
 		return 0
 	}
-	return max(0, h.FirstFetchedAt.Sub(h.LastFetchedAt))
+	stopped := h.LastFetchedAt
+	if h.Reason == string(EventMemberLeft) && h.LostAt.After(stopped) {
+		stopped = h.LostAt
+	}
+	return max(0, h.FirstFetchedAt.Sub(stopped))
 }
 
 // History is a copy of a group's rebalance history, oldest first.
@@ -191,7 +201,7 @@ type history struct {
 	open map[clientKey]map[model.TopicPartition]*Handoff
 	// departed says how members that left the group went (an event
 	// kind), for the hand-offs of their partitions.
-	departed map[string]EventKind
+	departed map[string]departure
 }
 
 // fetchPos is how far a client read a partition.
@@ -203,7 +213,13 @@ type fetchPos struct {
 func newHistory(maxEvents, maxHandoffs int, done func(Handoff), seen func(Event)) *history {
 	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done, seen: seen,
 		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
-		departed: map[string]EventKind{}}
+		departed: map[string]departure{}}
+}
+
+// departure is how and when a member left the group.
+type departure struct {
+	how EventKind
+	at  time.Time
 }
 
 // departures are the events by which a member leaves the group.
@@ -222,7 +238,7 @@ func (h *history) event(e Event) {
 		if len(h.departed) >= h.maxHandoffs {
 			clear(h.departed) // members whose partitions nobody took over
 		}
-		h.departed[e.Member.MemberID] = e.Kind
+		h.departed[e.Member.MemberID] = departure{e.Kind, e.Time}
 		// What it got and never fetched is as known as it will be.
 		for _, open := range h.open {
 			for tp, ho := range open {
@@ -246,9 +262,9 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 		if pos, ok := h.fetched[from][tp]; ok {
 			ho.LastFetched, ho.LastSent, ho.LastFetchedAt = pos.offset, pos.sent, pos.at
 		}
-		ho.Reason = "revoked"
-		if how, ok := h.departed[ho.From.MemberID]; ok {
-			ho.Reason = string(how)
+		ho.Reason, ho.LostAt = "revoked", ho.Time
+		if d, ok := h.departed[ho.From.MemberID]; ok {
+			ho.Reason, ho.LostAt = string(d.how), d.at
 		}
 	}
 	if open, ok := h.open[from][tp]; hasFrom && ok {
@@ -269,16 +285,18 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	h.open[to][tp] = p
 }
 
-// fetchedAt notes the partitions of one fetch by the client k, at at.
-func (h *history) fetchedAt(k clientKey, at time.Time, reports []FetchReport) {
+// fetchedAt notes the partitions of one fetch by the client k: a new
+// owner started reading when its first fetch arrived, and an owner read
+// until its last fetch was answered.
+func (h *history) fetchedAt(k clientKey, arrived, answered time.Time, reports []FetchReport) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, f := range reports {
-		h.fetchedOne(k, at, f)
+		h.fetchedOne(k, arrived, answered, f)
 	}
 }
 
-func (h *history) fetchedOne(k clientKey, at time.Time, f FetchReport) {
+func (h *history) fetchedOne(k clientKey, arrived, answered time.Time, f FetchReport) {
 	tp := model.TopicPartition{Topic: f.Topic, Partition: f.Partition}
 	m := h.fetched[k]
 	if m == nil {
@@ -292,10 +310,10 @@ func (h *history) fetchedOne(k clientKey, at time.Time, f FetchReport) {
 	if !ok || f.SentEnd > pos.sent {
 		pos.sent = f.SentEnd
 	}
-	pos.at = at
+	pos.at = answered
 	m[tp] = pos
 	if ho, ok := h.open[k][tp]; ok {
-		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, at, f.LogStart
+		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, arrived, f.LogStart
 		delete(h.open[k], tp)
 		h.done(*ho)
 	}
@@ -316,9 +334,10 @@ func (h *history) copy() History {
 // what the previous owner was sent and where the next one began. The Fetch
 // handler calls it once per answer to a consumer, with the partitions it
 // read, from the connection at clientAddr of client id clientID, for a
-// request that arrived at at.
+// request that arrived at arrived and was answered at answered (a fetch
+// parks up to its MaxWait: its client reads the partitions all along).
 type FetchObserver interface {
-	Fetched(clientAddr, clientID string, at time.Time, reports []FetchReport)
+	Fetched(clientAddr, clientID string, arrived, answered time.Time, reports []FetchReport)
 }
 
 // FetchReport is one partition of a consumer's fetch.
@@ -373,18 +392,21 @@ func (x *fetchIndex) remove(k clientKey, g *group) {
 }
 
 // Fetched implements FetchObserver.
-func (c *Coordinator) Fetched(clientAddr, clientID string, at time.Time, reports []FetchReport) {
+func (c *Coordinator) Fetched(clientAddr, clientID string, arrived, answered time.Time, reports []FetchReport) {
 	if c.fetchers.n.Load() == 0 || len(reports) == 0 {
 		return
 	}
-	if at.IsZero() {
-		at = c.clock.Now()
+	if answered.IsZero() {
+		answered = c.clock.Now()
+	}
+	if arrived.IsZero() {
+		arrived = answered
 	}
 	k := keyOf(Client{ID: clientID, Addr: clientAddr})
 	c.fetchers.mu.RLock()
 	defer c.fetchers.mu.RUnlock()
 	for g := range c.fetchers.byClient[k] {
-		g.hist.fetchedAt(k, at, reports)
+		g.hist.fetchedAt(k, arrived, answered, reports)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // fetched reports a fetch of partition p of "t" at offset by client id on
 // addr, whose answer carried nothing.
 func fetched(c *group.Coordinator, addr, client string, p int32, offset int64) {
-	c.Fetched(addr, client, time.Time{}, []group.FetchReport{{Topic: "t", Partition: p, Offset: offset, SentEnd: offset}})
+	c.Fetched(addr, client, time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: p, Offset: offset, SentEnd: offset}})
 }
 
 // takeOver has member ids[1] leave and ids[0] (client id client) take
@@ -156,14 +156,14 @@ func TestHandoffFigures(t *testing.T) {
 			e := newEnv(t, nil)
 			ids, gen := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
 			// c1 is sent records up to 80 and commits 60.
-			e.c.Fetched("10.0.0.1:6000", "c1", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 0, SentEnd: 50}})
+			e.c.Fetched("10.0.0.1:6000", "c1", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 0, SentEnd: 50}})
 			e.clock.Advance(100 * time.Millisecond)
 			lastFetch := e.clock.Now()
-			e.c.Fetched("10.0.0.1:6000", "c1", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 50, SentEnd: 80}})
+			e.c.Fetched("10.0.0.1:6000", "c1", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 50, SentEnd: 80}})
 			recv(t, e.c.Commit(commit("g", gen, ids[1], at(1, 60))))
 			e.takeOver(ids, "c0")
 			e.clock.Advance(300 * time.Millisecond)
-			e.c.Fetched("10.0.0.1:6001", "c0", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: tc.start, SentEnd: tc.start + 5}})
+			e.c.Fetched("10.0.0.1:6001", "c0", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: tc.start, SentEnd: tc.start + 5}})
 
 			h, _ := e.c.History("g")
 			ho := handoffs(h, 1)[1]
@@ -179,6 +179,56 @@ func TestHandoffFigures(t *testing.T) {
 				t.Fatalf("unowned %v, want 300ms", got)
 			}
 		})
+	}
+}
+
+// TestHandoffUnownedAfterParkedFetch: an owner with nothing new to read
+// parks each fetch for its MaxWait, reading its partitions all along; the
+// partition goes unread from the answer to its last fetch, not from when
+// that fetch arrived.
+func TestHandoffUnownedAfterParkedFetch(t *testing.T) {
+	e := newEnv(t, nil)
+	ids, _ := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+	arrived := e.clock.Now()
+	e.clock.Advance(5 * time.Second)
+	answered := e.clock.Now()
+	e.c.Fetched("10.0.0.1:6000", "c1", arrived, answered, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 50, SentEnd: 50}})
+	e.takeOver(ids, "c0")
+	e.clock.Advance(300 * time.Millisecond)
+	firstArrived := e.clock.Now()
+	e.clock.Advance(5 * time.Second) // the new owner's first fetch parks too
+	e.c.Fetched("10.0.0.1:6001", "c0", firstArrived, e.clock.Now(), []group.FetchReport{{Topic: "t", Partition: 1, Offset: 50, SentEnd: 50}})
+
+	h, _ := e.c.History("g")
+	ho := handoffs(h, 1)[1]
+	if !ho.LastFetchedAt.Equal(answered) || !ho.FirstFetchedAt.Equal(firstArrived) {
+		t.Fatalf("last fetched at %v (want %v), first fetched at %v (want %v)", ho.LastFetchedAt, answered, ho.FirstFetchedAt, firstArrived)
+	}
+	if got := ho.Unowned(); got != 300*time.Millisecond {
+		t.Fatalf("unowned %v, want 300ms", got)
+	}
+}
+
+// TestHandoffUnownedOfACleanLeave: a member that leaves cleanly read its
+// partitions until its LeaveGroup, even when its last fetch was answered
+// long before (a parked fetch answered after it left is not counted).
+func TestHandoffUnownedOfACleanLeave(t *testing.T) {
+	e := newEnv(t, nil)
+	ids, _ := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+	fetched(e.c, "10.0.0.1:6000", "c1", 1, 50)
+	e.clock.Advance(2 * time.Second)
+	left := e.clock.Now()
+	e.takeOver(ids, "c0")
+	e.clock.Advance(300 * time.Millisecond)
+	fetched(e.c, "10.0.0.1:6001", "c0", 1, 50)
+
+	h, _ := e.c.History("g")
+	ho := handoffs(h, 1)[1]
+	if ho.Reason != string(group.EventMemberLeft) || !ho.LostAt.Equal(left) {
+		t.Fatalf("reason %s, lost at %v; want member-left at %v", ho.Reason, ho.LostAt, left)
+	}
+	if got := ho.Unowned(); got != 300*time.Millisecond {
+		t.Fatalf("unowned %v, want 300ms (from the leave)", got)
 	}
 }
 
@@ -212,8 +262,8 @@ func TestHandoffFetchesOfOneClientID(t *testing.T) {
 		recv(t, ch)
 	}
 	// The process reads partition 0 up to 100 and partition 1 up to 10.
-	e.c.Fetched("10.0.0.1:6000", "same", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 0, Offset: 90, SentEnd: 100}})
-	e.c.Fetched("10.0.0.1:6000", "same", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 5, SentEnd: 10}})
+	e.c.Fetched("10.0.0.1:6000", "same", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 0, Offset: 90, SentEnd: 100}})
+	e.c.Fetched("10.0.0.1:6000", "same", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 1, Offset: 5, SentEnd: 10}})
 	// Member 1 leaves; member 0 takes partition 1 over.
 	e.takeOver(ids, "same")
 	h, _ := e.c.History("g")
@@ -228,7 +278,7 @@ func TestHandoffFetchesOfOneClientID(t *testing.T) {
 func TestHandoffFirstAssignmentSkipped(t *testing.T) {
 	e := newEnv(t, nil)
 	e.stableGroup("g", 1, 1)
-	e.c.Fetched("10.0.0.1:6000", "c0", time.Time{}, []group.FetchReport{{Topic: "t", Partition: 0, Offset: 120, SentEnd: 120, LogStart: 20}})
+	e.c.Fetched("10.0.0.1:6000", "c0", time.Time{}, time.Time{}, []group.FetchReport{{Topic: "t", Partition: 0, Offset: 120, SentEnd: 120, LogStart: 20}})
 	h, _ := e.c.History("g")
 	if ho := handoffs(h, 0)[0]; ho.Skipped() != 100 || ho.DuplicateRisk() != 0 || ho.Reason != "" {
 		t.Fatalf("first assignment %+v: skipped %d, duplicate risk %d", ho, ho.Skipped(), ho.DuplicateRisk())

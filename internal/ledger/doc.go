@@ -34,17 +34,19 @@
 //	  "to": { the same fields },
 //	  "reason": "revoked",          how from lost it: revoked, member-left, member-expired,
 //	                                member-removed or member-disconnected
+//	  "lost_at": "...",             when from lost it: when it departed, or was revoked
 //	  "committed": 1200,            the group's committed offset at the hand-off; -1 if none
 //	  "last_fetched": 1180,         the highest offset from asked for; -1 if unknown
 //	  "last_sent": 1250,            the offset after the last record sent to from; -1 if unknown
-//	  "last_fetched_at": "...",     when from last fetched it
+//	  "last_fetched_at": "...",     when from's last fetch of it was answered
 //	  "first_fetched": 1200,        where the new owner started; -1 if it never fetched
-//	  "first_fetched_at": "...",
+//	  "first_fetched_at": "...",    when the new owner's first fetch of it arrived
 //	  "log_start": 0,               the partition's log start offset at that first fetch
 //	  "duplicate_risk": 50,         records sent to from that the new owner is sent again
 //	  "skipped": 0,                 records the new owner started past
 //	  "rewound": 0,                 how far below the committed offset it started
-//	  "unowned_ms": 412             from's last fetch to the new owner's first
+//	  "unowned_ms": 412             from last_fetched_at (lost_at for a member that left
+//	                                cleanly, if later) to first_fetched_at
 //	}
 //
 // A member's commit for a partition it does not own is an entry too:

@@ -33,6 +33,7 @@ type Entry struct {
 	From           *Member    `json:"from,omitempty"`
 	To             Member     `json:"to"`
 	Reason         string     `json:"reason,omitempty"`
+	LostAt         *time.Time `json:"lost_at,omitempty"`
 	Committed      int64      `json:"committed"`
 	LastFetched    int64      `json:"last_fetched"`
 	LastSent       int64      `json:"last_sent"`

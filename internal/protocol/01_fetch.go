@@ -386,9 +386,9 @@ func (b *Broker) meterFetch(res *fetchResult) {
 // observeFetch tells the group coordinator where a consumer reads, for
 // its hand-off history (group.FetchObserver): once per answer, with each
 // partition read, the offset asked for and the offset after the last
-// record sent; at is when the request arrived.
-func (b *Broker) observeFetch(r *Request, res *fetchResult, at time.Time) {
+// record sent; arrived is when the request arrived.
+func (b *Broker) observeFetch(r *Request, res *fetchResult, arrived time.Time) {
 	if len(res.read) > 0 {
-		b.FetchObserver.Fetched(r.Client, r.ClientID, at, res.read)
+		b.FetchObserver.Fetched(r.Client, r.ClientID, arrived, time.Now(), res.read)
 	}
 }

@@ -55,7 +55,7 @@ type handoffLedger struct{ w *ledger.Writer }
 
 func (l handoffLedger) Handoff(groupID string, h group.Handoff) {
 	e := ledger.Entry{Type: ledger.TypeHandoff, Time: h.Time, Group: groupID, Topic: h.Topic, Partition: h.Partition,
-		Generation: h.Generation, To: ledgerMember(h.To), Reason: h.Reason, Committed: h.Committed,
+		Generation: h.Generation, To: ledgerMember(h.To), Reason: h.Reason, LostAt: timeOrNil(h.LostAt), Committed: h.Committed,
 		LastFetched: h.LastFetched, LastSent: h.LastSent, LastFetchedAt: timeOrNil(h.LastFetchedAt),
 		FirstFetched: h.FirstFetched, FirstFetchedAt: timeOrNil(h.FirstFetchedAt), LogStart: h.LogStart,
 		DuplicateRisk: h.DuplicateRisk(), Skipped: h.Skipped(), Rewound: h.Rewound(), UnownedMs: h.Unowned().Milliseconds()}

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -17,64 +18,123 @@ import (
 // reads every partition of the ledger topic from its start to the end it
 // has when Read begins. No ledger topic means no entries.
 func Read(ctx context.Context, brokers []string, group string, since time.Time) ([]ledger.Entry, error) {
+	t, err := NewTail(brokers, group, since)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return t.Next(ctx, 0)
+}
+
+// Tail follows the ledger's entries of a group as they are written, for a
+// live view. It is not safe for concurrent use.
+type Tail struct {
+	cl    *kgo.Client
+	group string
+	since time.Time
+	// started once the ledger's partitions are being read; behind holds,
+	// until the first Next has read them, the ends they had then.
+	started bool
+	behind  map[int32]int64
+}
+
+// NewTail follows group's entries (every group's when it is empty) from
+// since on (everything when it is zero).
+func NewTail(brokers []string, group string, since time.Time) (*Tail, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, ledger.Topic)
-	if err != nil {
-		return nil, fmt.Errorf("listing the ends of %s: %w", ledger.Topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, ledger.Topic)
-	if !since.IsZero() && err == nil {
-		// Records are stamped when written, after their entry's time.
-		starts, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), ledger.Topic)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing the starts of %s: %w", ledger.Topic, err)
-	}
-	want := map[int32]int64{}
-	offsets := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		start, ok := starts.Lookup(ledger.Topic, o.Partition)
-		if o.Err == nil && ok && start.Err == nil && start.Offset >= 0 && start.Offset < o.Offset {
-			want[o.Partition] = o.Offset
-			offsets[o.Partition] = kgo.NewOffset().At(start.Offset)
-		}
-	})
-	var out []ledger.Entry
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{ledger.Topic: offsets})
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+	return &Tail{cl: cl, group: group, since: since}, nil
+}
+
+// Next returns the entries not yet returned, ordered by time. The first
+// call that finds the ledger reads it to the end it has then; later calls
+// wait up to wait for new entries. Before the ledger topic exists (no
+// group has had an assignment yet) it returns none.
+func (t *Tail) Next(ctx context.Context, wait time.Duration) ([]ledger.Entry, error) {
+	if !t.started {
+		if err := t.start(ctx); err != nil || !t.started {
 			return nil, err
 		}
-		var bad error
-		fs.EachError(func(_ string, p int32, err error) {
-			bad = fmt.Errorf("reading %s partition %d: %w", ledger.Topic, p, err)
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-			e, err := ledger.Decode(r.Value)
-			if err != nil {
-				bad = fmt.Errorf("%s partition %d offset %d: %w", ledger.Topic, r.Partition, r.Offset, err)
-				return
-			}
-			if (group == "" || e.Group == group) && !e.Time.Before(since) {
-				out = append(out, e)
-			}
-		})
-		if bad != nil {
-			return nil, bad
+	}
+	var out []ledger.Entry
+	for len(t.behind) > 0 {
+		if err := t.poll(ctx, &out); err != nil {
+			return nil, err
+		}
+	}
+	if wait > 0 {
+		pollCtx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		if err := t.poll(pollCtx, &out); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
 		}
 	}
 	slices.SortStableFunc(out, func(a, b ledger.Entry) int { return a.Time.Compare(b.Time) })
 	return out, nil
 }
+
+// start finds where each ledger partition's entries from since on begin,
+// and the ends they have now.
+func (t *Tail) start(ctx context.Context) error {
+	adm := kadm.NewClient(t.cl)
+	ends, err := adm.ListEndOffsets(ctx, ledger.Topic)
+	if err != nil {
+		return fmt.Errorf("listing the ends of %s: %w", ledger.Topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, ledger.Topic)
+	if !t.since.IsZero() && err == nil {
+		// Records are stamped when written, after their entry's time.
+		starts, err = adm.ListOffsetsAfterMilli(ctx, t.since.UnixMilli(), ledger.Topic)
+	}
+	if err != nil {
+		return fmt.Errorf("listing the starts of %s: %w", ledger.Topic, err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	t.behind = map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		start, ok := starts.Lookup(ledger.Topic, o.Partition)
+		if o.Err != nil || !ok || start.Err != nil || start.Offset < 0 {
+			return // a missing topic, or a partition that could not be listed
+		}
+		offsets[o.Partition] = kgo.NewOffset().At(start.Offset)
+		if start.Offset < o.Offset {
+			t.behind[o.Partition] = o.Offset
+		}
+	})
+	if len(offsets) > 0 {
+		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{ledger.Topic: offsets})
+		t.started = true
+	}
+	return nil
+}
+
+// poll adds one fetch's entries to out.
+func (t *Tail) poll(ctx context.Context, out *[]ledger.Entry) error {
+	fs := t.cl.PollFetches(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var bad error
+	fs.EachError(func(_ string, p int32, err error) {
+		bad = fmt.Errorf("reading %s partition %d: %w", ledger.Topic, p, err)
+	})
+	fs.EachRecord(func(r *kgo.Record) {
+		if end, ok := t.behind[r.Partition]; ok && r.Offset+1 >= end {
+			delete(t.behind, r.Partition)
+		}
+		e, err := ledger.Decode(r.Value)
+		if err != nil {
+			bad = fmt.Errorf("%s partition %d offset %d: %w", ledger.Topic, r.Partition, r.Offset, err)
+			return
+		}
+		if (t.group == "" || e.Group == t.group) && !e.Time.Before(t.since) {
+			*out = append(*out, e)
+		}
+	})
+	return bad
+}
+
+// Close closes the tail's client.
+func (t *Tail) Close() { t.cl.Close() }
