@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -174,7 +176,9 @@ func lastCommitted(l *grouptest.Log) map[int32]int64 {
 // consumer and with franz-go. __consumer_offsets has three replicas, so the
 // coordinator fails over: once the broker is fenced, the survivors answer
 // FindCoordinator with one of them, which has loaded every committed
-// offset, and the group commits again while the broker is dead; records
+// offset, and the group commits again while the broker is dead; the
+// hand-off ledger entries it wrote, on a ledger partition it led, are read
+// back field for field from the survivors; records
 // written to the partitions the survivors lead are acknowledged and read;
 // the member does not crash. When the broker is restarted the member reads
 // every record, the ones written to the dead broker's partitions after its
@@ -227,6 +231,14 @@ func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
 	grouptest.WaitProcessed(t, ctx, produced, m)
 	waitCommitted(t, ctx, grouptest.Admin(t, c.seed(other)), group, topic, produced.Ends())
 	committedBefore := produced.Ends()
+	// The coordinator has written the hand-offs of the partitions it leads
+	// (it sees their fetches) to the ledger, on a partition it leads too.
+	ledgerBefore := waitHandoffs(t, ctx, c.seed(other), group, len(dead), "the first assignments")
+	ledgerLeaders, err := leadersAt(c.seed(other), ledger.Topic)
+	if err != nil || !slices.Contains(slices.Collect(maps.Values(ledgerLeaders)), coord) {
+		t.Fatalf("the coordinator %d leads no partition of %s (leaders %v, error %v): its kill would not move the ledger",
+			coord, ledger.Topic, ledgerLeaders, err)
+	}
 
 	killed := time.Now()
 	c.Procs[coord].Kill()
@@ -260,6 +272,9 @@ func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
 	if err != nil {
 		t.Fatalf("fetching the offsets of %s from the new coordinator: %v", group, err)
 	}
+	checkLedgerKept(t, ctx, c.seed(other), group, ledgerBefore)
+	t.Logf("the survivors serve the %d ledger entries written before the kill %v after it", len(ledgerBefore),
+		time.Since(killed).Round(time.Millisecond))
 	for p, end := range committedBefore {
 		if offs[p] < end {
 			t.Errorf("partition %d: the new coordinator has offset %d, %d was committed before the kill", p, offs[p], end)
@@ -345,4 +360,40 @@ func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
 	}
 	checkAccounting(t, "after the coordinator's restart", produced, -1, m)
 	checkCommitted(t, ctx, grouptest.Admin(t, c.seed(0)), group, topic, produced.Ends())
+}
+
+// checkLedgerKept waits until every entry of before can be read from the
+// ledger through addr, field for field.
+func checkLedgerKept(t *testing.T, ctx context.Context, addr, group string, before []ledger.Entry) {
+	t.Helper()
+	var missing []ledger.Entry
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		es, err := grouptest.ReadLedger(ctx, addr, group)
+		missing = missing[:0]
+		for _, want := range before {
+			if !slices.ContainsFunc(es, func(e ledger.Entry) bool { return reflect.DeepEqual(normalEntry(e), normalEntry(want)) }) {
+				missing = append(missing, want)
+			}
+		}
+		if err == nil && len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ledger read through %s lacks %d of the %d entries written before the kill (error %v): first %+v",
+				addr, len(missing), len(before), err, missing[0])
+		}
+	}
+}
+
+// normalEntry drops the monotonic clock readings, so that an entry read
+// back compares equal to itself.
+func normalEntry(e ledger.Entry) ledger.Entry {
+	e.Time = e.Time.Round(0)
+	for _, p := range []**time.Time{&e.LostAt, &e.LastFetchedAt, &e.FirstFetchedAt} {
+		if *p != nil {
+			v := (*p).Round(0)
+			*p = &v
+		}
+	}
+	return e
 }

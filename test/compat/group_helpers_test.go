@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
@@ -493,6 +494,30 @@ func checkCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, 
 	for p, end := range want {
 		if o, ok := offs.Lookup(topic, p); !ok || o.At != end || o.Err != nil {
 			t.Errorf("group %s: partition %d committed %+v, want %d", group, p, o, end)
+		}
+	}
+}
+
+// waitHandoffs waits until the ledger, read through addr, holds n
+// hand-offs of group, and returns its entries.
+func waitHandoffs(t *testing.T, ctx context.Context, addr, group string, n int, what string) []ledger.Entry {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		es, err := grouptest.ReadLedger(ctx, addr, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, e := range es {
+			if e.Type == ledger.TypeHandoff {
+				got++
+			}
+		}
+		if got >= n {
+			return es
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %d hand-offs in the ledger, want %d", what, got, n)
 		}
 	}
 }

@@ -10,9 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/testutil"
-	"github.com/strandlog/strand/test/grouptest"
 )
 
 // TestMigrateWatch runs the real binary's `migrate watch` on a group that
@@ -198,27 +196,4 @@ func versionRows(view string) map[string]string {
 		}
 	}
 	return out
-}
-
-// waitHandoffs waits until the ledger holds n hand-offs of group.
-func waitHandoffs(t *testing.T, ctx context.Context, addr, group string, n int, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		es, err := grouptest.ReadLedger(ctx, addr, group)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := 0
-		for _, e := range es {
-			if e.Type == ledger.TypeHandoff {
-				got++
-			}
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %d hand-offs in the ledger, want %d", what, got, n)
-		}
-	}
 }
