@@ -327,9 +327,7 @@ until interrupted.`,
 				next := time.Now().Add(interval)
 				readCtx, cancel := context.WithTimeout(ctx, timeout)
 				es, err := tail.Next(readCtx, 100*time.Millisecond)
-				if err == nil {
-					st.learn(es, from)
-				}
+				st.learn(es, from)
 				f := readWatchFrame(readCtx, adm, group, st)
 				cancel()
 				if ctx.Err() != nil {

@@ -23,7 +23,11 @@ func Read(ctx context.Context, brokers []string, group string, since time.Time) 
 		return nil, err
 	}
 	defer t.Close()
-	return t.Next(ctx, 0)
+	es, err := t.Next(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return es, nil
 }
 
 // Tail follows the ledger's entries of a group as they are written, for a
@@ -51,7 +55,8 @@ func NewTail(brokers []string, group string, since time.Time) (*Tail, error) {
 // Next returns the entries not yet returned, ordered by time. The first
 // call that finds the ledger reads it to the end it has then; later calls
 // wait up to wait for new entries. Before the ledger topic exists (no
-// group has had an assignment yet) it returns none.
+// group has had an assignment yet) it returns none. With an error it
+// returns the entries it read before it, which are not returned again.
 func (t *Tail) Next(ctx context.Context, wait time.Duration) ([]ledger.Entry, error) {
 	if !t.started {
 		if err := t.start(ctx); err != nil || !t.started {
@@ -59,20 +64,19 @@ func (t *Tail) Next(ctx context.Context, wait time.Duration) ([]ledger.Entry, er
 		}
 	}
 	var out []ledger.Entry
-	for len(t.behind) > 0 {
-		if err := t.poll(ctx, &out); err != nil {
-			return nil, err
-		}
+	var err error
+	for len(t.behind) > 0 && err == nil {
+		err = t.poll(ctx, &out)
 	}
-	if wait > 0 {
+	if wait > 0 && err == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		if err := t.poll(pollCtx, &out); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+		if err = t.poll(pollCtx, &out); ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = nil // nothing new within wait
 		}
 	}
 	slices.SortStableFunc(out, func(a, b ledger.Entry) int { return a.Time.Compare(b.Time) })
-	return out, nil
+	return out, err
 }
 
 // start finds where each ledger partition's entries from since on begin,
