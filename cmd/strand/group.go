@@ -19,20 +19,7 @@ import (
 // Kafka protocol (franz-go's admin client), so they work against any Kafka
 // cluster as well as Strand.
 func groupCommand() *cobra.Command {
-	var (
-		brokers string
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "group",
-		Short: "List, describe, measure, move and delete consumer groups",
-	}
-	f := cmd.PersistentFlags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
-	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
-	admin := func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
-		return withAdmin(cmd, brokers, timeout, fn)
-	}
+	cmd, admin := adminCommand("group", "List, describe, measure, move and delete consumer groups")
 	cmd.AddCommand(
 		&cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +35,23 @@ func groupCommand() *cobra.Command {
 }
 
 type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
+
+// adminCommand is a command whose subcommands talk to a cluster through
+// an admin client: it holds the --brokers and --timeout flags they share,
+// and the function that runs them.
+func adminCommand(use, short string) (*cobra.Command, adminFunc) {
+	var (
+		brokers string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{Use: use, Short: short}
+	f := cmd.PersistentFlags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
+	return cmd, func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
+		return withAdmin(cmd, brokers, timeout, fn)
+	}
+}
 
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.

@@ -49,40 +49,26 @@ func TestGroupCLI(t *testing.T) {
 	}
 	blue.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"cli": {0: {Epoch: -1, Offset: 15}, 1: {Epoch: -1, Offset: 5}}}, nil)
 
-	strand := func(args ...string) result {
-		t.Helper()
-		return run(time.Minute, "", "", testutil.Binary(t), append([]string{"group"}, append(args, "--brokers", b.Addr)...)...)
-	}
-	want := func(r result, ok bool, parts ...string) {
-		t.Helper()
-		if (r.err == nil) != ok {
-			t.Fatalf("want success %v: %v", ok, r)
-		}
-		for _, p := range parts {
-			if !strings.Contains(r.stdout+r.stderr, p) {
-				t.Fatalf("no %q in: %v", p, r)
-			}
-		}
-	}
+	strand := strandCLI(t, b.Addr, "group")
 	// While blue runs, its offsets may not be moved.
-	want(strand("reset-offsets", "--group", "blue", "--execute"), false, "the group has members")
+	wantCLI(t, strand("reset-offsets", "--group", "blue", "--execute"), false, "the group has members")
 	d := strand("describe", "--group", "blue")
-	want(d, true, "1 members", "cli-0", "total lag 20")
+	wantCLI(t, d, true, "1 members", "cli-0", "total lag 20")
 	t.Logf("strand group describe:\n%s", d.stdout)
 	blue.Close()
 
-	want(strand("list"), true, "blue", "classic", "Empty")
-	want(strand("lag", "--group", "blue"), true, "cli", "15", "total lag 20")
+	wantCLI(t, strand("list"), true, "blue", "classic", "Empty")
+	wantCLI(t, strand("lag", "--group", "blue"), true, "cli", "15", "total lag 20")
 	checkAdminLag(t, b, "blue", map[int32]int64{0: 5, 1: 15})
-	want(strand("copy-offsets", "--from", "blue", "--to", "green"), true, "committed 2 offsets for group green")
-	want(strand("lag", "--group", "green"), true, "total lag 20")
-	want(strand("reset-offsets", "--group", "green", "--to", "earliest"), true, "not committed")
-	want(strand("lag", "--group", "green"), true, "total lag 20")
-	want(strand("reset-offsets", "--group", "green", "--to", "earliest", "--execute"), true, "committed 2 offsets")
-	want(strand("lag", "--group", "green"), true, "total lag 40")
-	want(strand("reset-offsets", "--group", "green", "--to", "18", "--execute"), true, "committed 2 offsets")
-	want(strand("lag", "--group", "green"), true, "total lag 4\n")
-	want(strand("delete", "--group", "green"), true, "deleted group green")
+	wantCLI(t, strand("copy-offsets", "--from", "blue", "--to", "green"), true, "committed 2 offsets for group green")
+	wantCLI(t, strand("lag", "--group", "green"), true, "total lag 20")
+	wantCLI(t, strand("reset-offsets", "--group", "green", "--to", "earliest"), true, "not committed")
+	wantCLI(t, strand("lag", "--group", "green"), true, "total lag 20")
+	wantCLI(t, strand("reset-offsets", "--group", "green", "--to", "earliest", "--execute"), true, "committed 2 offsets")
+	wantCLI(t, strand("lag", "--group", "green"), true, "total lag 40")
+	wantCLI(t, strand("reset-offsets", "--group", "green", "--to", "18", "--execute"), true, "committed 2 offsets")
+	wantCLI(t, strand("lag", "--group", "green"), true, "total lag 4\n")
+	wantCLI(t, strand("delete", "--group", "green"), true, "deleted group green")
 	if r := strand("list"); strings.Contains(r.stdout, "green") {
 		t.Fatalf("green still listed after delete: %v", r)
 	}

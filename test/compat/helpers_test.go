@@ -331,3 +331,24 @@ func createTopic(t *testing.T, addr, topic string, partitions int32, configs map
 		t.Errorf("created %s with %d partitions, want %d", topic, resp.NumPartitions, partitions)
 	}
 }
+
+// strandCLI runs the real binary's `strand SUB ARGS... --brokers addr`,
+// and wantCLI checks how a run ended and what it printed.
+func strandCLI(t *testing.T, addr, sub string) func(args ...string) result {
+	return func(args ...string) result {
+		t.Helper()
+		return run(time.Minute, "", "", testutil.Binary(t), append([]string{sub}, append(args, "--brokers", addr)...)...)
+	}
+}
+
+func wantCLI(t *testing.T, r result, ok bool, parts ...string) {
+	t.Helper()
+	if (r.err == nil) != ok {
+		t.Fatalf("want success %v: %v", ok, r)
+	}
+	for _, p := range parts {
+		if !strings.Contains(r.stdout+r.stderr, p) {
+			t.Fatalf("no %q in: %v", p, r)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicCommand is the everyday tools for topics. Like the group tools they
+// speak the Kafka protocol, so they work against any Kafka cluster.
+func topicCommand() *cobra.Command {
+	cmd, admin := adminCommand("topic", "Create, list, describe and delete topics")
+	cmd.AddCommand(topicCreateCommand(admin), topicListCommand(admin), topicDescribeCommand(admin), topicDeleteCommand(admin))
+	return cmd
+}
+
+// checkFormat accepts the output formats of the topic tools.
+func checkFormat(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("--format %q: table or json", format)
+	}
+	return nil
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func topicCreateCommand(admin adminFunc) *cobra.Command {
+	var (
+		partitions int32
+		replicas   int16
+		configs    []string
+	)
+	cmd := &cobra.Command{Use: "create TOPIC...", Short: "Create topics", Args: cobra.MinimumNArgs(1),
+		Example: `  strand topic create orders --partitions 6
+  strand topic create events --partitions 3 --replicas 3 --config retention.ms=86400000`,
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			cfg := map[string]*string{}
+			for _, c := range configs {
+				k, v, ok := strings.Cut(c, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--config %q: name=value", c)
+				}
+				cfg[k] = &v
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.CreateTopics(ctx, partitions, replicas, cfg, topics...)
+				if err != nil {
+					return err
+				}
+				return eachTopic(resp.Sorted(), func(r kadm.CreateTopicResponse) (string, error) {
+					return r.Topic, withMessage(r.Err, r.ErrMessage)
+				}, func(r kadm.CreateTopicResponse) {
+					fmt.Fprintf(cmd.OutOrStdout(), "created topic %s with %d partitions, replication factor %d\n", r.Topic,
+						r.NumPartitions, r.ReplicationFactor)
+				})
+			})
+		}}
+	f := cmd.Flags()
+	f.Int32VarP(&partitions, "partitions", "p", -1, "partitions (-1: the broker's num.partitions)")
+	f.Int16VarP(&replicas, "replicas", "r", -1, "replication factor (-1: the broker's default.replication.factor)")
+	f.StringArrayVarP(&configs, "config", "c", nil, "a topic config, name=value (repeatable)")
+	return cmd
+}
+
+// eachTopic reports the answer for each topic of a request: done for
+// those that succeeded, and one error naming those that failed.
+func eachTopic[R any](rs []R, result func(R) (topic string, err error), done func(R)) error {
+	var failed []string
+	for _, r := range rs {
+		if topic, err := result(r); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", topic, err))
+		} else {
+			done(r)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// withMessage adds the broker's error message, when it gave one.
+func withMessage(err error, message string) error {
+	if err == nil || message == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, message)
+}
+
+// topicSummary is a topic as list shows it.
+type topicSummary struct {
+	Topic             string `json:"topic"`
+	ID                string `json:"id"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+func topicListCommand(admin adminFunc) *cobra.Command {
+	var (
+		format   string
+		internal bool
+	)
+	cmd := &cobra.Command{Use: "list", Short: "Every topic, with its partitions and replication factor", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				var (
+					tds kadm.TopicDetails
+					err error
+				)
+				if internal {
+					tds, err = adm.ListTopicsWithInternal(ctx)
+				} else {
+					tds, err = adm.ListTopics(ctx)
+				}
+				if err != nil {
+					return err
+				}
+				out := []topicSummary{}
+				for _, td := range tds.Sorted() {
+					if td.Err != nil {
+						return fmt.Errorf("topic %s: %w", td.Topic, td.Err)
+					}
+					out = append(out, topicSummary{Topic: td.Topic, ID: td.ID.String(), Partitions: len(td.Partitions),
+						ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
+				}
+				w := cmd.OutOrStdout()
+				if format == "json" {
+					return writeJSONTo(w, map[string]any{"topics": out})
+				}
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS\tINTERNAL")
+				for _, t := range out {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", t.Topic, t.Partitions, t.ReplicationFactor, t.Internal)
+				}
+				return tw.Flush()
+			})
+		}}
+	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	cmd.Flags().BoolVar(&internal, "internal", false, "list internal topics too")
+	return cmd
+}
+
+// topicDetail is a topic as describe shows it.
+type topicDetail struct {
+	Topic      string            `json:"topic"`
+	ID         string            `json:"id"`
+	Internal   bool              `json:"internal"`
+	Partitions []partitionDetail `json:"partitions"`
+	// Configs are the topic's configs set on the topic itself (not
+	// defaults), or every config with --all-configs.
+	Configs map[string]string `json:"configs"`
+}
+
+type partitionDetail struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	Offline     []int32 `json:"offline_replicas,omitempty"`
+	Start       int64   `json:"start_offset"` // -1 when it could not be listed
+	End         int64   `json:"end_offset"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func topicDescribeCommand(admin adminFunc) *cobra.Command {
+	var (
+		format string
+		all    bool
+	)
+	cmd := &cobra.Command{Use: "describe TOPIC...", Short: "Topics' partitions (leaders, replicas, in-sync sets, offsets) and configs",
+		Args: cobra.MinimumNArgs(1),
+		Example: `  strand topic describe orders
+  strand topic describe orders --format json`,
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				ds, err := describeTopics(ctx, adm, topics, all)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if format == "json" {
+					return writeJSONTo(w, map[string]any{"topics": ds})
+				}
+				for i, d := range ds {
+					if i > 0 {
+						fmt.Fprintln(w)
+					}
+					printTopic(w, d)
+				}
+				return nil
+			})
+		}}
+	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	cmd.Flags().BoolVar(&all, "all-configs", false, "show every config, defaults included")
+	return cmd
+}
+
+// describeTopics reads topics' partitions, offsets and configs; a topic
+// the cluster does not have is an error.
+func describeTopics(ctx context.Context, adm *kadm.Client, topics []string, allConfigs bool) ([]topicDetail, error) {
+	tds, err := adm.ListTopicsWithInternal(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		td, ok := tds[t]
+		if !ok {
+			td.Err = kerr.UnknownTopicOrPartition
+		}
+		if td.Err != nil {
+			return nil, fmt.Errorf("topic %s: %w", t, td.Err)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("describing configs: %w", err)
+	}
+	configs := map[string]map[string]string{}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return nil, fmt.Errorf("configs of %s: %w", rc.Name, rc.Err)
+		}
+		m := map[string]string{}
+		for _, c := range rc.Configs {
+			if c.Value != nil && (allConfigs || c.Source == kmsg.ConfigSourceDynamicTopicConfig) {
+				m[c.Key] = *c.Value
+			}
+		}
+		configs[rc.Name] = m
+	}
+	out := make([]topicDetail, 0, len(topics))
+	for _, t := range topics {
+		td := tds[t]
+		d := topicDetail{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t]}
+		for _, p := range td.Partitions.Sorted() {
+			pd := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
+				ISR: p.ISR, Offline: p.OfflineReplicas, Start: -1, End: -1}
+			if p.Err != nil {
+				pd.Error = p.Err.Error()
+			}
+			if o, ok := starts.Lookup(t, p.Partition); ok && o.Err == nil {
+				pd.Start = o.Offset
+			}
+			if o, ok := ends.Lookup(t, p.Partition); ok && o.Err == nil {
+				pd.End = o.Offset
+			}
+			d.Partitions = append(d.Partitions, pd)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func printTopic(w io.Writer, d topicDetail) {
+	internal := ""
+	if d.Internal {
+		internal = ", internal"
+	}
+	fmt.Fprintf(w, "topic %s (id %s%s): %d partitions\n\n", d.Topic, d.ID, internal, len(d.Partitions))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tIN-SYNC\tSTART\tEND\tERROR")
+	for _, p := range d.Partitions {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR),
+			offsetLabel(p.Start), offsetLabel(p.End), orDash(p.Error))
+	}
+	tw.Flush()
+	if len(d.Configs) > 0 {
+		fmt.Fprintln(w, "\nCONFIGS")
+		for _, k := range slices.Sorted(maps.Keys(d.Configs)) {
+			fmt.Fprintf(w, "  %s=%s\n", k, d.Configs[k])
+		}
+	}
+}
+
+func nodeList(ns []int32) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return orDash(strings.Join(s, ","))
+}
+
+func topicDeleteCommand(admin adminFunc) *cobra.Command {
+	return &cobra.Command{Use: "delete TOPIC...", Short: "Delete topics and their records", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.DeleteTopics(ctx, topics...)
+				if err != nil {
+					return err
+				}
+				return eachTopic(resp.Sorted(), func(r kadm.DeleteTopicResponse) (string, error) {
+					return r.Topic, withMessage(r.Err, r.ErrMessage)
+				}, func(r kadm.DeleteTopicResponse) { fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", r.Topic) })
+			})
+		}}
+}

@@ -1,0 +1,85 @@
+package compat
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestTopicCLI drives `strand topic` against the real binary: create with
+// a config, list, describe (table and JSON, with the offsets records gave
+// and the config set), the errors a script can rely on (a second create,
+// an unknown topic), and delete.
+func TestTopicCLI(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	strand := strandCLI(t, b.Addr, "topic")
+	wantCLI(t, strand("create", "orders", "--partitions", "3", "--config", "retention.ms=3600000"), true,
+		"created topic orders with 3 partitions, replication factor 1")
+	wantCLI(t, strand("create", "orders", "--partitions", "3"), false, "TOPIC_ALREADY_EXISTS")
+	wantCLI(t, strand("create", "bad", "--config", "retention.ms"), false, "name=value")
+
+	ctx := groupCtx(t, time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 1, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list := strand("list")
+	wantCLI(t, list, true, "orders")
+	if strings.Contains(list.stdout, "__consumer_offsets") {
+		t.Fatalf("list shows internal topics without --internal: %v", list)
+	}
+	d := strand("describe", "orders")
+	wantCLI(t, d, true, "3 partitions", "retention.ms=3600000")
+	t.Logf("strand topic describe:\n%s", d.stdout)
+
+	r := strand("describe", "orders", "--format", "json")
+	wantCLI(t, r, true)
+	var described struct {
+		Topics []struct {
+			Topic      string `json:"topic"`
+			Partitions []struct {
+				Partition int32   `json:"partition"`
+				Leader    int32   `json:"leader"`
+				ISR       []int32 `json:"isr"`
+				Start     int64   `json:"start_offset"`
+				End       int64   `json:"end_offset"`
+			} `json:"partitions"`
+			Configs map[string]string `json:"configs"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &described); err != nil {
+		t.Fatalf("describe --format json: %v\n%v", err, r)
+	}
+	if len(described.Topics) != 1 || len(described.Topics[0].Partitions) != 3 ||
+		described.Topics[0].Configs["retention.ms"] != "3600000" {
+		t.Fatalf("described %+v", described)
+	}
+	for _, p := range described.Topics[0].Partitions {
+		end := int64(0)
+		if p.Partition == 1 {
+			end = 5
+		}
+		if p.Start != 0 || p.End != end || p.Leader < 0 || len(p.ISR) != 1 {
+			t.Errorf("partition %+v, want offsets 0 to %d and a leader in sync", p, end)
+		}
+	}
+	wantCLI(t, strand("describe", "nowhere"), false, "UNKNOWN_TOPIC_OR_PARTITION")
+	wantCLI(t, strand("list", "--format", "yaml"), false, "table or json")
+
+	wantCLI(t, strand("delete", "orders"), true, "deleted topic orders")
+	if l := strand("list", "--format", "json"); strings.Contains(l.stdout, `"orders"`) {
+		t.Fatalf("orders still listed after delete: %v", l)
+	}
+	wantCLI(t, strand("delete", "orders"), false, "UNKNOWN_TOPIC_OR_PARTITION")
+}
