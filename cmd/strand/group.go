@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,6 +37,17 @@ func groupCommand() *cobra.Command {
 
 type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
 
+// brokersUsage is the --brokers flag's help, shared by the tools.
+const brokersUsage = "bootstrap brokers, comma-separated (default from STRAND_BROKERS)"
+
+// defaultBrokers is STRAND_BROKERS, or the local broker.
+func defaultBrokers() string {
+	if b := os.Getenv("STRAND_BROKERS"); b != "" {
+		return b
+	}
+	return "127.0.0.1:9092"
+}
+
 // adminCommand is a command whose subcommands talk to a cluster through
 // an admin client: it holds the --brokers and --timeout flags they share,
 // and the function that runs them.
@@ -46,7 +58,7 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 	)
 	cmd := &cobra.Command{Use: use, Short: short}
 	f := cmd.PersistentFlags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	f.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
 	return cmd, func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
 		return withAdmin(cmd, brokers, timeout, fn)

@@ -18,6 +18,7 @@ func main() {
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(benchCommand())
+	root.AddCommand(clusterCommand())
 	root.AddCommand(topicCommand())
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())

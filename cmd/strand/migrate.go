@@ -81,7 +81,7 @@ records.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	f.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
 	f.StringVar(&group, "group", "", "the consumer group (required)")
 	f.StringVar(&since, "since", "", "only hand-offs from then on: a time (RFC 3339) or a duration back from now (30m)")
 	f.StringVar(&format, "format", "table", "table or json")

@@ -357,7 +357,7 @@ until interrupted.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&brokers, "brokers", "127.0.0.1:9092", "bootstrap brokers, comma-separated")
+	fl.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
 	fl.StringVar(&group, "group", "", "the consumer group (required)")
 	fl.StringVar(&since, "since", "1h", "hand-offs counted from then on: a time (RFC 3339) or a duration back from now")
 	fl.DurationVar(&interval, "interval", time.Second, "how often the view refreshes")

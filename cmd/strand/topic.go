@@ -19,8 +19,9 @@ import (
 // topicCommand is the everyday tools for topics. Like the group tools they
 // speak the Kafka protocol, so they work against any Kafka cluster.
 func topicCommand() *cobra.Command {
-	cmd, admin := adminCommand("topic", "Create, list, describe and delete topics")
-	cmd.AddCommand(topicCreateCommand(admin), topicListCommand(admin), topicDescribeCommand(admin), topicDeleteCommand(admin))
+	cmd, admin := adminCommand("topic", "Create, list, describe, configure, grow, trim and delete topics")
+	cmd.AddCommand(topicCreateCommand(admin), topicListCommand(admin), topicDescribeCommand(admin), topicAlterConfigCommand(admin),
+		topicAddPartitionsCommand(admin), topicTrimCommand(admin), topicDeleteCommand(admin))
 	return cmd
 }
 
@@ -323,4 +324,121 @@ func topicDeleteCommand(admin adminFunc) *cobra.Command {
 				}, func(r kadm.DeleteTopicResponse) { fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", r.Topic) })
 			})
 		}}
+}
+
+func topicAlterConfigCommand(admin adminFunc) *cobra.Command {
+	var set, del []string
+	cmd := &cobra.Command{Use: "alter-config TOPIC...", Short: "Set or delete topic configs (incrementally)", Args: cobra.MinimumNArgs(1),
+		Example: `  strand topic alter-config orders --set retention.ms=3600000 --delete cleanup.policy`,
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			var alters []kadm.AlterConfig
+			for _, c := range set {
+				k, v, ok := strings.Cut(c, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--set %q: name=value", c)
+				}
+				alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+			}
+			for _, k := range del {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+			}
+			if len(alters) == 0 {
+				return fmt.Errorf("nothing to change: give --set or --delete")
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.AlterTopicConfigs(ctx, alters, topics...)
+				if err != nil {
+					return err
+				}
+				return eachTopic(resp, func(r kadm.AlterConfigsResponse) (string, error) {
+					return r.Name, withMessage(r.Err, r.ErrMessage)
+				}, func(r kadm.AlterConfigsResponse) {
+					fmt.Fprintf(cmd.OutOrStdout(), "altered %d configs of topic %s\n", len(alters), r.Name)
+				})
+			})
+		}}
+	cmd.Flags().StringArrayVar(&set, "set", nil, "a config to set, name=value (repeatable)")
+	cmd.Flags().StringArrayVar(&del, "delete", nil, "a config to return to its default (repeatable)")
+	return cmd
+}
+
+func topicAddPartitionsCommand(admin adminFunc) *cobra.Command {
+	var total int
+	cmd := &cobra.Command{Use: "add-partitions TOPIC...", Short: "Grow topics to a number of partitions", Args: cobra.MinimumNArgs(1),
+		Long: `Grow each topic to --total partitions. Records already written stay where they
+are, so keys written from now on may go to another partition than before.`,
+		Example: `  strand topic add-partitions orders --total 12`,
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			if total <= 0 {
+				return fmt.Errorf("--total %d: the number of partitions each topic is to have", total)
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.UpdatePartitions(ctx, total, topics...)
+				if err != nil {
+					return err
+				}
+				return eachTopic(resp.Sorted(), func(r kadm.CreatePartitionsResponse) (string, error) {
+					return r.Topic, withMessage(r.Err, r.ErrMessage)
+				}, func(r kadm.CreatePartitionsResponse) {
+					fmt.Fprintf(cmd.OutOrStdout(), "topic %s has %d partitions\n", r.Topic, total)
+				})
+			})
+		}}
+	cmd.Flags().IntVar(&total, "total", 0, "the number of partitions (required)")
+	_ = cmd.MarkFlagRequired("total")
+	return cmd
+}
+
+func topicTrimCommand(admin adminFunc) *cobra.Command {
+	var (
+		before    int64
+		partition int32
+	)
+	cmd := &cobra.Command{Use: "trim TOPIC", Short: "Delete a topic's records below an offset (DeleteRecords)", Args: cobra.ExactArgs(1),
+		Long: `Move the start of the topic's partitions (or of --partition alone) up to
+--before, deleting the records below it; --before -1 is the end, deleting every
+record. A partition whose end is below --before is trimmed to its end.`,
+		Example: `  strand topic trim orders --before 1000 --partition 0`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			if before < -1 {
+				return fmt.Errorf("--before %d: an offset, or -1 for the end", before)
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				ends, err := adm.ListEndOffsets(ctx, topic)
+				if err != nil {
+					return err
+				}
+				if err := ends.Error(); err != nil {
+					return fmt.Errorf("topic %s: %w", topic, err)
+				}
+				to := kadm.Offsets{}
+				ends.Each(func(o kadm.ListedOffset) {
+					if partition >= 0 && o.Partition != partition {
+						return
+					}
+					at := o.Offset
+					if before >= 0 {
+						at = min(before, o.Offset)
+					}
+					to.Add(kadm.Offset{Topic: topic, Partition: o.Partition, At: at})
+				})
+				if len(to) == 0 {
+					return fmt.Errorf("topic %s has no partition %d", topic, partition)
+				}
+				resp, err := adm.DeleteRecords(ctx, to)
+				if err != nil {
+					return err
+				}
+				return eachTopic(resp.Sorted(), func(r kadm.DeleteRecordsResponse) (string, error) {
+					return fmt.Sprintf("%s-%d", r.Topic, r.Partition), r.Err
+				}, func(r kadm.DeleteRecordsResponse) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s-%d starts at %d\n", r.Topic, r.Partition, r.LowWatermark)
+				})
+			})
+		}}
+	cmd.Flags().Int64Var(&before, "before", 0, "the new start offset; -1 for the end (required)")
+	cmd.Flags().Int32Var(&partition, "partition", -1, "only this partition")
+	_ = cmd.MarkFlagRequired("before")
+	return cmd
 }

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,35 @@ func TestTopicCLI(t *testing.T) {
 		}
 	}
 	wantCLI(t, strand("describe", "nowhere"), false, "UNKNOWN_TOPIC_OR_PARTITION")
+
+	// Configs, partitions and the log start move, and describe shows it.
+	wantCLI(t, strand("alter-config", "orders", "--set", "retention.ms=7200000", "--set", "cleanup.policy=compact,delete"), true,
+		"altered 2 configs of topic orders")
+	wantCLI(t, strand("alter-config", "orders", "--delete", "cleanup.policy"), true, "altered 1 configs")
+	wantCLI(t, strand("alter-config", "orders", "--set", "no.such.config=1"), false, "orders: ")
+	wantCLI(t, strand("add-partitions", "orders", "--total", "5"), true, "topic orders has 5 partitions")
+	wantCLI(t, strand("add-partitions", "orders", "--total", "2"), false, "INVALID_PARTITIONS")
+	wantCLI(t, strand("trim", "orders", "--before", "3", "--partition", "1"), true, "orders-1 starts at 3")
+	describe := func() (starts, ends []int64, configs map[string]string) {
+		t.Helper()
+		r := strand("describe", "orders", "--format", "json")
+		described.Topics = nil
+		if err := json.Unmarshal([]byte(r.stdout), &described); err != nil || len(described.Topics) != 1 {
+			t.Fatalf("describe --format json: %v\n%v", err, r)
+		}
+		for _, p := range described.Topics[0].Partitions {
+			starts, ends = append(starts, p.Start), append(ends, p.End)
+		}
+		return starts, ends, described.Topics[0].Configs
+	}
+	starts, ends, configs := describe()
+	if fmt.Sprint(starts, ends) != "[0 3 0 0 0] [0 5 0 0 0]" || configs["retention.ms"] != "7200000" || configs["cleanup.policy"] != "" {
+		t.Fatalf("after alter-config, add-partitions and trim: starts %v, ends %v, configs %v", starts, ends, configs)
+	}
+	wantCLI(t, strand("trim", "orders", "--before", "-1"), true, "orders-1 starts at 5", "orders-4 starts at 0")
+	if starts, _, _ := describe(); fmt.Sprint(starts) != "[0 5 0 0 0]" {
+		t.Fatalf("after trimming to the end: starts %v", starts)
+	}
 	wantCLI(t, strand("list", "--format", "yaml"), false, "table or json")
 
 	wantCLI(t, strand("delete", "orders"), true, "deleted topic orders")
