@@ -25,11 +25,11 @@ import (
 // voters of one metadata quorum (Kafka's combined mode).
 func devClusterCommand() *cobra.Command {
 	var (
-		brokers  int
-		dataDir  string
-		host     string
-		basePort int
-		logLevel string
+		brokers             int
+		dataDir             string
+		host                string
+		basePort            int
+		logLevel, logFormat string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev-cluster",
@@ -41,11 +41,10 @@ the bootstrap address and runs until interrupted; run it again on the same
 directory to get the same cluster back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := newLogger(os.Stderr, logLevel, logFormat)
+			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			return devCluster(brokers, dataDir, host, basePort, logger)
 		},
 	}
@@ -55,6 +54,7 @@ directory to get the same cluster back.`,
 	f.StringVar(&host, "host", "127.0.0.1", "the host every broker listens on")
 	f.IntVar(&basePort, "port", 9092, "broker 0's client port; broker i takes port+i, and port+100+i for its controller listener")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text (key=value) or json, one object per line")
 	return cmd
 }
 

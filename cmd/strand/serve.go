@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +31,7 @@ func serveCommand() *cobra.Command {
 		fsync         string
 		fsyncInterval int64
 		logLevel      string
+		logFormat     string
 		cpuProfile    string
 		listeners     string
 		advertised    string
@@ -56,11 +58,10 @@ wins over the file.`,
 				return err
 			}
 			cfg.Log.FlushPolicy, cfg.Log.FlushInterval = p, msDuration(fsyncInterval)
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := newLogger(os.Stderr, logLevel, logFormat)
+			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if cpuProfile != "" {
 				// Profiles until shutdown; strand bench suite --cpuprofile uses it.
 				pf, err := os.Create(cpuProfile)
@@ -134,6 +135,7 @@ wins over the file.`,
 	f.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "how long an idle transactional id is kept (transactional.id.expiration.ms)")
 	f.DurationVar(&cfg.TransactionAbortCheck, "transaction-abort-check-interval", cfg.TransactionAbortCheck, "how often timed-out transactions are looked for (transaction.abort.timed.out.transaction.cleanup.interval.ms)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text (key=value) or json, one object per line")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
 	f.MarkHidden("cpuprofile")
 	return cmd
@@ -277,4 +279,21 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// newLogger writes the broker's log to w at level, as text (key=value) or
+// JSON lines.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: text or json", format)
 }
