@@ -91,7 +91,10 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.logger.Debug("connection closed mid-request", "err", err)
 			return
 		}
-		read := time.Now()
+		var read time.Time // only read the clock for the latency metric
+		if c.srv.metrics != nil {
+			read = time.Now()
+		}
 		req, resp, err := decodeRequest(frame)
 		if err != nil {
 			c.logger.Warn("closing connection: bad request", "err", err)
