@@ -28,7 +28,7 @@ func devClusterCommand() *cobra.Command {
 		brokers             int
 		dataDir             string
 		host                string
-		basePort            int
+		basePort, adminPort int
 		logLevel, logFormat string
 	)
 	cmd := &cobra.Command{
@@ -36,7 +36,8 @@ func devClusterCommand() *cobra.Command {
 		Short: "Run a local cluster of brokers in one process",
 		Long: `Run a local cluster for trying Strand as a cluster: --brokers brokers in one
 process, node ids 0..n-1, broker i serving clients on --port+i and its metadata
-quorum traffic on --port+100+i, with its data in --data-dir/broker-i. It prints
+quorum traffic on --port+100+i, its admin API and metrics on --admin-port+i,
+with its data in --data-dir/broker-i. It prints
 the bootstrap address and runs until interrupted; run it again on the same
 directory to get the same cluster back.`,
 		Args: cobra.NoArgs,
@@ -45,7 +46,7 @@ directory to get the same cluster back.`,
 			if err != nil {
 				return err
 			}
-			return devCluster(brokers, dataDir, host, basePort, logger)
+			return devCluster(brokers, dataDir, host, basePort, adminPort, logger)
 		},
 	}
 	f := cmd.Flags()
@@ -53,15 +54,19 @@ directory to get the same cluster back.`,
 	f.StringVar(&dataDir, "data-dir", "strand-dev-cluster", "directory holding every broker's data directory")
 	f.StringVar(&host, "host", "127.0.0.1", "the host every broker listens on")
 	f.IntVar(&basePort, "port", 9092, "broker 0's client port; broker i takes port+i, and port+100+i for its controller listener")
+	f.IntVar(&adminPort, "admin-port", 9644, "broker 0's admin HTTP port (JSON API and /metrics); broker i takes admin-port+i; 0 turns them off")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text (key=value) or json, one object per line")
 	return cmd
 }
 
 // devClusterConfigs returns the brokers' settings.
-func devClusterConfigs(brokers int, dataDir, host string, basePort int) ([]config.Broker, error) {
+func devClusterConfigs(brokers int, dataDir, host string, basePort, adminPort int) ([]config.Broker, error) {
 	if brokers < 1 || basePort < 1 || basePort+100+brokers > 65535 {
 		return nil, fmt.Errorf("need at least one broker and ports %d..%d within 1..65535", basePort, basePort+100+brokers)
+	}
+	if adminPort < 0 || adminPort+brokers > 65535 {
+		return nil, fmt.Errorf("admin ports %d..%d are not within 1..65535 (0 turns them off)", adminPort, adminPort+brokers-1)
 	}
 	addr := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 	var voters []string
@@ -75,15 +80,18 @@ func devClusterConfigs(brokers int, dataDir, host string, basePort int) ([]confi
 		cfg.DataDir = filepath.Join(dataDir, fmt.Sprintf("broker-%d", i))
 		cfg.Listen = addr(basePort + i)
 		cfg.ControllerListen = addr(basePort + 100 + i)
-		cfg.AdminListen = net.JoinHostPort(host, strconv.Itoa(9644+i))
+		cfg.AdminListen = ""
+		if adminPort > 0 {
+			cfg.AdminListen = addr(adminPort + i)
+		}
 		cfg.QuorumVoters = strings.Join(voters, ",")
 		cfgs[i] = cfg
 	}
 	return cfgs, nil
 }
 
-func devCluster(brokers int, dataDir, host string, basePort int, logger *slog.Logger) error {
-	cfgs, err := devClusterConfigs(brokers, dataDir, host, basePort)
+func devCluster(brokers int, dataDir, host string, basePort, adminPort int, logger *slog.Logger) error {
+	cfgs, err := devClusterConfigs(brokers, dataDir, host, basePort, adminPort)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -27,7 +28,9 @@ func TestDevCluster(t *testing.T) {
 	base := 20000 + rand.IntN(12000)
 	run := func() (*exec.Cmd, string) {
 		cmd := exec.Command(testutil.Binary(t), "dev-cluster", "--brokers", "3", "--data-dir", dir,
-			"--port", fmt.Sprint(base), "--log-level", "warn")
+			"--port", fmt.Sprint(base), "--admin-port", fmt.Sprint(base+200), "--log-level", "warn")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +47,11 @@ func TestDevCluster(t *testing.T) {
 			close(line)
 		}()
 		select {
-		case l := <-line:
+		case l, ok := <-line:
+			if !ok {
+				cmd.Wait()
+				t.Fatalf("dev-cluster printed no bootstrap line: %s", stderr.String())
+			}
 			return cmd, l
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
@@ -74,6 +81,17 @@ func TestDevCluster(t *testing.T) {
 	brokers, err := adm.ListBrokers(ctx)
 	if err != nil || len(brokers) != 3 {
 		t.Fatalf("brokers %v %v", brokers, err)
+	}
+	// Each broker's admin listener is on --admin-port+i.
+	for i := range 3 {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/health", base+200+i))
+		if err != nil {
+			t.Fatalf("broker %d admin listener: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("broker %d /api/health: %s", i, resp.Status)
+		}
 	}
 	cl.Close()
 	cmd.Process.Signal(syscall.SIGTERM)
