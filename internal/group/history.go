@@ -198,10 +198,20 @@ type history struct {
 	// the new owner, and reads the previous owner's).
 	fetched map[clientKey]map[model.TopicPartition]fetchPos
 	// open are the hand-offs whose new owner has not fetched yet.
-	open map[clientKey]map[model.TopicPartition]*Handoff
+	open map[clientKey]map[model.TopicPartition]*openHandoff
 	// departed says how members that left the group went (an event
 	// kind), for the hand-offs of their partitions.
 	departed map[string]departure
+}
+
+// openHandoff is a hand-off waiting for its new owner's first fetch,
+// with the previous owner's client: what it was sent may still be
+// reported (a fetch answered after the hand-off, or one reported late by
+// the partition's leader on another broker).
+type openHandoff struct {
+	*Handoff
+	from, to clientKey
+	hasFrom  bool
 }
 
 // fetchPos is how far a client read a partition.
@@ -212,7 +222,7 @@ type fetchPos struct {
 
 func newHistory(maxEvents, maxHandoffs int, done func(Handoff), seen func(Event)) *history {
 	return &history{maxEvents: maxEvents, maxHandoffs: maxHandoffs, done: done, seen: seen,
-		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*Handoff{},
+		fetched: map[clientKey]map[model.TopicPartition]fetchPos{}, open: map[clientKey]map[model.TopicPartition]*openHandoff{},
 		departed: map[string]departure{}}
 }
 
@@ -244,7 +254,7 @@ func (h *history) event(e Event) {
 			for tp, ho := range open {
 				if ho.To.MemberID == e.Member.MemberID {
 					delete(open, tp)
-					h.done(*ho)
+					h.complete(tp, ho)
 				}
 			}
 		}
@@ -270,7 +280,7 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	if open, ok := h.open[from][tp]; hasFrom && ok {
 		// Handed on before its owner fetched it.
 		delete(h.open[from], tp)
-		h.done(*open)
+		h.complete(tp, open)
 	}
 	p := &ho
 	if len(h.handoffs) >= h.maxHandoffs {
@@ -280,9 +290,26 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 	// The new owner's reads of this partition count from now on.
 	delete(h.fetched[to], tp)
 	if h.open[to] == nil {
-		h.open[to] = map[model.TopicPartition]*Handoff{}
+		h.open[to] = map[model.TopicPartition]*openHandoff{}
 	}
-	h.open[to][tp] = p
+	h.open[to][tp] = &openHandoff{Handoff: p, from: from, to: to, hasFrom: hasFrom}
+}
+
+// complete finishes an open hand-off: the previous owner's reads reported
+// since it was opened count too, then its figures are done.
+func (h *history) complete(tp model.TopicPartition, ho *openHandoff) {
+	if pos, ok := h.fetched[ho.from][tp]; ok && ho.hasFrom && ho.from != ho.to {
+		if ho.LastFetched < 0 || pos.offset > ho.LastFetched {
+			ho.LastFetched = pos.offset
+		}
+		if ho.LastSent < 0 || pos.sent > ho.LastSent {
+			ho.LastSent = pos.sent
+		}
+		if pos.at.After(ho.LastFetchedAt) {
+			ho.LastFetchedAt = pos.at
+		}
+	}
+	h.done(*ho.Handoff)
 }
 
 // fetchedAt notes the partitions of one fetch by the client k: a new
@@ -292,30 +319,54 @@ func (h *history) fetchedAt(k clientKey, arrived, answered time.Time, reports []
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, f := range reports {
-		h.fetchedOne(k, arrived, answered, f)
+		h.read(k, f.Topic, f.Partition, f.Offset, f.SentEnd, answered)
+		h.started(k, arrived, f)
 	}
 }
 
-func (h *history) fetchedOne(k clientKey, arrived, answered time.Time, f FetchReport) {
-	tp := model.TopicPartition{Topic: f.Topic, Partition: f.Partition}
+// fetchedSpans notes reads reported by another broker. The previous
+// owners' reads of a span count before any new owner's first fetch of it
+// completes a hand-off: within a span their order is not known.
+func (h *history) fetchedSpans(spans []keyedSpan) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range spans {
+		h.read(s.key, s.First.Topic, s.First.Partition, s.Offset, s.SentEnd, s.Answered)
+	}
+	for _, s := range spans {
+		h.started(s.key, s.FirstArrived, s.First)
+	}
+}
+
+// read notes how far the client k read a partition.
+func (h *history) read(k clientKey, topic string, partition int32, offset, sent int64, answered time.Time) {
+	tp := model.TopicPartition{Topic: topic, Partition: partition}
 	m := h.fetched[k]
 	if m == nil {
 		m = map[model.TopicPartition]fetchPos{}
 		h.fetched[k] = m
 	}
 	pos, ok := m[tp]
-	if !ok || f.Offset > pos.offset {
-		pos.offset = f.Offset
+	if !ok || offset > pos.offset {
+		pos.offset = offset
 	}
-	if !ok || f.SentEnd > pos.sent {
-		pos.sent = f.SentEnd
+	if !ok || sent > pos.sent {
+		pos.sent = sent
 	}
-	pos.at = answered
+	if answered.After(pos.at) {
+		pos.at = answered
+	}
 	m[tp] = pos
+}
+
+// started completes the hand-off waiting for the client k's first fetch
+// of f's partition, if there is one.
+func (h *history) started(k clientKey, arrived time.Time, f FetchReport) {
+	tp := model.TopicPartition{Topic: f.Topic, Partition: f.Partition}
 	if ho, ok := h.open[k][tp]; ok {
 		ho.FirstFetched, ho.FirstFetchedAt, ho.LogStart = f.Offset, arrived, f.LogStart
 		delete(h.open[k], tp)
-		h.done(*ho)
+		h.complete(tp, ho)
 	}
 }
 
@@ -349,6 +400,49 @@ type FetchReport struct {
 	LogStart  int64 // the partition's log start offset
 }
 
+// Span is what one client read of one partition over a stretch of its
+// fetches, as the partition's leader on another broker reports it: the
+// stretch's first fetch, and how far the client read by its end.
+type Span struct {
+	ClientAddr, ClientID string
+	// First is the stretch's first fetch, which arrived at FirstArrived.
+	First        FetchReport
+	FirstArrived time.Time
+	// Offset is the highest fetch offset asked for, SentEnd the highest
+	// end sent, Answered when the stretch's last fetch was answered.
+	Offset, SentEnd int64
+	Answered        time.Time
+}
+
+type keyedSpan struct {
+	Span
+	key clientKey
+}
+
+// FetchedElsewhere notes spans of fetches that other brokers answered:
+// in a cluster a partition's leader is often not its group's
+// coordinator.
+func (c *Coordinator) FetchedElsewhere(spans []Span) {
+	byGroup := map[*group][]keyedSpan{}
+	c.fetchers.mu.RLock()
+	for _, s := range spans {
+		k := keyOf(Client{ID: s.ClientID, Addr: s.ClientAddr})
+		for g := range c.fetchers.byClient[k] {
+			byGroup[g] = append(byGroup[g], keyedSpan{s, k})
+		}
+		// A member that has left read until it left.
+		for g := range c.fetchers.gone[k] {
+			if _, ok := c.fetchers.byClient[k][g]; !ok {
+				byGroup[g] = append(byGroup[g], keyedSpan{s, k})
+			}
+		}
+	}
+	c.fetchers.mu.RUnlock()
+	for g, ks := range byGroup {
+		g.hist.fetchedSpans(ks)
+	}
+}
+
 // fetchIndex maps a client (host and client id) to the groups that have a
 // member on it, so that the fetch hook finds them without touching the
 // groups' locks. Its lock is taken under group.mu and before history.mu.
@@ -356,7 +450,13 @@ type fetchIndex struct {
 	n        atomic.Int32 // entries, for the common case of none
 	mu       sync.RWMutex
 	byClient map[clientKey]map[*group]int // members per group
+	// gone are the groups clients last had members in, for the reads
+	// other brokers report late (FetchedElsewhere); bounded by maxGone.
+	gone map[clientKey]map[*group]bool
 }
+
+// maxGone bounds fetchIndex.gone: past it, it starts afresh.
+const maxGone = 4096
 
 func (x *fetchIndex) add(k clientKey, g *group) {
 	x.mu.Lock()
@@ -384,6 +484,13 @@ func (x *fetchIndex) remove(k clientKey, g *group) {
 	}
 	if gs[g]--; gs[g] <= 0 {
 		delete(gs, g)
+		if len(x.gone) >= maxGone || x.gone == nil {
+			x.gone = map[clientKey]map[*group]bool{}
+		}
+		if x.gone[k] == nil {
+			x.gone[k] = map[*group]bool{}
+		}
+		x.gone[k][g] = true
 		if len(gs) == 0 {
 			delete(x.byClient, k)
 			x.n.Add(-1)

@@ -182,6 +182,41 @@ func TestHandoffFigures(t *testing.T) {
 	}
 }
 
+// TestHandoffFiguresReportedElsewhere: in a cluster the partition's
+// leader reports its fetches late, in spans, and a span's order is not
+// known: the previous owner's last reads count even when they come with
+// (and after) the new owner's first fetch.
+func TestHandoffFiguresReportedElsewhere(t *testing.T) {
+	e := newEnv(t, nil)
+	ids, gen := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+	start := e.clock.Now()
+	e.clock.Advance(100 * time.Millisecond)
+	lastFetch := e.clock.Now()
+	recv(t, e.c.Commit(commit("g", gen, ids[1], at(1, 60))))
+	e.takeOver(ids, "c0")
+	e.clock.Advance(300 * time.Millisecond)
+	firstArrived := e.clock.Now()
+	e.c.FetchedElsewhere([]group.Span{
+		{ClientAddr: "10.0.0.1:6001", ClientID: "c0", First: group.FetchReport{Topic: "t", Partition: 1, Offset: 60, SentEnd: 70},
+			FirstArrived: firstArrived, Offset: 70, SentEnd: 90, Answered: firstArrived},
+		{ClientAddr: "10.0.0.1:6000", ClientID: "c1", First: group.FetchReport{Topic: "t", Partition: 1, Offset: 0, SentEnd: 50},
+			FirstArrived: start, Offset: 50, SentEnd: 80, Answered: lastFetch},
+	})
+
+	h, _ := e.c.History("g")
+	ho := handoffs(h, 1)[1]
+	if ho.LastFetched != 50 || ho.LastSent != 80 || ho.Committed != 60 || ho.FirstFetched != 60 ||
+		!ho.LastFetchedAt.Equal(lastFetch) || !ho.FirstFetchedAt.Equal(firstArrived) {
+		t.Fatalf("hand-off %+v", ho)
+	}
+	if ho.DuplicateRisk() != 20 || ho.Skipped() != 0 {
+		t.Fatalf("duplicate risk %d, skipped %d; want 20, 0", ho.DuplicateRisk(), ho.Skipped())
+	}
+	if got := ho.Unowned(); got != 300*time.Millisecond {
+		t.Fatalf("unowned %v, want 300ms", got)
+	}
+}
+
 // TestHandoffUnownedAfterParkedFetch: an owner with nothing new to read
 // parks each fetch for its MaxWait, reading its partitions all along; the
 // partition goes unread from the answer to its last fetch, not from when
