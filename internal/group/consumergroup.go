@@ -561,7 +561,7 @@ func (cg *consumerGroup) resolveRegexes(all []string) {
 
 // internalTopic: patterns never match the internal topics.
 func internalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state" || name == model.HandoffsTopic
+	return name == OffsetsTopic || name == "__transaction_state" || name == model.HandoffsTopic || name == model.FetchPositionsTopic
 }
 
 // checkCommit is Kafka's ConsumerGroup.validateOffsetCommit, with the

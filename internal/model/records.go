@@ -15,6 +15,10 @@ import (
 // HandoffsTopic is the hand-off ledger's internal topic (internal/ledger).
 const HandoffsTopic = "__strand_handoffs"
 
+// FetchPositionsTopic carries consumers' reads from partition leaders to
+// group coordinators (internal/fetchpos).
+const FetchPositionsTopic = "__strand_fetch_positions"
+
 // KeyValue is one record a coordinator writes; a nil Value is a tombstone.
 type KeyValue struct {
 	Key, Value []byte

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/fetcher"
+	"github.com/strandlog/strand/internal/fetchpos"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/log"
@@ -45,10 +46,15 @@ type Server struct {
 	topics                   *topicAdmin
 	groups                   *group.Coordinator
 	ledger                   *ledger.Writer // nil without the hand-off ledger
-	txns                     *txn.Coordinator
-	broker                   *protocol.Broker
-	metrics                  *admin.Metrics // nil without the admin listener
-	admin                    *admin.Server
+	// In a cluster with the ledger: this broker's consumers' reads go to
+	// the other coordinators, and theirs come here (internal/fetchpos).
+	positions         *fetchPositionsTopic
+	positionPublisher *fetchpos.Publisher
+	positionFollower  *fetchpos.Follower
+	txns              *txn.Coordinator
+	broker            *protocol.Broker
+	metrics           *admin.Metrics // nil without the admin listener
+	admin             *admin.Server
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -120,6 +126,11 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s.groups = group.New(gcfg, offsetsTopic{s: s})
 	if cfg.HandoffLedger {
 		observer = s.groups
+		if s.clustered() {
+			s.positions = &fetchPositionsTopic{s: s}
+			s.positionPublisher = fetchpos.NewPublisher(s.groups, s.positions, cfg.NodeID, fetchPositionsInterval, logger)
+			observer = s.positionPublisher
+		}
 	}
 	if err := s.groups.Load(); err != nil {
 		s.groups.Close()
@@ -151,6 +162,17 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 }
 
 func (s *Server) closeLedger() {
+	if s.positionPublisher != nil {
+		s.positionPublisher.Close()
+		s.positionPublisher = nil
+	}
+	if s.positionFollower != nil {
+		s.positionFollower.Close()
+		s.positionFollower = nil
+	}
+	if s.positions != nil {
+		s.positions.close()
+	}
 	if s.ledger != nil {
 		s.ledger.Close()
 	}
@@ -217,6 +239,9 @@ func (s *Server) Start() error {
 	if s.clustered() {
 		s.goroutines.Go(s.maintainInSyncSets)
 		s.goroutines.Go(s.watchQuorumContact)
+	}
+	if s.positions != nil {
+		s.positionFollower = fetchpos.NewFollower(s.positions, s.cfg.NodeID, s.groups.FetchedElsewhere, s.logger)
 	}
 	if !s.clustered() {
 		s.goroutines.Go(s.acceptLoop)

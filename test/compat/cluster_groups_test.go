@@ -156,6 +156,49 @@ func testGroupResume(t *testing.T, c *cluster, client string, start clusterMembe
 		t.Errorf("%d records processed twice, want the %d the first member had not committed", rep.Duplicates, tail)
 	}
 	checkCommitted(t, ctx, adm, group, topic, produced.Ends())
+	checkClusterHandoffs(t, ctx, c.seed(0), group, topic, committed, first.Log(), second.Log())
+}
+
+// checkClusterHandoffs: the ledger's figures of the hand-offs from the
+// first member to the second are the consumers' own, on the partitions
+// their coordinator leads and on those led elsewhere alike: the second
+// started at the committed offset, nothing skipped, and the records it
+// processed again are within the duplicate risk reported.
+func checkClusterHandoffs(t *testing.T, ctx context.Context, addr, group, topic string, committed map[int32]int64,
+	first, second *grouptest.Log) {
+	t.Helper()
+	seen := map[int32]map[int64]bool{}
+	for _, r := range processedRecs(first) {
+		if seen[r.P] == nil {
+			seen[r.P] = map[int64]bool{}
+		}
+		seen[r.P][r.O] = true
+	}
+	again := map[int32]int64{}
+	for _, r := range processedRecs(second) {
+		if seen[r.P][r.O] {
+			again[r.P]++
+		}
+	}
+	es := waitHandoffs(t, ctx, addr, group, 2*len(committed), "the hand-offs to the second member")
+	moved := 0
+	for _, e := range es {
+		if e.Type != ledger.TypeHandoff || e.Topic != topic || e.From == nil {
+			continue
+		}
+		moved++
+		p := e.Partition
+		t.Logf("partition %d: committed %d, last sent %d, first fetched %d, duplicate risk %d (processed again %d), skipped %d, unowned %d ms",
+			p, e.Committed, e.LastSent, e.FirstFetched, e.DuplicateRisk, again[p], e.Skipped, e.UnownedMs)
+		if e.FirstFetched != committed[p] || e.Skipped != 0 || e.LastSent < 0 || again[p] > e.DuplicateRisk {
+			t.Errorf("partition %d: ledger says first fetched %d, skipped %d, last sent %d, duplicate risk %d; "+
+				"the consumers say started at %d, %d processed again", p, e.FirstFetched, e.Skipped, e.LastSent,
+				e.DuplicateRisk, committed[p], again[p])
+		}
+	}
+	if moved != len(committed) {
+		t.Errorf("%d hand-offs from the first member to the second in the ledger, want %d", moved, len(committed))
+	}
 }
 
 // lastCommitted is the offsets a member's log shows committed last, by

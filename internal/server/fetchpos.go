@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/fetchpos"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
+)
+
+// fetchPositionsInterval is how often a broker publishes its consumers'
+// reads; a hand-off coordinated elsewhere is complete that much later.
+const fetchPositionsInterval = 100 * time.Millisecond
+
+// fetchPositionsRetention keeps the topic small: it is a channel.
+const fetchPositionsRetention = 10 * time.Minute
+
+// fetchPositionsTopic is __strand_fetch_positions as this broker writes
+// and reads it (fetchpos.Output and fetchpos.Source): created on first
+// write with one partition per registered broker, written to a partition
+// led here, read from each partition's leader over a connection of its
+// own per partition (a read waits for records, which would hold up the
+// other requests to that broker).
+type fetchPositionsTopic struct {
+	s *Server
+
+	mu      sync.Mutex
+	readers map[int32]*peer.Client
+}
+
+func (f *fetchPositionsTopic) Append(key, value []byte) error {
+	t, ok := f.s.cluster.Topic(fetchpos.Topic)
+	if !ok {
+		configs := map[string]string{"cleanup.policy": "delete",
+			"retention.ms": fmt.Sprint(fetchPositionsRetention.Milliseconds())}
+		n := int32(max(1, len(f.s.cluster.Brokers())))
+		var err error
+		if t, err = f.s.topics.createInternal(fetchpos.Topic, n, configs); err != nil {
+			return err
+		}
+	}
+	// The same partition while it is led here, so that this broker's
+	// records stay in order.
+	parts := f.s.leadingPartitions(t)
+	for i := range parts {
+		p := parts[(int(f.s.cfg.NodeID)+i)%len(parts)]
+		if p == nil {
+			continue
+		}
+		_, wait, err := p.AppendInternal(model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, time.Now().UnixMilli(), model.NoProducer))
+		if err == nil {
+			// Synced and offered to the followers; not awaited on them,
+			// a record lost with this broker is only late figures.
+			err = wait()
+		}
+		return err
+	}
+	return errors.New("no partition of " + fetchpos.Topic + " is led here")
+}
+
+func (f *fetchPositionsTopic) Partitions() int32 {
+	t, _ := f.s.cluster.Topic(fetchpos.Topic)
+	return t.Partitions
+}
+
+func (f *fetchPositionsTopic) leader(partition int32) (int32, *peer.Client, error) {
+	p, ok := f.s.cluster.Partition(fetchpos.Topic, partition)
+	if !ok || p.Leader == cluster.NoLeader {
+		return 0, nil, kerr.LeaderNotAvailable
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readers == nil {
+		f.readers = map[int32]*peer.Client{}
+	}
+	cl := f.readers[partition]
+	if cl == nil {
+		cl = peer.New(f.s.cfg.NodeID, f.s.resolvePeer)
+		f.readers[partition] = cl
+	}
+	return p.Leader, cl, nil
+}
+
+func (f *fetchPositionsTopic) End(ctx context.Context, partition int32) (int64, error) {
+	node, cl, err := f.leader(partition)
+	if err != nil {
+		return -1, err
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(4)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = fetchpos.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Request(ctx, node, req)
+	if err != nil {
+		return -1, err
+	}
+	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return -1, err
+			}
+			return p.Offset, nil
+		}
+	}
+	return -1, errors.New("ListOffsets answered without the partition")
+}
+
+func (f *fetchPositionsTopic) Read(ctx context.Context, partition int32, offset int64, fn func(key, value []byte)) (int64, error) {
+	node, cl, err := f.leader(partition)
+	if err != nil {
+		return offset, err
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.SessionEpoch = -1, -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 4<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = fetchpos.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, offset, 4<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Request(ctx, node, req)
+	if err != nil {
+		return offset, err
+	}
+	for _, t := range resp.(*kmsg.FetchResponse).Topics {
+		for _, p := range t.Partitions {
+			switch err := kerr.ErrorForCode(p.ErrorCode); {
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				return -1, err // trimmed or truncated: on from its end
+			case err != nil:
+				return offset, err
+			}
+			return eachRecord(p.RecordBatches, offset, fn)
+		}
+	}
+	return offset, nil
+}
+
+// eachRecord calls fn with the records of batches from offset on and
+// returns the offset after the last whole batch.
+func eachRecord(batches []byte, offset int64, fn func(key, value []byte)) (int64, error) {
+	for len(batches) >= model.BatchHeaderSize {
+		b := model.Batch(batches)
+		if b.Size() > len(batches) || b.Size() < model.BatchHeaderSize {
+			break // cut by the size limit
+		}
+		batches = batches[b.Size():]
+		if b.Compression() != model.CompressionNone || b.IsControl() {
+			offset = b.LastOffset() + 1
+			continue
+		}
+		err := model.EachRecord(b, func(o int64, key, value []byte) {
+			if o >= offset {
+				fn(key, value)
+			}
+		})
+		if err != nil {
+			return b.LastOffset() + 1, err
+		}
+		offset = b.LastOffset() + 1
+	}
+	return offset, nil
+}
+
+// close closes the readers' connections.
+func (f *fetchPositionsTopic) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cl := range f.readers {
+		cl.Close()
+	}
+	f.readers = nil
+}
