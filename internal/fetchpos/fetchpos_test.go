@@ -158,6 +158,31 @@ func spanRecord(node int32) (key, value []byte) {
 		First: group.FetchReport{Topic: "t"}, FirstArrived: time.Now(), Answered: time.Now()}})
 }
 
+// TestPublisherConcurrentFetches: fetches go on while the publisher
+// flushes (run with -race).
+func TestPublisherConcurrentFetches(t *testing.T) {
+	r := &recorder{}
+	p := NewPublisher(r, r, 7, time.Millisecond, quiet)
+	var wg sync.WaitGroup
+	for c := range 2 {
+		wg.Go(func() {
+			for i := range 2000 {
+				now := time.Now()
+				p.Fetched("10.0.0.1:5000", string(rune('a'+c)), now, now,
+					[]group.FetchReport{{Topic: "t", Partition: int32(i % 4), Offset: int64(i), SentEnd: int64(i)}})
+				if i%100 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p.Close()
+	if r.fetches != 4000 || len(r.spans(t)) == 0 {
+		t.Fatalf("%d fetches seen, %d spans published", r.fetches, len(r.spans(t)))
+	}
+}
+
 type discard struct{}
 
 func (discard) Fetched(string, string, time.Time, time.Time, []group.FetchReport) {}

@@ -101,13 +101,12 @@ func (p *Publisher) run() {
 func (p *Publisher) flush() {
 	p.mu.Lock()
 	taken := p.spans
-	if len(taken) > 0 {
-		p.spans = make(map[spanKey]*group.Span, len(taken))
-	}
-	p.mu.Unlock()
 	if len(taken) == 0 {
+		p.mu.Unlock()
 		return
 	}
+	p.spans = make(map[spanKey]*group.Span, len(taken))
+	p.mu.Unlock()
 	spans := make([]group.Span, 0, len(taken))
 	for _, s := range taken {
 		spans = append(spans, *s)
