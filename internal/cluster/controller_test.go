@@ -90,12 +90,11 @@ func TestControllerFencesADeadProcessAtOnce(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 	}
 	for node, s := range stores {
-		if _, err := s.EnsureClusterID("c1"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RegisterBroker("127.0.0.1", 9000+node, "", false); err != nil {
-			t.Fatal(err)
-		}
+		quorumRetry(t, "the cluster id", func() error { _, err := s.EnsureClusterID("c1"); return err })
+		quorumRetry(t, fmt.Sprintf("registering %d", node), func() error {
+			_, err := s.RegisterBroker("127.0.0.1", 9000+node, "", false)
+			return err
+		})
 	}
 	for deadline := time.Now().Add(10 * time.Second); stores[1].LiveBrokers() != 3; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -145,6 +144,21 @@ func openQuorumStore(t *testing.T, net *raft.MemNetwork, voters map[int32]string
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, ep
+}
+
+// quorumRetry runs op until the quorum takes it: with a 5 ms tick on a
+// loaded machine the leader may change while a proposal waits.
+func quorumRetry(t *testing.T, what string, op func() error) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := op()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotAvailable) || time.Now().After(end) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 }
 
 // registerUntil registers s, retrying while another process of its node
