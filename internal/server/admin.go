@@ -121,22 +121,29 @@ func (a adminPartitions) Timestamp(ctx context.Context, tp model.TopicPartition,
 	return time.UnixMilli(ms), true
 }
 
+// consumerFetch is a consumer's Fetch (no session) of one partition from
+// offset, of up to maxBytes, waiting up to maxWait for data.
+func consumerFetch(tp model.TopicPartition, offset int64, maxBytes int32, maxWait time.Duration) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, maxBytes, -1
+	req.MaxWaitMillis, req.MinBytes = int32(maxWait.Milliseconds()), 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = tp.Partition, offset, maxBytes, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // remoteBatch fetches the batch holding offset from the partition's leader.
 func (a adminPartitions) remoteBatch(ctx context.Context, tp model.TopicPartition, offset int64) []byte {
 	node, ok := a.leader(tp)
 	if !ok || node == a.s.cfg.NodeID {
 		return nil
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(12)
-	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1, -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = tp.Topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, offset, 1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := a.s.peers.Request(ctx, node, req)
+	resp, err := a.s.peers.Request(ctx, node, consumerFetch(tp, offset, 1, 0))
 	if err != nil {
 		return nil
 	}

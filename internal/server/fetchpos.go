@@ -123,17 +123,8 @@ func (f *fetchPositionsTopic) Read(ctx context.Context, partition int32, offset 
 	if err != nil {
 		return offset, err
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(12)
-	req.ReplicaID, req.SessionEpoch = -1, -1
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 4<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = fetchpos.Topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, offset, 4<<20, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Request(ctx, node, req)
+	tp := model.TopicPartition{Topic: fetchpos.Topic, Partition: partition}
+	resp, err := cl.Request(ctx, node, consumerFetch(tp, offset, 4<<20, 500*time.Millisecond))
 	if err != nil {
 		return offset, err
 	}
