@@ -68,6 +68,11 @@ type Config struct {
 	// known, to keep (the server's is internal/ledger); it must not
 	// block: it is called on the fetch path.
 	Ledger Ledger
+	// FetchReportDelay is how long a fetch answered by another broker may
+	// take to reach FetchedElsewhere; 0 when every fetch is reported at
+	// once (one broker). A departed member's hand-offs wait that long for
+	// a report of its first fetch.
+	FetchReportDelay time.Duration
 	// Watch, when set, is told of every group's events and of each
 	// hand-off once its figures are known (the admin listener's
 	// counters); it must not block.

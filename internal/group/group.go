@@ -259,10 +259,13 @@ func (cg *consumerGroup) subscribedTo(topic string) bool {
 }
 
 func (c *Coordinator) newGroup(id string) *group {
+	hist := newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs, c.handoffDone(id), c.eventSeen(id))
+	hist.reportDelay = c.cfg.FetchReportDelay
+	hist.after = func(d time.Duration, f func()) { c.clock.AfterFunc(d, f) }
 	return &group{
 		c: c, id: id, classicGroup: newClassicGroup(c.clock.Now()),
 		offsets: newOffsetStore(), owners: map[model.TopicPartition]Owner{},
-		hist: newHistory(c.cfg.HistoryEvents, c.cfg.HistoryHandoffs, c.handoffDone(id), c.eventSeen(id)),
+		hist: hist,
 	}
 }
 

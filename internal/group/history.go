@@ -202,6 +202,12 @@ type history struct {
 	// departed says how members that left the group went (an event
 	// kind), for the hand-offs of their partitions.
 	departed map[string]departure
+	// reportDelay is how long another broker's report of a fetch may take
+	// (FetchedElsewhere): a departed member's open hand-offs wait that
+	// long for its first fetch before they are done without one. after
+	// runs such a wait.
+	reportDelay time.Duration
+	after       func(time.Duration, func())
 }
 
 // openHandoff is a hand-off waiting for its new owner's first fetch,
@@ -249,16 +255,37 @@ func (h *history) event(e Event) {
 			clear(h.departed) // members whose partitions nobody took over
 		}
 		h.departed[e.Member.MemberID] = departure{e.Kind, e.Time}
-		// What it got and never fetched is as known as it will be.
-		for _, open := range h.open {
-			for tp, ho := range open {
-				if ho.To.MemberID == e.Member.MemberID {
-					delete(open, tp)
-					h.complete(tp, ho)
-				}
+		if h.reportDelay <= 0 {
+			h.completeOpen(e.Member.MemberID)
+			return
+		}
+		id := e.Member.MemberID
+		h.after(h.reportDelay, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.completeOpen(id)
+		})
+	}
+}
+
+// completeOpen finishes the open hand-offs of a departed member: what it
+// got and never fetched is as known as it will be.
+func (h *history) completeOpen(memberID string) {
+	for _, open := range h.open {
+		for tp, ho := range open {
+			if ho.To.MemberID == memberID {
+				delete(open, tp)
+				h.complete(tp, ho)
 			}
 		}
 	}
+}
+
+// awaitsReport says whether an open hand-off's new owner departed less
+// than the report delay ago: its first fetch may yet be reported.
+func (h *history) awaitsReport(ho *openHandoff) bool {
+	_, gone := h.departed[ho.To.MemberID]
+	return gone && h.reportDelay > 0
 }
 
 // handoff records a hand-off to the member with key to; what the member
@@ -277,9 +304,14 @@ func (h *history) handoff(ho Handoff, from, to clientKey, hasFrom bool) {
 			ho.Reason, ho.LostAt = string(d.how), d.at
 		}
 	}
-	if open, ok := h.open[from][tp]; hasFrom && ok {
+	if open, ok := h.open[from][tp]; hasFrom && ok && !h.awaitsReport(open) {
 		// Handed on before its owner fetched it.
 		delete(h.open[from], tp)
+		h.complete(tp, open)
+	}
+	if open, ok := h.open[to][tp]; ok {
+		// Its owner's again, before a report of its first fetch came.
+		delete(h.open[to], tp)
 		h.complete(tp, open)
 	}
 	p := &ho

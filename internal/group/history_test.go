@@ -388,3 +388,35 @@ func TestHandoffsGoToTheLedger(t *testing.T) {
 		t.Fatalf("after c0 read partition 1: %+v", got)
 	}
 }
+
+// TestHandoffWaitsForLateReports: in a cluster a member's first fetch
+// may be reported after it left; its hand-off waits the report delay for
+// it, then is done without it.
+func TestHandoffWaitsForLateReports(t *testing.T) {
+	l := &ledgerRecorder{}
+	e := newEnv(t, func(c *group.Config) { c.Ledger, c.FetchReportDelay = l, time.Second })
+	ids, _ := e.stableGroup("g", 2, 2) // c0 owns 0, c1 owns 1
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[1]}}})
+	if got := l.got(); len(got) != 0 {
+		t.Fatalf("entries before the report: %+v", got)
+	}
+	e.clock.Advance(300 * time.Millisecond)
+	now := e.clock.Now()
+	e.c.FetchedElsewhere([]group.Span{{ClientAddr: "10.0.0.1:6000", ClientID: "c1",
+		First: group.FetchReport{Topic: "t", Partition: 1, Offset: 5, SentEnd: 9}, FirstArrived: now, Offset: 5, SentEnd: 9, Answered: now}})
+	got := l.got()
+	if len(got) != 1 || got[0].Partition != 1 || got[0].FirstFetched != 5 {
+		t.Fatalf("after c1's late report: %+v", got)
+	}
+	// c0 leaves too and no report of its comes: done after the delay.
+	<-e.c.Leave(group.LeaveRequest{Group: "g", Members: []group.LeavingMember{{MemberID: ids[0]}}})
+	e.clock.Advance(900 * time.Millisecond)
+	if got := l.got(); len(got) != 1 {
+		t.Fatalf("entries before the delay passed: %+v", got)
+	}
+	e.clock.Advance(200 * time.Millisecond)
+	got = l.got()
+	if len(got) != 2 || got[1].Partition != 0 || got[1].To.MemberID != ids[0] || got[1].FirstFetched != -1 {
+		t.Fatalf("after the delay: %+v", got)
+	}
+}

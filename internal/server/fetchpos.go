@@ -20,6 +20,12 @@ import (
 // reads; a hand-off coordinated elsewhere is complete that much later.
 const fetchPositionsInterval = 100 * time.Millisecond
 
+// fetchPositionsReportDelay bounds how late another broker's report of a
+// fetch is waited for: an interval, the topic's replication and the
+// follower's read, with room for a loaded machine and a follower's
+// retries after an error.
+const fetchPositionsReportDelay = 2 * time.Second
+
 // fetchPositionsRetention keeps the topic small: it is a channel.
 const fetchPositionsRetention = 10 * time.Minute
 

@@ -468,6 +468,9 @@ func TestGroupStaticMemberRestart(t *testing.T) {
 		kinds = append(kinds, ev.Kind)
 	}
 	if !slices.Equal(kinds, []group.EventKind{group.EventMemberReplaced}) {
+		for _, ev := range h.Events[events:] {
+			t.Logf("%s %s gen %d: %s", ev.Kind, ev.Member.MemberID, ev.Generation, ev.Reason)
+		}
 		t.Fatalf("events after the restart: %v", kinds)
 	}
 	ds, _ := adm.DescribeGroups(ctx, "g")

@@ -122,6 +122,9 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if cfg.HandoffLedger {
 		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
 		gcfg.Ledger = handoffLedger{s.ledger}
+		if s.clustered() {
+			gcfg.FetchReportDelay = fetchPositionsReportDelay
+		}
 	}
 	s.groups = group.New(gcfg, offsetsTopic{s: s})
 	if cfg.HandoffLedger {

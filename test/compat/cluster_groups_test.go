@@ -160,6 +160,47 @@ func testGroupResume(t *testing.T, c *cluster, client string, start clusterMembe
 		t.Errorf("%d records processed twice, want the %d the first member had not committed", rep.Duplicates, tail)
 	}
 	checkCommitted(t, ctx, adm, group, topic, produced.Ends())
+	checkLeftAfterFirstFetch(t, ctx, c, group, topic, 3-coord, produced)
+}
+
+// checkLeftAfterFirstFetch: a member that leaves right after its first
+// fetch still has it in the ledger, on the partitions led elsewhere too,
+// whose leaders report it after the leave.
+func checkLeftAfterFirstFetch(t *testing.T, ctx context.Context, c *cluster, group, topic string, node int32, produced grouptest.Produced) {
+	t.Helper()
+	ends := produced.Ends()
+	produceKeyed(t, ctx, c.seed(1), topic, "d", 60, produced, produceOpts...)
+	cl := client(t, c.seed(node), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	read := map[int32]bool{}
+	for len(read) == 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { read[r.Partition] = true })
+	}
+	member, _ := cl.GroupMetadata()
+	cl.Close() // leaves the group at once
+	var mine []ledger.Entry
+	for deadline := time.Now().Add(30 * time.Second); len(mine) < len(ends) && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		es, err := grouptest.ReadLedger(ctx, c.seed(0), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = slices.DeleteFunc(es, func(e ledger.Entry) bool {
+			return e.Type != ledger.TypeHandoff || e.Topic != topic || e.To.MemberID != member
+		})
+	}
+	t.Logf("the last member read partitions %v, then left; %d hand-offs to it in the ledger", slices.Sorted(maps.Keys(read)), len(mine))
+	for _, e := range mine {
+		if !read[e.Partition] {
+			continue
+		}
+		if e.FirstFetched != ends[e.Partition] {
+			t.Errorf("partition %d, read by the last member: the ledger says it first fetched %d, it started at %d",
+				e.Partition, e.FirstFetched, ends[e.Partition])
+		}
+		delete(read, e.Partition)
+	}
+	if len(read) > 0 {
+		t.Errorf("no hand-off to the last member of partitions %v it read", slices.Sorted(maps.Keys(read)))
+	}
 }
 
 // checkClusterHandoffs: the ledger's figures of the hand-offs from the
