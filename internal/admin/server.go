@@ -21,13 +21,16 @@ import (
 
 // Config is what the listener serves.
 type Config struct {
-	Listen     string // host:port
-	Groups     Groups
-	Partitions Partitions
-	Ledger     Ledger // nil without the hand-off ledger
-	Health     Health
-	Metrics    *Metrics
-	Logger     *slog.Logger
+	Listen string // host:port
+	Groups Groups
+	// Coordinators, when set, names the broker coordinating a group
+	// that this one does not.
+	Coordinators Coordinators
+	Partitions   Partitions
+	Ledger       Ledger // nil without the hand-off ledger
+	Health       Health
+	Metrics      *Metrics
+	Logger       *slog.Logger
 	// Timeout bounds the work of one request (asking other brokers,
 	// reading the ledger).
 	Timeout time.Duration
@@ -147,7 +150,7 @@ func (s *Server) group(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("group")
 	v, ok := s.cfg.Groups.View(id)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("group %q is not coordinated by this broker", id))
+		s.groupElsewhere(w, id)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
@@ -212,6 +215,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// groupElsewhere answers for a group this broker does not coordinate:
+// not found, naming the broker that coordinates it, if one does and it is
+// another.
+func (s *Server) groupElsewhere(w http.ResponseWriter, id string) {
+	if s.cfg.Coordinators != nil {
+		node, addr, ok := s.cfg.Coordinators.Coordinator(id)
+		if ok && node != s.cfg.Health.Health().NodeID {
+			writeJSON(w, http.StatusNotFound, coordinatedElsewhere{
+				Error:       fmt.Sprintf("group %q is coordinated by broker %d (%s): ask its admin listener", id, node, addr),
+				Coordinator: node, CoordinatorAddr: addr})
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("group %q not found", id))
+}
+
+// coordinatedElsewhere is the answer for a group another broker serves.
+type coordinatedElsewhere struct {
+	Error           string `json:"error"`
+	Coordinator     int32  `json:"coordinator"`
+	CoordinatorAddr string `json:"coordinator_addr"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -15,6 +15,14 @@ type Groups interface {
 	View(id string) (group.View, bool)
 }
 
+// Coordinators says which broker coordinates a group, so that a broker
+// asked about a group it does not serve can point to the one that does.
+type Coordinators interface {
+	// Coordinator is the node id and Kafka address of group's
+	// coordinator; ok is false while no broker is.
+	Coordinator(group string) (node int32, addr string, ok bool)
+}
+
 // Partitions says where partitions end and when their records were
 // written, whichever broker leads them.
 type Partitions interface {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 	"github.com/strandlog/strand/internal/model"
@@ -20,7 +21,7 @@ func (s *Server) startAdmin() error {
 	if s.cfg.AdminListen == "" {
 		return nil
 	}
-	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Partitions: adminPartitions{s},
+	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Coordinators: adminCoordinators{s}, Partitions: adminPartitions{s},
 		Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin")}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
@@ -167,6 +168,23 @@ func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([
 }
 
 // adminHealth reports the cluster as this broker's metadata shows it.
+// adminCoordinators finds a group's coordinator as FindCoordinator does:
+// the leader of its __consumer_offsets partition.
+type adminCoordinators struct{ s *Server }
+
+func (a adminCoordinators) Coordinator(id string) (int32, string, bool) {
+	t, ok := a.s.cluster.Topic(group.OffsetsTopic)
+	if !ok {
+		return cluster.NoLeader, "", false
+	}
+	leader := t.States[model.CoordinatorPartition(id, t.Partitions)].Leader
+	b, ok := a.s.cluster.Broker(leader)
+	if !ok || b.Fenced {
+		return cluster.NoLeader, "", false
+	}
+	return leader, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
+}
+
 type adminHealth struct{ s *Server }
 
 func (a adminHealth) Health() admin.HealthReport {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -93,6 +94,7 @@ func TestDevCluster(t *testing.T) {
 			t.Fatalf("broker %d /api/health: %s", i, resp.Status)
 		}
 	}
+	checkGroupAdmin(t, ctx, adm, base+200)
 	cl.Close()
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -117,6 +119,45 @@ func TestDevCluster(t *testing.T) {
 				t.Fatalf("read %q", v)
 			}
 			return
+		}
+	}
+}
+
+// checkGroupAdmin: a group is described by its coordinator's admin
+// listener; the others answer not found and name the coordinator.
+func checkGroupAdmin(t *testing.T, ctx context.Context, adm *kadm.Client, adminBase int) {
+	t.Helper()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "dev", Partition: 0, At: 1, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, "dev-group", offs); err != nil {
+		t.Fatal(err)
+	}
+	cs := adm.FindGroupCoordinators(ctx, "dev-group")
+	coord, ok := cs["dev-group"]
+	if !ok || coord.Err != nil {
+		t.Fatalf("coordinator of dev-group: %+v", cs)
+	}
+	for i := range 3 {
+		var body struct {
+			Group       string `json:"group"`
+			Error       string `json:"error"`
+			Coordinator int32  `json:"coordinator"`
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/groups/dev-group", adminBase+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case int32(i) == coord.NodeID && (resp.StatusCode != http.StatusOK || body.Group != "dev-group"):
+			t.Errorf("the coordinator %d answers %s %+v", i, resp.Status, body)
+		case int32(i) != coord.NodeID && (resp.StatusCode != http.StatusNotFound || body.Coordinator != coord.NodeID ||
+			!strings.Contains(body.Error, fmt.Sprint("broker ", coord.NodeID))):
+			t.Errorf("broker %d answers %s %+v, want not found naming broker %d", i, resp.Status, body, coord.NodeID)
 		}
 	}
 }
