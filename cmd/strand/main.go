@@ -20,6 +20,8 @@ func main() {
 	root.AddCommand(benchCommand())
 	root.AddCommand(clusterCommand())
 	root.AddCommand(topicCommand())
+	root.AddCommand(produceCommand())
+	root.AddCommand(consumeCommand())
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())
 	if err := root.Execute(); err != nil {
