@@ -46,7 +46,7 @@ bench:
 # Strand against Apache Kafka 4.x (and kfake) on this machine: fetches Kafka
 # from Maven Central once (cached in ~/.cache/strand-bench), ~25 minutes in
 # full mode. BENCH_MODE=quick for a few minutes; BENCH_ARGS for more flags
-# of `strand bench suite` (see bench/README.md).
+# of `strand-bench suite` (see bench/README.md).
 BENCH_MODE ?= full
 BENCH_ARGS ?=
 bench-kafka:

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Strand against Apache Kafka on this machine, in one run.
 #
-#   bench/run.sh [full|quick|smoke] [more `strand bench suite` flags]
+#   bench/run.sh [full|quick|smoke] [more `strand-bench suite` flags]
 #
 # Fetches Apache Kafka's broker (org.apache.kafka:kafka_2.13 and everything
 # it needs at run time, plus the log4j2 binding the binary distribution
 # ships) from Maven Central with `mvn dependency:copy-dependencies`, once:
 # the jars are cached in $STRAND_BENCH_CACHE (default ~/.cache/strand-bench),
-# Maven's own downloads in ~/.m2. Builds strand from this work tree into the
-# cache (never into the repository), then runs `strand bench suite`, which
+# Maven's own downloads in ~/.m2. Builds strand and strand-bench from this work tree into the
+# cache (never into the repository), then runs `strand-bench suite`, which
 # formats a single-node KRaft Kafka (combined controller+broker) in a
 # temporary directory, starts it and Strand in turn on free loopback ports,
 # runs workloads (a)-(f) against each, alternating over several rounds, and
@@ -23,7 +23,7 @@ mode=${1:-full}
 case "$mode" in
 full | quick | smoke) ;;
 *)
-	echo "usage: $0 [full|quick|smoke] [strand bench suite flags]" >&2
+	echo "usage: $0 [full|quick|smoke] [strand-bench suite flags]" >&2
 	exit 2
 	;;
 esac
@@ -56,7 +56,7 @@ else
 fi
 
 mkdir -p "$cache/bin"
-(cd "$root" && go build -o "$cache/bin/strand" ./cmd/strand)
+(cd "$root" && go build -o "$cache/bin/strand" ./cmd/strand && go build -o "$cache/bin/strand-bench" ./bench/cmd/strand-bench)
 
 cd "$root"
-exec "$cache/bin/strand" bench suite --mode "$mode" "${kafka_flags[@]}" "$@"
+exec "$cache/bin/strand-bench" suite --mode "$mode" "${kafka_flags[@]}" "$@"

@@ -17,7 +17,6 @@ func main() {
 	}
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
-	root.AddCommand(benchCommand())
 	root.AddCommand(clusterCommand())
 	root.AddCommand(topicCommand())
 	root.AddCommand(produceCommand())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,20 +11,19 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// TestBenchSmoke runs `strand bench suite --mode smoke` with the real
-// binary, as bench/run.sh smoke would: Strand as a child process, every
-// workload at a tiny size, every record verified, and the report written.
-// It keeps the benchmark tool from rotting; the numbers are not checked.
+// TestBenchSmoke runs `strand-bench suite --mode smoke` as bench/run.sh
+// smoke would: the real strand binary as a child process, every workload
+// at a tiny size, every record verified, and the report written. It keeps
+// the benchmark tool from rotting; the numbers are not checked.
 func TestBenchSmoke(t *testing.T) {
-	bin := testutil.Binary(t)
 	out := t.TempDir()
-	cmd := exec.Command(bin, "bench", "suite", "--mode", "smoke", "--out", out, "--work-dir", t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("strand bench suite --mode smoke: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	cmd := suiteCommand()
+	cmd.SetArgs([]string{"--mode", "smoke", "--strand-bin", testutil.Binary(t), "--out", out, "--work-dir", t.TempDir()})
+	var stdout bytes.Buffer
+	cmd.SetOut(&stdout)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("strand-bench suite --mode smoke: %v\nstdout:\n%s", err, stdout.String())
 	}
-	t.Logf("stderr:\n%s", stderr.String())
 
 	var rep suiteReport
 	js, err := os.ReadFile(filepath.Join(out, "results.json"))
@@ -86,15 +84,15 @@ func TestBenchOneWorkload(t *testing.T) {
 		{"--rate", "1000", "--duration", "500ms", "--warmup", "100ms", "--linger", "0"},
 		{"--txn-records", "7", "--partitions", "3", "--duration", "300ms", "--warmup", "100ms"},
 	} {
-		cmd := benchCommand()
+		cmd := runCommand()
 		cmd.SetArgs(append([]string{"--brokers", b.Addr, "--json"}, args...))
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		if err := cmd.Execute(); err != nil {
-			t.Errorf("strand bench %s: %v", strings.Join(args, " "), err)
+			t.Errorf("strand-bench run %s: %v", strings.Join(args, " "), err)
 		}
 	}
-	cmd := benchCommand()
+	cmd := runCommand()
 	cmd.SetArgs([]string{"--brokers", b.Addr, "--acks", "1", "--idempotent", "true"})
 	if err := cmd.Execute(); err == nil {
 		t.Error("an idempotent producer with acks=1 was accepted")

@@ -15,10 +15,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// benchCommand is `strand bench`: one workload against a running broker,
-// and `strand bench suite`: every workload against Strand, Apache Kafka and
-// kfake, started here in turn (bench/run.sh fetches Kafka and runs it).
-func benchCommand() *cobra.Command {
+// runCommand is `strand-bench run`: one workload against a running
+// broker, any Kafka-protocol broker.
+func runCommand() *cobra.Command {
 	w := benchWorkload{Name: "custom"}
 	var (
 		brokers      string
@@ -30,8 +29,8 @@ func benchCommand() *cobra.Command {
 		cpuProfile   string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure a Kafka-protocol broker (see also: strand bench suite)",
+		Use:   "run",
+		Short: "Measure a running Kafka-protocol broker with one workload",
 		Long: `Produce records to a broker with franz-go, then consume them all back from
 the assigned partitions and verify that every record arrived once, in order
 per partition, with the payload that was sent; exit non-zero otherwise.
@@ -44,7 +43,7 @@ transactions/s and the latency of the commit and of a whole transaction;
 the records are read back with read_committed.
 
 The broker is any Kafka-protocol broker (Strand or Apache Kafka). To run the
-whole side-by-side comparison, see "strand bench suite" and bench/README.md.`,
+whole side-by-side comparison, see "strand-bench suite" and bench/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if brokers == "" {
@@ -120,11 +119,13 @@ whole side-by-side comparison, see "strand bench suite" and bench/README.md.`,
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the client (this process) to this file")
-	cmd.AddCommand(benchSuiteCommand())
 	return cmd
 }
 
-func benchSuiteCommand() *cobra.Command {
+// suiteCommand is `strand-bench suite`: every workload against Strand,
+// Apache Kafka and kfake, started here in turn (bench/run.sh fetches Kafka
+// and runs it).
+func suiteCommand() *cobra.Command {
 	o := suiteOptions{Log: os.Stderr}
 	var (
 		brokers, workloads string
@@ -181,11 +182,11 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 			o.Brokers = splitList(brokers)
 			o.Workloads = splitList(workloads)
 			if o.Factory.strandBin == "" {
-				exe, err := os.Executable()
+				bin, err := strandNextToThis()
 				if err != nil {
 					return err
 				}
-				o.Factory.strandBin = exe
+				o.Factory.strandBin = bin
 			}
 			if o.Factory.kafkaLib != "" {
 				abs, err := filepath.Abs(o.Factory.kafkaLib)
@@ -240,7 +241,7 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.StringVar(&workloads, "workloads", "", "workloads to run, e.g. a,c (default: all of a,b,c,d,e,f; f is f-10 and f-1000)")
 	f.StringVar(&o.Out, "out", "", "directory for results.md, results.json and profiles (default bench/results/<time>-<mode>)")
 	f.StringVar(&o.WorkDir, "work-dir", "", "where the brokers keep their data, on the disk under test (default: a new temporary directory)")
-	f.StringVar(&o.Factory.strandBin, "strand-bin", "", "strand binary to benchmark (default: this one)")
+	f.StringVar(&o.Factory.strandBin, "strand-bin", "", "strand binary to benchmark (default: strand in this program's directory)")
 	f.StringVar(&o.Factory.kafkaLib, "kafka-lib", "", "directory of Apache Kafka's broker jars")
 	f.StringVar(&o.KafkaVersion, "kafka-version", "", "Kafka version, for the report")
 	f.StringVar(&o.Factory.java, "java", "java", "java executable for Kafka")
@@ -251,6 +252,20 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.DurationVar(&timeout, "timeout", 2*time.Hour, "give up after this long")
 	f.StringVar(&fromJSON, "from-json", "", "print the Markdown report of an earlier run's results.json and exit")
 	return cmd
+}
+
+// strandNextToThis is the strand binary beside this program, where
+// bench/run.sh builds both.
+func strandNextToThis() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(filepath.Dir(exe), "strand")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("no strand binary beside %s: give --strand-bin", exe)
+	}
+	return bin, nil
 }
 
 func splitList(s string) []string {
