@@ -32,7 +32,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 kafka_version=${KAFKA_VERSION:-4.4.0}
 cache=${STRAND_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strand-bench}
 java=${JAVA:-java}
-lib="$cache/kafka-$kafka_version/lib"
 
 if [ "$mode" != smoke ]; then
 	for tool in "$java" mvn; do
@@ -41,15 +40,7 @@ if [ "$mode" != smoke ]; then
 			exit 1
 		}
 	done
-	if [ ! -f "$lib/.complete" ]; then
-		echo "bench: fetching Apache Kafka $kafka_version's broker jars from Maven Central into $lib" >&2
-		rm -rf "$lib.partial"
-		mvn -q -B -Dstyle.color=never -f "$root/bench/kafka/pom.xml" -Dkafka.version="$kafka_version" \
-			dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib.partial"
-		rm -rf "$lib"
-		mv "$lib.partial" "$lib"
-		ls "$lib" >"$lib/.complete"
-	fi
+	lib=$(KAFKA_VERSION="$kafka_version" STRAND_BENCH_CACHE="$cache" "$root/bench/kafka/fetch.sh")
 	kafka_flags=(--kafka-lib "$lib" --kafka-version "$kafka_version" --java "$java")
 else
 	kafka_flags=()

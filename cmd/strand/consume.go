@@ -337,7 +337,7 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	}
 	var committed kadm.OffsetResponses
 	if group != "" {
-		if committed, err = adm.FetchOffsets(ctx, group); err == nil {
+		if committed, err = fetchOffsets(ctx, adm, group); err == nil {
 			err = committed.Error()
 		}
 		if err != nil {

@@ -167,7 +167,7 @@ offsets for (or --topic): --to earliest, latest, or an offset. Without
 				if err := emptyGroup(ctx, adm, group); err != nil {
 					return err
 				}
-				cur, err := adm.FetchOffsets(ctx, group)
+				cur, err := fetchOffsets(ctx, adm, group)
 				if err != nil {
 					return err
 				}
@@ -230,7 +230,7 @@ members.`,
 				if err := emptyGroup(ctx, adm, to); err != nil {
 					return err
 				}
-				cur, err := adm.FetchOffsets(ctx, from)
+				cur, err := fetchOffsets(ctx, adm, from)
 				if err != nil {
 					return err
 				}

@@ -113,7 +113,7 @@ func readGroup(ctx context.Context, adm *kadm.Client, group string) (groupState,
 		}
 	}
 
-	commits, err := adm.FetchOffsets(ctx, group)
+	commits, err := fetchOffsets(ctx, adm, group)
 	if err == nil {
 		err = commits.Error()
 	}

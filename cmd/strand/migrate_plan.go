@@ -258,7 +258,7 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		}
 	}
 	if v.exists {
-		offs, err := adm.FetchOffsets(ctx, group)
+		offs, err := fetchOffsets(ctx, adm, group)
 		if err != nil {
 			return v, err
 		}
@@ -283,7 +283,7 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		if name == group || !nearName(name, group) {
 			continue
 		}
-		offs, err := adm.FetchOffsets(ctx, name)
+		offs, err := fetchOffsets(ctx, adm, name)
 		if err != nil {
 			continue
 		}

@@ -17,14 +17,18 @@ import (
 func TestTopicCLI(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	strand := strandCLI(t, b.Addr, "topic")
+	testTopicCLI(t, b.Addr)
+}
+
+func testTopicCLI(t *testing.T, addr string) {
+	strand := strandCLI(t, addr, "topic")
 	wantCLI(t, strand("create", "orders", "--partitions", "3", "--config", "retention.ms=3600000"), true,
 		"created topic orders with 3 partitions, replication factor 1")
 	wantCLI(t, strand("create", "orders", "--partitions", "3"), false, "TOPIC_ALREADY_EXISTS")
 	wantCLI(t, strand("create", "bad", "--config", "retention.ms"), false, "name=value")
 
 	ctx := groupCtx(t, time.Minute)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}

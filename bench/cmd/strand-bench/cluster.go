@@ -2,20 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/brokerproc"
 )
 
 // clusterBroker is a bench broker made of several processes: the suite's
@@ -36,7 +35,7 @@ type clusterBroker interface {
 func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*memberCluster, error) {
 	ports := make([]int, 2*n)
 	for i := range ports {
-		p, err := freePort()
+		p, err := brokerproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -59,18 +58,16 @@ func newStrandCluster(f brokerFactory, dir string, n int, extra []string) (*memb
 // newKafkaCluster makes N Kafka KRaft brokers, each controller and broker
 // in one JVM (combined mode), the controllers forming the quorum.
 func newKafkaCluster(f brokerFactory, dir string, n int) (*memberCluster, error) {
-	var id [16]byte
-	rand.Read(id[:])
-	clusterID := base64.RawURLEncoding.EncodeToString(id[:])
+	clusterID := brokerproc.NewClusterID()
 	c := &memberCluster{parallelStop: true}
-	var kafkas []*kafkaBroker
+	var kafkas []*brokerproc.Kafka
 	var voters []string
 	for i := range n {
-		port, err := freePort()
+		port, err := brokerproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		cport, err := freePort()
+		cport, err := brokerproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -78,14 +75,14 @@ func newKafkaCluster(f brokerFactory, dir string, n int) (*memberCluster, error)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-		m := &kafkaBroker{java: f.java, lib: f.kafkaLib, heap: f.kafkaHeap, dir: d,
-			node: i, port: port, cport: cport, clusterID: clusterID}
+		m := &brokerproc.Kafka{Java: f.java, Lib: f.kafkaLib, Heap: f.kafkaHeap, Dir: d,
+			Node: i, Port: port, ControllerPort: cport, ClusterID: clusterID}
 		kafkas = append(kafkas, m)
 		c.members = append(c.members, m)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, cport))
 	}
 	for _, m := range kafkas {
-		m.voters = strings.Join(voters, ",")
+		m.Voters = strings.Join(voters, ",")
 	}
 	return c, nil
 }
@@ -94,11 +91,11 @@ func newKafkaCluster(f brokerFactory, dir string, n int) (*memberCluster, error)
 // process.
 type clusterMember interface {
 	benchBroker
-	process() *process
+	Process() *brokerproc.Process
 }
 
-func (b *strandBroker) process() *process { return b.proc }
-func (b *kafkaBroker) process() *process  { return b.proc }
+// Process is the broker's process, nil before Start.
+func (b *strandBroker) Process() *brokerproc.Process { return b.proc }
 
 // memberCluster is what both kinds of cluster share: members started in
 // turn, CPU and RSS summed over the running ones, stops, kills.
@@ -111,8 +108,8 @@ type memberCluster struct {
 }
 
 func (c *memberCluster) running(m clusterMember) bool {
-	p := m.process()
-	return p != nil && !p.exited()
+	p := m.Process()
+	return p != nil && !p.Exited()
 }
 
 // Start starts every member in turn (a Kafka member formats its storage
@@ -173,18 +170,7 @@ func (c *memberCluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-func (c *memberCluster) Kill(node int32) error { return c.members[node].process().kill() }
-
-// kill ends the process (and its group) with SIGKILL and waits for it.
-func (p *process) kill() error {
-	defer p.logFile.Close()
-	if p.exited() {
-		return fmt.Errorf("exited early: %v", p.waitErr)
-	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-	return nil
-}
+func (c *memberCluster) Kill(node int32) error { return c.members[node].Process().Kill() }
 
 // waitBrokers waits until the cluster's metadata lists n brokers, asking
 // the broker at addr itself each time (a client would answer from its

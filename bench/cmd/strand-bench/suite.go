@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/strandlog/strand/internal/brokerproc"
 )
 
 // suiteWorkloads returns the workloads of a mode: full (the sizes),
@@ -221,7 +223,7 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 			keepDir = true
 		}
 		run.StopSeconds = time.Since(stopStart).Seconds()
-		if kb, ok := b.(*kafkaBroker); ok && kb.Killed {
+		if kb, ok := b.(*brokerproc.Kafka); ok && kb.Killed {
 			run.Killed = true
 			logf("  stopped: no clean exit within 20 s of SIGTERM, killed")
 		} else {
@@ -253,7 +255,7 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 			return
 		}
 	}
-	if kb, ok := b.(*kafkaBroker); ok {
+	if kb, ok := b.(*brokerproc.Kafka); ok {
 		run.FormatSeconds = kb.FormatSeconds
 		logf("  start-up to first produce %.0f ms (after %.1f s of kafka-storage format)", run.StartupMs, kb.FormatSeconds)
 	} else {

@@ -840,26 +840,3 @@ func selfCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// processCPU reads a process's user+system CPU time from /proc/PID/stat,
-// or -1.
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	// The command name (field 2) may hold spaces; fields after ")".
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	var ut, st int64
-	fmt.Sscan(f[11], &ut) // utime, field 14
-	fmt.Sscan(f[12], &st) // stime, field 15
-	const userHZ = 100    // USER_HZ: clock ticks per second on Linux
-	return time.Duration(ut+st) * time.Second / userHZ
-}

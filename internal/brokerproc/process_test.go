@@ -1,0 +1,65 @@
+package brokerproc
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProcess(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "out.log")
+	p, err := Start("sh", []string{"-c", "echo started; exec sleep 30"}, dir, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no output in the log file")
+		}
+	}
+	if p.Exited() || p.PeakRSS() <= 0 || p.CPU() < 0 {
+		t.Fatalf("running: exited %v, peak RSS %d, CPU %v", p.Exited(), p.PeakRSS(), p.CPU())
+	}
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !p.Exited() {
+		t.Fatal("not exited after Stop")
+	}
+
+	// One that ignores SIGTERM is killed after the grace.
+	p, err = Start("sh", []string{"-c", "trap '' TERM; echo ready; while :; do sleep 1; done"}, dir, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no output in the log file")
+		}
+	}
+	if err := p.Stop(200 * time.Millisecond); !errors.Is(err, ErrKilled) {
+		t.Fatalf("stop of a process ignoring SIGTERM: %v", err)
+	}
+	if err := p.Kill(); err == nil {
+		t.Fatal("kill of an ended process succeeded")
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	if got := LastLines("a\nb\nc\n", 2); got != "b\nc" {
+		t.Fatalf("%q", got)
+	}
+	if got := LastLines("a", 5); got != "a" {
+		t.Fatalf("%q", got)
+	}
+}
