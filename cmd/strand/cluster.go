@@ -50,8 +50,8 @@ func clusterInfoCommand(admin adminFunc) *cobra.Command {
 					info.Brokers = append(info.Brokers, brokerDetail{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)})
 				}
 				w := cmd.OutOrStdout()
-				if format == "json" {
-					return writeJSONTo(w, info)
+				if format != "table" {
+					return writeData(w, format, info)
 				}
 				fmt.Fprintf(w, "cluster %s, controller %d, %d brokers\n\n", orDash(info.ClusterID), info.Controller, len(info.Brokers))
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -62,7 +62,7 @@ func clusterInfoCommand(admin adminFunc) *cobra.Command {
 				return tw.Flush()
 			})
 		}}
-	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	formatFlag(cmd, &format)
 	return cmd
 }
 
@@ -94,8 +94,8 @@ func clusterHealthCommand(admin adminFunc) *cobra.Command {
 				}
 				h := healthOf(md)
 				w := cmd.OutOrStdout()
-				if format == "json" {
-					if err := writeJSONTo(w, h); err != nil {
+				if format != "table" {
+					if err := writeData(w, format, h); err != nil {
 						return err
 					}
 				} else {
@@ -107,7 +107,7 @@ func clusterHealthCommand(admin adminFunc) *cobra.Command {
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	formatFlag(cmd, &format)
 	return cmd
 }
 

@@ -22,10 +22,7 @@ import (
 func groupCommand() *cobra.Command {
 	cmd, admin := adminCommand("group", "List, describe, measure, move and delete consumer groups")
 	cmd.AddCommand(
-		&cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return admin(cmd, func(ctx context.Context, adm *kadm.Client) error { return listGroups(ctx, adm, cmd.OutOrStdout()) })
-			}},
+		groupListCommand(admin),
 		groupLagCommand(admin, "describe", "A group's members, their partitions and lag"),
 		groupLagCommand(admin, "lag", "A group's lag per partition, and in all"),
 		groupResetCommand(admin),
@@ -78,24 +75,54 @@ func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn fun
 	return fn(ctx, kadm.NewClient(cl))
 }
 
-func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
-	gs, err := adm.ListGroups(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL TYPE")
-	for _, g := range gs.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, orDash(g.GroupType), orDash(g.State), orDash(g.ProtocolType))
-	}
-	return tw.Flush()
+// listedGroup is a group as list prints it.
+type listedGroup struct {
+	Group        string `json:"group"`
+	Type         string `json:"type"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+}
+
+func groupListCommand(admin adminFunc) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				gs, err := adm.ListGroups(ctx)
+				if err != nil {
+					return err
+				}
+				out := []listedGroup{}
+				for _, g := range gs.Sorted() {
+					out = append(out, listedGroup{Group: g.Group, Type: g.GroupType, State: g.State, ProtocolType: g.ProtocolType})
+				}
+				w := cmd.OutOrStdout()
+				if format != "table" {
+					return writeData(w, format, map[string]any{"groups": out})
+				}
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL TYPE")
+				for _, g := range out {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, orDash(g.Type), orDash(g.State), orDash(g.ProtocolType))
+				}
+				return tw.Flush()
+			})
+		}}
+	formatFlag(cmd, &format)
+	return cmd
 }
 
 // groupLagCommand is describe (members first) or lag (partitions only).
 func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
-	var group string
+	var group, format string
 	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
 				g, err := readGroup(ctx, adm, group)
 				if err != nil {
@@ -104,11 +131,15 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 				if !g.exists() {
 					return fmt.Errorf("group %s: not found", group)
 				}
+				if format != "table" {
+					return writeData(cmd.OutOrStdout(), format, g.data())
+				}
 				printLag(cmd.OutOrStdout(), g, use == "describe")
 				return nil
 			})
 		}}
 	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
+	formatFlag(cmd, &format)
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }

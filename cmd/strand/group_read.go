@@ -48,6 +48,60 @@ type partitionLag struct {
 	owner               *groupMember
 }
 
+// groupData is a group as --format json and yaml print it: -1 for an
+// offset or lag that is not known.
+type groupData struct {
+	Group        string          `json:"group"`
+	Type         string          `json:"type"`
+	State        string          `json:"state"`
+	ProtocolType string          `json:"protocol_type"`
+	Protocol     string          `json:"protocol"`
+	Members      []memberData    `json:"members"`
+	Partitions   []partitionData `json:"partitions"`
+	TotalLag     int64           `json:"total_lag"`
+}
+
+type memberData struct {
+	MemberID   string         `json:"member_id"`
+	InstanceID string         `json:"instance_id,omitempty"`
+	ClientID   string         `json:"client_id"`
+	Host       string         `json:"host"`
+	Owned      []partitionRef `json:"partitions"`
+}
+
+type partitionRef struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+type partitionData struct {
+	partitionRef
+	Committed int64  `json:"committed"`
+	End       int64  `json:"end"`
+	Lag       int64  `json:"lag"`
+	MemberID  string `json:"member_id,omitempty"`
+}
+
+func (g groupState) data() groupData {
+	d := groupData{Group: g.group, Type: g.groupType, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol,
+		Members: []memberData{}, Partitions: []partitionData{}, TotalLag: g.totalLag()}
+	for _, m := range g.members {
+		md := memberData{MemberID: m.id, InstanceID: m.instance, ClientID: m.clientID, Host: m.host, Owned: []partitionRef{}}
+		for _, tp := range m.owned {
+			md.Owned = append(md.Owned, partitionRef{tp.Topic, tp.Partition})
+		}
+		d.Members = append(d.Members, md)
+	}
+	for _, p := range g.partitions {
+		pd := partitionData{partitionRef: partitionRef{p.Topic, p.Partition}, Committed: p.committed, End: p.end, Lag: p.lag}
+		if p.owner != nil {
+			pd.MemberID = p.owner.id
+		}
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d
+}
+
 // exists says whether the group is known to the cluster.
 func (g groupState) exists() bool { return g.groupType != "" }
 

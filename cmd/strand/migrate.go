@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,12 +42,15 @@ ledger (__strand_handoffs): for each, the previous and the new owner with their
 client software, why the partition moved, the committed offset, where the new
 owner started, and the duplicate risk (records sent to the previous owner past
 the commit, which the new owner is sent again), the records skipped, how far it
-rewound, and how long the partition went unread; then the totals. --format json
+rewound, and how long the partition went unread; then the totals. --format json (or yaml)
 prints an object with the hand-offs, the commits members made of partitions
 they did not own, and the totals. It exits non-zero when a hand-off skipped
 records.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
 			from, err := ledger.ParseSince(since, time.Now())
 			if err != nil {
 				return err
@@ -61,18 +63,11 @@ records.`,
 			}
 			r := ledger.NewReport(group, entries)
 			t := r.Totals
-			switch format {
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			case "table":
+			if format == "table" {
 				printReport(cmd.OutOrStdout(), group, r.Handoffs, t)
 				printCommits(cmd.OutOrStdout(), r.CommitsNotOwned)
-			default:
-				return fmt.Errorf("--format %q: table or json", format)
+			} else if err := writeData(cmd.OutOrStdout(), format, r); err != nil {
+				return err
 			}
 			if t.Skipped > 0 {
 				return fmt.Errorf("%w: %d records in %d hand-offs of group %s", errSkipped, t.Skipped, t.SkippedHandoffs, group)
@@ -84,7 +79,7 @@ records.`,
 	f.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
 	f.StringVar(&group, "group", "", "the consumer group (required)")
 	f.StringVar(&since, "since", "", "only hand-offs from then on: a time (RFC 3339) or a duration back from now (30m)")
-	f.StringVar(&format, "format", "table", "table or json")
+	formatFlag(cmd, &format)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long reading the ledger may take")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd

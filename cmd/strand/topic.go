@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -23,20 +22,6 @@ func topicCommand() *cobra.Command {
 	cmd.AddCommand(topicCreateCommand(admin), topicListCommand(admin), topicDescribeCommand(admin), topicAlterConfigCommand(admin),
 		topicAddPartitionsCommand(admin), topicTrimCommand(admin), topicDeleteCommand(admin))
 	return cmd
-}
-
-// checkFormat accepts the output formats of the topic tools.
-func checkFormat(format string) error {
-	if format != "table" && format != "json" {
-		return fmt.Errorf("--format %q: table or json", format)
-	}
-	return nil
-}
-
-func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func topicCreateCommand(admin adminFunc) *cobra.Command {
@@ -143,8 +128,8 @@ func topicListCommand(admin adminFunc) *cobra.Command {
 						ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
 				}
 				w := cmd.OutOrStdout()
-				if format == "json" {
-					return writeJSONTo(w, map[string]any{"topics": out})
+				if format != "table" {
+					return writeData(w, format, map[string]any{"topics": out})
 				}
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS\tINTERNAL")
@@ -154,7 +139,7 @@ func topicListCommand(admin adminFunc) *cobra.Command {
 				return tw.Flush()
 			})
 		}}
-	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	formatFlag(cmd, &format)
 	cmd.Flags().BoolVar(&internal, "internal", false, "list internal topics too")
 	return cmd
 }
@@ -201,8 +186,8 @@ func topicDescribeCommand(admin adminFunc) *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				if format == "json" {
-					return writeJSONTo(w, map[string]any{"topics": ds})
+				if format != "table" {
+					return writeData(w, format, map[string]any{"topics": ds})
 				}
 				for i, d := range ds {
 					if i > 0 {
@@ -213,7 +198,7 @@ func topicDescribeCommand(admin adminFunc) *cobra.Command {
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	formatFlag(cmd, &format)
 	cmd.Flags().BoolVar(&all, "all-configs", false, "show every config, defaults included")
 	return cmd
 }

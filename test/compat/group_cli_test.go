@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,7 +65,27 @@ func testGroupCLI(t *testing.T, addr string, emptyLag func(group string, lag map
 	blue.Close()
 
 	wantCLI(t, strand("list"), true, "blue", "classic", "Empty")
+	wantCLI(t, strand("list", "--format", "yaml"), true, "- group: blue\n    type: classic\n    state: Empty")
 	wantCLI(t, strand("lag", "--group", "blue"), true, "cli", "15", "total lag 20")
+	var lag struct {
+		State      string `json:"state"`
+		TotalLag   int64  `json:"total_lag"`
+		Partitions []struct {
+			Partition int32 `json:"partition"`
+			Committed int64 `json:"committed"`
+			End       int64 `json:"end"`
+			Lag       int64 `json:"lag"`
+		} `json:"partitions"`
+	}
+	r := strand("lag", "--group", "blue", "--format", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &lag); err != nil {
+		t.Fatalf("lag --format json: %v\n%v", err, r)
+	}
+	if lag.State != "Empty" || lag.TotalLag != 20 || len(lag.Partitions) != 2 || lag.Partitions[0].Committed != 15 ||
+		lag.Partitions[0].Lag != 5 || lag.Partitions[1].End != 20 || lag.Partitions[1].Lag != 15 {
+		t.Fatalf("lag --format json: %+v", lag)
+	}
+	wantCLI(t, strand("describe", "--group", "blue", "--format", "yaml"), true, "total_lag: 20", "members: []")
 	if emptyLag != nil {
 		emptyLag("blue", map[int32]int64{0: 5, 1: 15})
 	}

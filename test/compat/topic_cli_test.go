@@ -109,7 +109,8 @@ func testTopicCLI(t *testing.T, addr string) {
 	if starts, _, _ := describe(); fmt.Sprint(starts) != "[0 5 0 0 0]" {
 		t.Fatalf("after trimming to the end: starts %v", starts)
 	}
-	wantCLI(t, strand("list", "--format", "yaml"), false, "table or json")
+	wantCLI(t, strand("list", "--format", "yaml"), true, "- topic: orders\n    id: ", "partitions: 5")
+	wantCLI(t, strand("list", "--format", "xml"), false, "table, json or yaml")
 
 	wantCLI(t, strand("delete", "orders"), true, "deleted topic orders")
 	if l := strand("list", "--format", "json"); strings.Contains(l.stdout, `"orders"`) {
