@@ -50,7 +50,7 @@ JSON object per record and line.`,
   strand consume orders --group audit --from end`,
 		RunE: func(cmd *cobra.Command, topics []string) error { return consume(cmd, topics, o) }}
 	f := cmd.Flags()
-	f.StringVar(&o.brokers, "brokers", defaultBrokers(), brokersUsage)
+	f.StringVar(&o.brokers, "brokers", "", brokersUsage)
 	f.StringVarP(&o.group, "group", "g", "", "read as a member of this consumer group, committing what was printed")
 	f.StringVarP(&o.from, "from", "o", "beginning", "where to start (see above)")
 	f.StringVarP(&o.format, "format", "f", `%v\n`, "how to print each record (see above)")
@@ -90,7 +90,11 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	seeds := kgo.SeedBrokers(strings.Split(o.brokers, ",")...)
+	brokers, err := seedBrokers(o.brokers)
+	if err != nil {
+		return err
+	}
+	seeds := kgo.SeedBrokers(brokers...)
 	meta, err := kgo.NewClient(seeds)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -35,15 +34,7 @@ func groupCommand() *cobra.Command {
 type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
 
 // brokersUsage is the --brokers flag's help, shared by the tools.
-const brokersUsage = "bootstrap brokers, comma-separated (default from STRAND_BROKERS)"
-
-// defaultBrokers is STRAND_BROKERS, or the local broker.
-func defaultBrokers() string {
-	if b := os.Getenv("STRAND_BROKERS"); b != "" {
-		return b
-	}
-	return "127.0.0.1:9092"
-}
+const brokersUsage = "bootstrap brokers, comma-separated (default: STRAND_BROKERS, else the profile's, else " + localBroker + ")"
 
 // adminCommand is a command whose subcommands talk to a cluster through
 // an admin client: it holds the --brokers and --timeout flags they share,
@@ -55,7 +46,7 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 	)
 	cmd := &cobra.Command{Use: use, Short: short}
 	f := cmd.PersistentFlags()
-	f.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
+	f.StringVar(&brokers, "brokers", "", brokersUsage)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
 	return cmd, func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
 		return withAdmin(cmd, brokers, timeout, fn)
@@ -65,7 +56,11 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.
 func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	seeds, err := seedBrokers(brokers)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,21 @@ import (
 )
 
 func main() {
+	if err := rootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strand:", err)
+		os.Exit(1)
+	}
+}
+
+// rootCommand is strand with every command.
+func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "strand",
 		Short:         "Strand: a durable commit log that speaks the Kafka protocol",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) the tools use (default: STRAND_PROFILE, else the current one)")
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(clusterCommand())
@@ -23,8 +32,6 @@ func main() {
 	root.AddCommand(consumeCommand())
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "strand:", err)
-		os.Exit(1)
-	}
+	root.AddCommand(profileCommand())
+	return root
 }

@@ -57,7 +57,11 @@ records.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			entries, err := reader.Read(ctx, strings.Split(brokers, ","), group, from)
+			seeds, err := seedBrokers(brokers)
+			if err != nil {
+				return err
+			}
+			entries, err := reader.Read(ctx, seeds, group, from)
 			if err != nil {
 				return err
 			}
@@ -76,7 +80,7 @@ records.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
+	f.StringVar(&brokers, "brokers", "", brokersUsage)
 	f.StringVar(&group, "group", "", "the consumer group (required)")
 	f.StringVar(&since, "since", "", "only hand-offs from then on: a time (RFC 3339) or a duration back from now (30m)")
 	formatFlag(cmd, &format)

@@ -306,7 +306,10 @@ until interrupted.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			seeds := strings.Split(brokers, ",")
+			seeds, err := seedBrokers(brokers)
+			if err != nil {
+				return err
+			}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 			if err != nil {
 				return err
@@ -357,7 +360,7 @@ until interrupted.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&brokers, "brokers", defaultBrokers(), brokersUsage)
+	fl.StringVar(&brokers, "brokers", "", brokersUsage)
 	fl.StringVar(&group, "group", "", "the consumer group (required)")
 	fl.StringVar(&since, "since", "1h", "hand-offs counted from then on: a time (RFC 3339) or a duration back from now")
 	fl.DurationVar(&interval, "interval", time.Second, "how often the view refreshes")

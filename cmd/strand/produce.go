@@ -40,7 +40,7 @@ non-zero when any record was not written.`,
   strand produce orders --transactional-id loader-1 < batch.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error { return produceStdin(cmd, args[0], o) }}
 	f := cmd.Flags()
-	f.StringVar(&o.brokers, "brokers", defaultBrokers(), brokersUsage)
+	f.StringVar(&o.brokers, "brokers", "", brokersUsage)
 	f.StringVarP(&o.keySeparator, "key-separator", "K", "", "what separates a record's key from its value (none: no keys)")
 	f.StringVarP(&o.delimiter, "delimiter", "D", `\n`, "what ends a record")
 	f.StringArrayVarP(&o.headers, "header", "H", nil, "a header of every record, key=value (repeatable)")
@@ -128,7 +128,11 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 
 // clientOpts are the producer's client options from the flags.
 func (o produceOptions) clientOpts(topic string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.DefaultProduceTopic(topic),
+	seeds, err := seedBrokers(o.brokers)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024)))}
 	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
 		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
