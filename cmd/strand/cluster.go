@@ -15,7 +15,7 @@ import (
 // protocol, so it works against any Kafka cluster.
 func clusterCommand() *cobra.Command {
 	cmd, admin := adminCommand("cluster", "A cluster's brokers, controller and health")
-	cmd.AddCommand(clusterInfoCommand(admin), clusterHealthCommand(admin))
+	cmd.AddCommand(clusterInfoCommand(admin), clusterHealthCommand(admin), clusterConfigCommand(admin))
 	return cmd
 }
 

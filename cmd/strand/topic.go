@@ -316,19 +316,9 @@ func topicAlterConfigCommand(admin adminFunc) *cobra.Command {
 	cmd := &cobra.Command{Use: "alter-config TOPIC...", Short: "Set or delete topic configs (incrementally)", Args: cobra.MinimumNArgs(1),
 		Example: `  strand topic alter-config orders --set retention.ms=3600000 --delete cleanup.policy`,
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			var alters []kadm.AlterConfig
-			for _, c := range set {
-				k, v, ok := strings.Cut(c, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--set %q: name=value", c)
-				}
-				alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
-			}
-			for _, k := range del {
-				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-			}
-			if len(alters) == 0 {
-				return fmt.Errorf("nothing to change: give --set or --delete")
+			alters, err := configAlters(set, del)
+			if err != nil {
+				return err
 			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
 				resp, err := adm.AlterTopicConfigs(ctx, alters, topics...)
@@ -345,6 +335,26 @@ func topicAlterConfigCommand(admin adminFunc) *cobra.Command {
 	cmd.Flags().StringArrayVar(&set, "set", nil, "a config to set, name=value (repeatable)")
 	cmd.Flags().StringArrayVar(&del, "delete", nil, "a config to return to its default (repeatable)")
 	return cmd
+}
+
+// configAlters is the incremental changes of --set name=value and
+// --delete name.
+func configAlters(set, del []string) ([]kadm.AlterConfig, error) {
+	var alters []kadm.AlterConfig
+	for _, c := range set {
+		k, v, ok := strings.Cut(c, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: name=value", c)
+		}
+		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+	}
+	for _, k := range del {
+		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+	}
+	if len(alters) == 0 {
+		return nil, fmt.Errorf("nothing to change: give --set or --delete")
+	}
+	return alters, nil
 }
 
 func topicAddPartitionsCommand(admin adminFunc) *cobra.Command {

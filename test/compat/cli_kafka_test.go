@@ -22,6 +22,7 @@ func TestCLIAgainstKafka(t *testing.T) {
 	t.Run("topic", func(t *testing.T) { testTopicCLI(t, addr) })
 	t.Run("records", func(t *testing.T) { testRecordCLI(t, addr) })
 	t.Run("group", func(t *testing.T) { testGroupCLI(t, addr, nil) })
+	t.Run("cluster-config", func(t *testing.T) { testClusterConfigCLI(t, addr, 1) })
 }
 
 // realKafka starts Apache Kafka (KRaft, one node) from the jars in

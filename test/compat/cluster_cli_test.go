@@ -47,6 +47,7 @@ func TestClusterCLI(t *testing.T) {
 	}
 
 	wantCLI(t, strand("health"), true, "healthy: true", "offline: 0, under-replicated: 0")
+	testClusterConfigCLI(t, c.seed(0), 2)
 
 	// Broker 2 holds some of spread's partitions alone: killed, they are
 	// offline once it is fenced.
@@ -84,4 +85,61 @@ func TestClusterCLI(t *testing.T) {
 	if h.Healthy || r.err == nil || !strings.Contains(r.stderr, "not healthy") {
 		t.Fatalf("cluster health with offline partitions: healthy %v, %v", h.Healthy, r)
 	}
+}
+
+// testClusterConfigCLI: cluster config get shows a broker's configs with
+// their sources; set changes them for every broker or for one, and
+// --delete returns them to their defaults.
+func testClusterConfigCLI(t *testing.T, addr string, broker int32) {
+	t.Helper()
+	strand := strandCLI(t, addr, "cluster")
+	read := func(name string, args ...string) (value, source string) {
+		t.Helper()
+		r := strand(append([]string{"config", "get", name, "--format", "json"}, args...)...)
+		wantCLI(t, r, true)
+		var out struct {
+			Configs []struct {
+				Name   string  `json:"name"`
+				Value  *string `json:"value"`
+				Source string  `json:"source"`
+			} `json:"configs"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Configs) != 1 || out.Configs[0].Value == nil {
+			t.Fatalf("config get %s: %v\n%v", name, err, r)
+		}
+		return *out.Configs[0].Value, out.Configs[0].Source
+	}
+	// Kafka applies a change to its brokers' configs a moment after it
+	// answers: wait for the value wanted.
+	get := func(name, want string, args ...string) (value, source string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if value, source = read(name, args...); value == want || time.Now().After(deadline) {
+				return value, source
+			}
+		}
+	}
+	b := strconv.Itoa(int(broker))
+	const name = "message.max.bytes" // dynamic in Kafka too, for every broker and for one
+	if v, src := get(name, "1048588", "--broker", b); v != "1048588" || src != "DEFAULT_CONFIG" {
+		t.Fatalf("%s before: %s from %s", name, v, src)
+	}
+	wantCLI(t, strand("config", "set", "--set", name+"=2000000"), true, "altered 1 configs of every broker")
+	if v, src := get(name, "2000000", "--broker", b); v != "2000000" || src != "DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Fatalf("%s after the cluster-wide set: %s from %s", name, v, src)
+	}
+	wantCLI(t, strand("config", "set", "--broker", b, "--set", name+"=3000000"), true, "of broker "+b)
+	if v, src := get(name, "3000000", "--broker", b); v != "3000000" || src != "DYNAMIC_BROKER_CONFIG" {
+		t.Fatalf("%s after broker %s's own set: %s from %s", name, b, v, src)
+	}
+	wantCLI(t, strand("config", "set", "--broker", b, "--delete", name), true)
+	if v, src := get(name, "2000000", "--broker", b); v != "2000000" || src != "DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Fatalf("%s after deleting broker %s's own: %s from %s", name, b, v, src)
+	}
+	wantCLI(t, strand("config", "set", "--delete", name), true)
+	if v, src := get(name, "1048588", "--broker", b); v != "1048588" || src != "DEFAULT_CONFIG" {
+		t.Fatalf("%s after the deletes: %s from %s, want the default", name, v, src)
+	}
+	wantCLI(t, strand("config", "get", "no.such.config"), false, "no such broker configs: no.such.config")
+	wantCLI(t, strand("config", "set", "--set", "log.retention.ms"), false, "name=value")
 }

@@ -77,10 +77,11 @@ func testRecordCLI(t *testing.T, addr string) {
 	if got := strings.Fields(last.stdout); !equalSets(got, wantLast) {
 		t.Errorf("--from -1 printed %v, want the last record of each partition %v", got, wantLast)
 	}
-	one := cli("", "consume", "lines", "--partitions", "2", "--from", "1", "--exit-at-end", "--format", `%v`)
+	p2 := strconv.FormatInt(ends[2]-1, 10) // the record written to partition 2 came last
+	one := cli("", "consume", "lines", "--partitions", "2", "--from", p2, "--exit-at-end", "--format", `%v`)
 	wantCLI(t, one, true)
 	if one.stdout != "p2" {
-		t.Errorf("partition 2 from offset 1: %q", one.stdout)
+		t.Errorf("partition 2 from offset %s: %q", p2, one.stdout)
 	}
 	time.Sleep(20 * time.Millisecond)
 	since := time.Now()
