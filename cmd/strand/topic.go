@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // topicCommand is the everyday tools for topics. Like the group tools they
@@ -150,6 +152,9 @@ type topicDetail struct {
 	ID         string            `json:"id"`
 	Internal   bool              `json:"internal"`
 	Partitions []partitionDetail `json:"partitions"`
+	// SizeBytes is the partitions' leader replicas' sizes summed, -1 when
+	// no broker told.
+	SizeBytes int64 `json:"size_bytes"`
 	// Configs are the topic's configs set on the topic itself (not
 	// defaults), or every config with --all-configs.
 	Configs map[string]string `json:"configs"`
@@ -164,6 +169,7 @@ type partitionDetail struct {
 	Offline     []int32 `json:"offline_replicas,omitempty"`
 	Start       int64   `json:"start_offset"` // -1 when it could not be listed
 	End         int64   `json:"end_offset"`
+	SizeBytes   int64   `json:"size_bytes"` // the leader's replica, -1 when unknown
 	Error       string  `json:"error,omitempty"`
 }
 
@@ -231,6 +237,26 @@ func describeTopics(ctx context.Context, adm *kadm.Client, topics []string, allC
 	if err != nil {
 		return nil, fmt.Errorf("describing configs: %w", err)
 	}
+	sizes := map[model.TopicPartition]int64{}
+	set := kadm.TopicsSet{}
+	for _, t := range topics {
+		for p := range tds[t].Partitions {
+			set.Add(t, p)
+		}
+	}
+	// Sizes are extra: a cluster that does not answer DescribeLogDirs
+	// still has its topics described.
+	if dirs, err := adm.DescribeAllLogDirs(ctx, set); err == nil {
+		dirs.Each(func(d kadm.DescribedLogDir) {
+			for t, ps := range d.Topics {
+				for p, dp := range ps {
+					if td, ok := tds[t]; ok && td.Partitions[p].Leader == d.Broker && !dp.IsFuture {
+						sizes[model.TopicPartition{Topic: t, Partition: p}] = dp.Size
+					}
+				}
+			}
+		})
+	}
 	configs := map[string]map[string]string{}
 	for _, rc := range rcs {
 		if rc.Err != nil {
@@ -247,10 +273,14 @@ func describeTopics(ctx context.Context, adm *kadm.Client, topics []string, allC
 	out := make([]topicDetail, 0, len(topics))
 	for _, t := range topics {
 		td := tds[t]
-		d := topicDetail{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t]}
+		d := topicDetail{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t], SizeBytes: -1}
 		for _, p := range td.Partitions.Sorted() {
 			pd := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
-				ISR: p.ISR, Offline: p.OfflineReplicas, Start: -1, End: -1}
+				ISR: p.ISR, Offline: p.OfflineReplicas, Start: -1, End: -1, SizeBytes: -1}
+			if size, ok := sizes[model.TopicPartition{Topic: t, Partition: p.Partition}]; ok {
+				pd.SizeBytes = size
+				d.SizeBytes = max(d.SizeBytes, 0) + size
+			}
 			if p.Err != nil {
 				pd.Error = p.Err.Error()
 			}
@@ -272,12 +302,16 @@ func printTopic(w io.Writer, d topicDetail) {
 	if d.Internal {
 		internal = ", internal"
 	}
-	fmt.Fprintf(w, "topic %s (id %s%s): %d partitions\n\n", d.Topic, d.ID, internal, len(d.Partitions))
+	size := sizeLabel(d.SizeBytes)
+	if d.SizeBytes < 0 {
+		size = "size unknown"
+	}
+	fmt.Fprintf(w, "topic %s (id %s%s): %d partitions, %s\n\n", d.Topic, d.ID, internal, len(d.Partitions), size)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tIN-SYNC\tSTART\tEND\tERROR")
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tIN-SYNC\tSTART\tEND\tSIZE\tERROR")
 	for _, p := range d.Partitions {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR),
-			offsetLabel(p.Start), offsetLabel(p.End), orDash(p.Error))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR),
+			offsetLabel(p.Start), offsetLabel(p.End), sizeLabel(p.SizeBytes), orDash(p.Error))
 	}
 	tw.Flush()
 	if len(d.Configs) > 0 {
@@ -286,6 +320,21 @@ func printTopic(w io.Writer, d topicDetail) {
 			fmt.Fprintf(w, "  %s=%s\n", k, d.Configs[k])
 		}
 	}
+}
+
+// sizeLabel is a size in bytes as people read it; "-" for -1 (unknown).
+func sizeLabel(n int64) string {
+	switch {
+	case n < 0:
+		return "-"
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 func nodeList(ns []int32) string {

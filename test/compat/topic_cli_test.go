@@ -59,7 +59,9 @@ func testTopicCLI(t *testing.T, addr string) {
 				ISR       []int32 `json:"isr"`
 				Start     int64   `json:"start_offset"`
 				End       int64   `json:"end_offset"`
+				Size      int64   `json:"size_bytes"`
 			} `json:"partitions"`
+			Size    int64             `json:"size_bytes"`
 			Configs map[string]string `json:"configs"`
 		} `json:"topics"`
 	}
@@ -78,6 +80,12 @@ func testTopicCLI(t *testing.T, addr string) {
 		if p.Start != 0 || p.End != end || p.Leader < 0 || len(p.ISR) != 1 {
 			t.Errorf("partition %+v, want offsets 0 to %d and a leader in sync", p, end)
 		}
+		if (end > 0) != (p.Size > 0) || p.Size < 0 {
+			t.Errorf("partition %d holds %d records in %d bytes", p.Partition, end, p.Size)
+		}
+	}
+	if got := described.Topics[0]; got.Size != got.Partitions[1].Size {
+		t.Errorf("the topic's size %d, its partitions' %+v", got.Size, got.Partitions)
 	}
 	wantCLI(t, strand("describe", "nowhere"), false, "UNKNOWN_TOPIC_OR_PARTITION")
 
