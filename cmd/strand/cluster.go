@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -24,6 +27,8 @@ type clusterInfo struct {
 	ClusterID  string         `json:"cluster_id"`
 	Controller int32          `json:"controller"`
 	Brokers    []brokerDetail `json:"brokers"`
+	// Features are the cluster's finalized feature levels (ApiVersions).
+	Features map[string]int16 `json:"features"`
 }
 
 type brokerDetail struct {
@@ -45,15 +50,21 @@ func clusterInfoCommand(admin adminFunc) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				info := clusterInfo{ClusterID: md.Cluster, Controller: md.Controller, Brokers: []brokerDetail{}}
+				info := clusterInfo{ClusterID: md.Cluster, Controller: md.Controller, Brokers: []brokerDetail{}, Features: map[string]int16{}}
 				for _, b := range md.Brokers {
 					info.Brokers = append(info.Brokers, brokerDetail{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)})
 				}
+				info.Features = finalizedFeatures(ctx, adm)
 				w := cmd.OutOrStdout()
 				if format != "table" {
 					return writeData(w, format, info)
 				}
-				fmt.Fprintf(w, "cluster %s, controller %d, %d brokers\n\n", orDash(info.ClusterID), info.Controller, len(info.Brokers))
+				fmt.Fprintf(w, "cluster %s, controller %d, %d brokers\n", orDash(info.ClusterID), info.Controller, len(info.Brokers))
+				var fs []string
+				for _, name := range slices.Sorted(maps.Keys(info.Features)) {
+					fs = append(fs, fmt.Sprintf("%s=%d", name, info.Features[name]))
+				}
+				fmt.Fprintf(w, "features: %s\n\n", orDash(strings.Join(fs, ", ")))
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tHOST\tPORT\tRACK")
 				for _, b := range info.Brokers {
@@ -64,6 +75,30 @@ func clusterInfoCommand(admin adminFunc) *cobra.Command {
 		}}
 	formatFlag(cmd, &format)
 	return cmd
+}
+
+// finalizedFeatures is the feature levels the brokers finalized (the
+// highest epoch's, should brokers differ a moment); none when no broker
+// answers with them.
+func finalizedFeatures(ctx context.Context, adm *kadm.Client) map[string]int16 {
+	out := map[string]int16{}
+	vs, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return out
+	}
+	epoch := int64(-1)
+	for _, v := range vs {
+		raw := v.Raw()
+		if v.Err != nil || raw == nil || raw.FinalizedFeaturesEpoch < epoch {
+			continue
+		}
+		epoch = raw.FinalizedFeaturesEpoch
+		clear(out)
+		for _, f := range raw.FinalizedFeatures {
+			out[f.Name] = f.MaxVersionLevel
+		}
+	}
+	return out
 }
 
 // clusterHealth is what cluster health shows.

@@ -23,6 +23,9 @@ func TestCLIAgainstKafka(t *testing.T) {
 	t.Run("records", func(t *testing.T) { testRecordCLI(t, addr) })
 	t.Run("group", func(t *testing.T) { testGroupCLI(t, addr, nil) })
 	t.Run("cluster-config", func(t *testing.T) { testClusterConfigCLI(t, addr, 1) })
+	t.Run("cluster-info", func(t *testing.T) {
+		wantCLI(t, strandCLI(t, addr, "cluster")("info"), true, "1 brokers", "metadata.version=", "transaction.version=")
+	})
 }
 
 // realKafka starts Apache Kafka (KRaft, one node) from the jars in

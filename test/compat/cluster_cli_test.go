@@ -32,11 +32,12 @@ func TestClusterCLI(t *testing.T) {
 			NodeID int32 `json:"node_id"`
 			Port   int32 `json:"port"`
 		} `json:"brokers"`
+		Features map[string]int16 `json:"features"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
 		t.Fatalf("cluster info --format json: %v\n%v", err, r)
 	}
-	if info.ClusterID == "" || len(info.Brokers) != clusterBrokers || info.Controller < 0 {
+	if info.ClusterID == "" || len(info.Brokers) != clusterBrokers || info.Controller < 0 || info.Features["transaction.version"] != 2 {
 		t.Fatalf("cluster info: %+v", info)
 	}
 	env := exec.Command(testutil.Binary(t), "cluster", "info")
