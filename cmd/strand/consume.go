@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/recordfmt"
 )
 
@@ -341,7 +342,7 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	}
 	var committed kadm.OffsetResponses
 	if group != "" {
-		if committed, err = fetchOffsets(ctx, adm, group); err == nil {
+		if committed, err = inspect.FetchOffsets(ctx, adm, group); err == nil {
 			err = committed.Error()
 		}
 		if err != nil {

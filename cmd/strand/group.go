@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/inspect"
 )
 
 // groupCommand is the everyday tools for consumer groups. They speak the
@@ -70,14 +72,6 @@ func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn fun
 	return fn(ctx, kadm.NewClient(cl))
 }
 
-// listedGroup is a group as list prints it.
-type listedGroup struct {
-	Group        string `json:"group"`
-	Type         string `json:"type"`
-	State        string `json:"state"`
-	ProtocolType string `json:"protocol_type"`
-}
-
 func groupListCommand(admin adminFunc) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{Use: "list", Short: "Every group, with its type and state", Args: cobra.NoArgs,
@@ -86,13 +80,9 @@ func groupListCommand(admin adminFunc) *cobra.Command {
 				return err
 			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				gs, err := adm.ListGroups(ctx)
+				out, err := inspect.ListGroups(ctx, adm)
 				if err != nil {
 					return err
-				}
-				out := []listedGroup{}
-				for _, g := range gs.Sorted() {
-					out = append(out, listedGroup{Group: g.Group, Type: g.GroupType, State: g.State, ProtocolType: g.ProtocolType})
 				}
 				w := cmd.OutOrStdout()
 				if format != "table" {
@@ -119,15 +109,15 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 				return err
 			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				g, err := readGroup(ctx, adm, group)
+				g, err := inspect.ReadGroup(ctx, adm, group)
 				if err != nil {
 					return err
 				}
-				if !g.exists() {
+				if !g.Exists() {
 					return fmt.Errorf("group %s: not found", group)
 				}
 				if format != "table" {
-					return writeData(cmd.OutOrStdout(), format, g.data())
+					return writeData(cmd.OutOrStdout(), format, g)
 				}
 				printLag(cmd.OutOrStdout(), g, use == "describe")
 				return nil
@@ -139,28 +129,37 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 	return cmd
 }
 
-func printLag(w io.Writer, g groupState, members bool) {
-	fmt.Fprintf(w, "group %s: %s, state %s, protocol %s %s, %d members\n\n", g.group, g.groupType, g.state, orDash(g.protocolType),
-		orDash(g.protocol), len(g.members))
+func printLag(w io.Writer, g inspect.Group, members bool) {
+	fmt.Fprintf(w, "group %s: %s, state %s, protocol %s %s, %d members\n\n", g.Group, g.Type, g.State, orDash(g.ProtocolType),
+		orDash(g.Protocol), len(g.Members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if members && len(g.members) > 0 {
+	if members && len(g.Members) > 0 {
 		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tPARTITIONS")
-		for _, m := range g.members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.id, m.clientID, m.host, orDash(m.instance), m.ownedLabel())
+		for _, m := range g.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, orDash(m.InstanceID), ownedLabel(m))
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
-	for _, pl := range g.partitions {
+	for _, pl := range g.Partitions {
 		member := "-"
-		if pl.owner != nil {
-			member = pl.owner.clientID
+		if m, ok := g.Member(pl.MemberID); ok {
+			member = m.ClientID
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", pl.Topic, pl.Partition, offsetLabel(pl.committed), offsetLabel(pl.end),
-			countLabel(pl.lag), member)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", pl.Topic, pl.Partition, offsetLabel(pl.Committed), offsetLabel(pl.End),
+			countLabel(pl.Lag), member)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntotal lag %d\n", g.totalLag())
+	fmt.Fprintf(w, "\ntotal lag %d\n", g.TotalLag)
+}
+
+// ownedLabel is a member's partitions as the tables show them.
+func ownedLabel(m inspect.Member) string {
+	parts := make([]string, len(m.Owned))
+	for i, p := range m.Owned {
+		parts[i] = p.String()
+	}
+	return orDash(strings.Join(parts, " "))
 }
 
 // errGroupActive refuses to move the offsets of a group with members, as
@@ -169,11 +168,11 @@ var errGroupActive = errors.New("the group has members: stop them first")
 
 // emptyGroup checks that group has no members.
 func emptyGroup(ctx context.Context, adm *kadm.Client, group string) error {
-	g, err := readGroup(ctx, adm, group)
+	g, err := inspect.ReadGroup(ctx, adm, group)
 	if err != nil {
 		return err
 	}
-	if len(g.members) > 0 {
+	if len(g.Members) > 0 {
 		return fmt.Errorf("group %s: %w", group, errGroupActive)
 	}
 	return nil
@@ -193,7 +192,7 @@ offsets for (or --topic): --to earliest, latest, or an offset. Without
 				if err := emptyGroup(ctx, adm, group); err != nil {
 					return err
 				}
-				cur, err := fetchOffsets(ctx, adm, group)
+				cur, err := inspect.FetchOffsets(ctx, adm, group)
 				if err != nil {
 					return err
 				}
@@ -256,7 +255,7 @@ members.`,
 				if err := emptyGroup(ctx, adm, to); err != nil {
 					return err
 				}
-				cur, err := fetchOffsets(ctx, adm, from)
+				cur, err := inspect.FetchOffsets(ctx, adm, from)
 				if err != nil {
 					return err
 				}
@@ -328,6 +327,13 @@ func groupDeleteCommand(admin adminFunc) *cobra.Command {
 	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func orDash(s string) string {

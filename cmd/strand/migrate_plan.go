@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strandlog/strand/internal/inspect"
 )
 
 // A migration plan checks the rules that make moving a group to a new
@@ -258,7 +260,7 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		}
 	}
 	if v.exists {
-		offs, err := fetchOffsets(ctx, adm, group)
+		offs, err := inspect.FetchOffsets(ctx, adm, group)
 		if err != nil {
 			return v, err
 		}
@@ -283,7 +285,7 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		if name == group || !nearName(name, group) {
 			continue
 		}
-		offs, err := fetchOffsets(ctx, adm, name)
+		offs, err := inspect.FetchOffsets(ctx, adm, name)
 		if err != nil {
 			continue
 		}

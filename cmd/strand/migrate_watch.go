@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 )
@@ -149,36 +150,33 @@ func bracketed(s string) string {
 // readWatchFrame reads the group through the Kafka protocol.
 func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *watchState) watchFrame {
 	f := watchFrame{at: time.Now(), group: group}
-	g, err := readGroup(ctx, adm, group)
+	g, err := inspect.ReadGroup(ctx, adm, group)
 	switch {
 	case err != nil:
 		f.err = err
 		return f
-	case !g.exists():
+	case !g.Exists():
 		f.err = fmt.Errorf("group %s: not found (yet)", group)
 		return f
 	}
-	f.groupType, f.state, f.assign = g.groupType, g.state, g.protocol
+	f.groupType, f.state, f.assign = g.Type, g.State, g.Protocol
 	byID := map[string]*watchMember{}
-	for _, m := range g.members {
-		f.members = append(f.members, watchMember{id: m.id, clientID: m.clientID, host: m.host, instance: orDash(m.instance),
-			software: st.software[m.id]})
+	for _, m := range g.Members {
+		f.members = append(f.members, watchMember{id: m.MemberID, clientID: m.ClientID, host: m.Host, instance: orDash(m.InstanceID),
+			software: st.software[m.MemberID]})
 	}
 	for i := range f.members {
 		byID[f.members[i].id] = &f.members[i]
 	}
-	f.partitions = len(g.partitions)
-	for _, pl := range g.partitions {
-		lag := max(pl.lag, 0)
-		m := (*watchMember)(nil)
-		if pl.owner != nil {
-			m = byID[pl.owner.id]
-		}
+	f.partitions = len(g.Partitions)
+	for _, pl := range g.Partitions {
+		lag := max(pl.Lag, 0)
+		m := byID[pl.MemberID]
 		if m == nil {
 			f.unassignedLag += lag
 			continue
 		}
-		m.partitions = append(m.partitions, pl.String())
+		m.partitions = append(m.partitions, inspect.Partition{Topic: pl.Topic, Partition: pl.Partition}.String())
 		m.lag += lag
 	}
 	st.observe(f.at, f.members)

@@ -11,10 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/inspect"
 )
 
 // topicCommand is the everyday tools for topics. Like the group tools they
@@ -146,33 +144,6 @@ func topicListCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-// topicDetail is a topic as describe shows it.
-type topicDetail struct {
-	Topic      string            `json:"topic"`
-	ID         string            `json:"id"`
-	Internal   bool              `json:"internal"`
-	Partitions []partitionDetail `json:"partitions"`
-	// SizeBytes is the partitions' leader replicas' sizes summed, -1 when
-	// no broker told.
-	SizeBytes int64 `json:"size_bytes"`
-	// Configs are the topic's configs set on the topic itself (not
-	// defaults), or every config with --all-configs.
-	Configs map[string]string `json:"configs"`
-}
-
-type partitionDetail struct {
-	Partition   int32   `json:"partition"`
-	Leader      int32   `json:"leader"`
-	LeaderEpoch int32   `json:"leader_epoch"`
-	Replicas    []int32 `json:"replicas"`
-	ISR         []int32 `json:"isr"`
-	Offline     []int32 `json:"offline_replicas,omitempty"`
-	Start       int64   `json:"start_offset"` // -1 when it could not be listed
-	End         int64   `json:"end_offset"`
-	SizeBytes   int64   `json:"size_bytes"` // the leader's replica, -1 when unknown
-	Error       string  `json:"error,omitempty"`
-}
-
 func topicDescribeCommand(admin adminFunc) *cobra.Command {
 	var (
 		format string
@@ -187,7 +158,7 @@ func topicDescribeCommand(admin adminFunc) *cobra.Command {
 				return err
 			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				ds, err := describeTopics(ctx, adm, topics, all)
+				ds, err := inspect.DescribeTopics(ctx, adm, topics, all)
 				if err != nil {
 					return err
 				}
@@ -209,95 +180,7 @@ func topicDescribeCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-// describeTopics reads topics' partitions, offsets and configs; a topic
-// the cluster does not have is an error.
-func describeTopics(ctx context.Context, adm *kadm.Client, topics []string, allConfigs bool) ([]topicDetail, error) {
-	tds, err := adm.ListTopicsWithInternal(ctx, topics...)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range topics {
-		td, ok := tds[t]
-		if !ok {
-			td.Err = kerr.UnknownTopicOrPartition
-		}
-		if td.Err != nil {
-			return nil, fmt.Errorf("topic %s: %w", t, td.Err)
-		}
-	}
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("listing start offsets: %w", err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("listing end offsets: %w", err)
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("describing configs: %w", err)
-	}
-	sizes := map[model.TopicPartition]int64{}
-	set := kadm.TopicsSet{}
-	for _, t := range topics {
-		for p := range tds[t].Partitions {
-			set.Add(t, p)
-		}
-	}
-	// Sizes are extra: a cluster that does not answer DescribeLogDirs
-	// still has its topics described.
-	if dirs, err := adm.DescribeAllLogDirs(ctx, set); err == nil {
-		dirs.Each(func(d kadm.DescribedLogDir) {
-			for t, ps := range d.Topics {
-				for p, dp := range ps {
-					if td, ok := tds[t]; ok && td.Partitions[p].Leader == d.Broker && !dp.IsFuture {
-						sizes[model.TopicPartition{Topic: t, Partition: p}] = dp.Size
-					}
-				}
-			}
-		})
-	}
-	configs := map[string]map[string]string{}
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			return nil, fmt.Errorf("configs of %s: %w", rc.Name, rc.Err)
-		}
-		m := map[string]string{}
-		for _, c := range rc.Configs {
-			if c.Value != nil && (allConfigs || c.Source == kmsg.ConfigSourceDynamicTopicConfig) {
-				m[c.Key] = *c.Value
-			}
-		}
-		configs[rc.Name] = m
-	}
-	out := make([]topicDetail, 0, len(topics))
-	for _, t := range topics {
-		td := tds[t]
-		d := topicDetail{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t], SizeBytes: -1}
-		for _, p := range td.Partitions.Sorted() {
-			pd := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
-				ISR: p.ISR, Offline: p.OfflineReplicas, Start: -1, End: -1, SizeBytes: -1}
-			if size, ok := sizes[model.TopicPartition{Topic: t, Partition: p.Partition}]; ok {
-				pd.SizeBytes = size
-				d.SizeBytes = max(d.SizeBytes, 0) + size
-			}
-			if p.Err != nil {
-				pd.Error = p.Err.Error()
-			}
-			if o, ok := starts.Lookup(t, p.Partition); ok && o.Err == nil {
-				pd.Start = o.Offset
-			}
-			if o, ok := ends.Lookup(t, p.Partition); ok && o.Err == nil {
-				pd.End = o.Offset
-			}
-			d.Partitions = append(d.Partitions, pd)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-func printTopic(w io.Writer, d topicDetail) {
+func printTopic(w io.Writer, d inspect.Topic) {
 	internal := ""
 	if d.Internal {
 		internal = ", internal"

@@ -1,0 +1,243 @@
+package inspect
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// A group is read whichever protocol it speaks: a classic group answers
+// DescribeGroups, a consumer group (KIP-848) ConsumerGroupDescribe, and a
+// consumer group is Dead to DescribeGroups, as in Kafka.
+
+// Group is a group with its members and the lag of each partition it
+// owns or has committed. -1 is an offset or lag that is not known.
+type Group struct {
+	Group        string         `json:"group"`
+	Type         string         `json:"type"` // classic or consumer; empty when the cluster does not know the group
+	State        string         `json:"state"`
+	ProtocolType string         `json:"protocol_type"`
+	Protocol     string         `json:"protocol"` // the classic protocol, or the consumer group's assignor
+	Members      []Member       `json:"members"`
+	Partitions   []PartitionLag `json:"partitions"` // sorted
+	TotalLag     int64          `json:"total_lag"`  // the known lags summed
+}
+
+// Member is one member with the partitions it owns.
+type Member struct {
+	MemberID   string      `json:"member_id"`
+	InstanceID string      `json:"instance_id,omitempty"`
+	ClientID   string      `json:"client_id"`
+	Host       string      `json:"host"`
+	Owned      []Partition `json:"partitions"` // sorted
+}
+
+// Partition names a topic's partition.
+type Partition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+func (p Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.Partition) }
+
+// PartitionLag is one partition the group owns or has committed: lag
+// counts from the commit, or without one from the partition's start, as
+// Kafka's tools do.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Committed int64  `json:"committed"`
+	End       int64  `json:"end"`
+	Lag       int64  `json:"lag"`
+	MemberID  string `json:"member_id,omitempty"` // its owner
+}
+
+// Exists says whether the group is known to the cluster.
+func (g Group) Exists() bool { return g.Type != "" }
+
+// Member is the member with id, if it is one.
+func (g Group) Member(id string) (Member, bool) {
+	i := slices.IndexFunc(g.Members, func(m Member) bool { return m.MemberID == id })
+	if i < 0 {
+		return Member{}, false
+	}
+	return g.Members[i], true
+}
+
+// ReadGroup reads group: a group the cluster does not know has no Type.
+func ReadGroup(ctx context.Context, adm *kadm.Client, group string) (Group, error) {
+	g := Group{Group: group, Members: []Member{}, Partitions: []PartitionLag{}}
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return g, err
+	}
+	l, ok := listed[group]
+	if !ok {
+		return g, nil
+	}
+	g.Type, g.State, g.ProtocolType = cmp.Or(l.GroupType, "classic"), l.State, l.ProtocolType
+	add := func(m Member, parts kadm.TopicsSet) {
+		m.Owned = []Partition{}
+		parts.Each(func(t string, p int32) { m.Owned = append(m.Owned, Partition{t, p}) })
+		slices.SortFunc(m.Owned, ComparePartitions)
+		g.Members = append(g.Members, m)
+	}
+	if g.Type == "consumer" {
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		if err != nil {
+			return g, err
+		}
+		d := ds[group]
+		if d.Err != nil {
+			return g, fmt.Errorf("describing group %s: %w", group, d.Err)
+		}
+		g.State, g.ProtocolType, g.Protocol = d.State, "consumer", d.AssignorName
+		for _, m := range d.Members {
+			add(Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, m.Assignment)
+		}
+	} else {
+		ds, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return g, err
+		}
+		d := ds[group]
+		if d.Err != nil {
+			return g, fmt.Errorf("describing group %s: %w", group, d.Err)
+		}
+		g.State, g.ProtocolType, g.Protocol = d.State, d.ProtocolType, d.Protocol
+		for _, m := range d.Members {
+			parts := kadm.TopicsSet{}
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					parts.Add(t.Topic, t.Partitions...)
+				}
+			}
+			add(Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, parts)
+		}
+	}
+
+	commits, err := FetchOffsets(ctx, adm, group)
+	if err == nil {
+		err = commits.Error()
+	}
+	if err != nil {
+		return g, fmt.Errorf("fetching the offsets of group %s: %w", group, err)
+	}
+	lags := map[Partition]*PartitionLag{}
+	lagOf := func(p Partition) *PartitionLag {
+		if pl, ok := lags[p]; ok {
+			return pl
+		}
+		pl := &PartitionLag{Topic: p.Topic, Partition: p.Partition, Committed: -1, End: -1, Lag: -1}
+		lags[p] = pl
+		return pl
+	}
+	commits.Each(func(r kadm.OffsetResponse) { lagOf(Partition{r.Topic, r.Partition}).Committed = r.At })
+	for _, m := range g.Members {
+		for _, p := range m.Owned {
+			lagOf(p).MemberID = m.MemberID
+		}
+	}
+	var topics []string
+	for p := range lags {
+		topics = append(topics, p.Topic)
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	if len(topics) > 0 {
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		if err != nil {
+			return g, fmt.Errorf("listing end offsets: %w", err)
+		}
+		starts, err := adm.ListStartOffsets(ctx, topics...)
+		if err != nil {
+			return g, fmt.Errorf("listing start offsets: %w", err)
+		}
+		for p, pl := range lags {
+			end, ok := ends.Lookup(p.Topic, p.Partition)
+			if !ok || end.Err != nil {
+				continue
+			}
+			pl.End = end.Offset
+			from := pl.Committed
+			if from < 0 {
+				if start, ok := starts.Lookup(p.Topic, p.Partition); ok && start.Err == nil {
+					from = start.Offset
+				}
+			}
+			if from >= 0 {
+				pl.Lag = max(0, pl.End-from)
+			}
+		}
+	}
+	for _, pl := range lags {
+		g.Partitions = append(g.Partitions, *pl)
+		g.TotalLag += max(pl.Lag, 0)
+	}
+	slices.SortFunc(g.Partitions, func(a, b PartitionLag) int {
+		return ComparePartitions(Partition{a.Topic, a.Partition}, Partition{b.Topic, b.Partition})
+	})
+	return g, nil
+}
+
+// ComparePartitions orders partitions by topic, then number.
+func ComparePartitions(a, b Partition) int {
+	return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
+
+// ListedGroup is a group as a list shows it.
+type ListedGroup struct {
+	Group        string `json:"group"`
+	Type         string `json:"type"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+}
+
+// ListGroups is every group of the cluster, sorted.
+func ListGroups(ctx context.Context, adm *kadm.Client) ([]ListedGroup, error) {
+	gs, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []ListedGroup{}
+	for _, g := range gs.Sorted() {
+		out = append(out, ListedGroup{Group: g.Group, Type: g.GroupType, State: g.State, ProtocolType: g.ProtocolType})
+	}
+	return out, nil
+}
+
+// retriableFor bounds how long a read asks again after retriable errors.
+const retriableFor = 30 * time.Second
+
+// FetchOffsets is a group's committed offsets, asked again while the
+// cluster answers with a retriable error (a coordinator still loading, or
+// __consumer_offsets just created), as Kafka's own tools wait.
+func FetchOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
+	deadline := time.Now().Add(retriableFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		offs, err := adm.FetchOffsets(ctx, group)
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable || time.Now().After(deadline) {
+			return offs, err
+		}
+		select {
+		case <-ctx.Done():
+			return offs, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
