@@ -329,13 +329,6 @@ func groupDeleteCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
