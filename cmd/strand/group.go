@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -162,20 +161,9 @@ func ownedLabel(m inspect.Member) string {
 	return orDash(strings.Join(parts, " "))
 }
 
-// errGroupActive refuses to move the offsets of a group with members, as
-// Kafka's tool does: they would overwrite them.
-var errGroupActive = errors.New("the group has members: stop them first")
-
 // emptyGroup checks that group has no members.
 func emptyGroup(ctx context.Context, adm *kadm.Client, group string) error {
-	g, err := inspect.ReadGroup(ctx, adm, group)
-	if err != nil {
-		return err
-	}
-	if len(g.Members) > 0 {
-		return fmt.Errorf("group %s: %w", group, errGroupActive)
-	}
-	return nil
+	return inspect.CheckEmpty(ctx, adm, group)
 }
 
 func groupResetCommand(admin adminFunc) *cobra.Command {
@@ -192,43 +180,11 @@ offsets for (or --topic): --to earliest, latest, or an offset. Without
 				if err := emptyGroup(ctx, adm, group); err != nil {
 					return err
 				}
-				cur, err := inspect.FetchOffsets(ctx, adm, group)
+				os, err := inspect.ResetTargets(ctx, adm, group, topic, to)
 				if err != nil {
 					return err
 				}
-				topics := cur.Offsets().TopicsSet().Topics()
-				if topic != "" {
-					topics = []string{topic}
-				}
-				if len(topics) == 0 {
-					return fmt.Errorf("group %s has no offsets; name a --topic", group)
-				}
-				var listed kadm.ListedOffsets
-				switch to {
-				case "earliest":
-					listed, err = adm.ListStartOffsets(ctx, topics...)
-				case "latest":
-					listed, err = adm.ListEndOffsets(ctx, topics...)
-				default:
-					var at int64
-					if _, perr := fmt.Sscan(to, &at); perr != nil || at < 0 {
-						return fmt.Errorf("--to %q: earliest, latest or an offset", to)
-					}
-					listed, err = adm.ListEndOffsets(ctx, topics...)
-					for t, ps := range listed {
-						for p, o := range ps {
-							o.Offset = min(at, o.Offset)
-							listed[t][p] = o
-						}
-					}
-				}
-				if err != nil {
-					return err
-				}
-				if err := listed.Error(); err != nil {
-					return err
-				}
-				return commitOffsets(ctx, cmd.OutOrStdout(), adm, group, listed.Offsets(), execute)
+				return commitOffsets(ctx, cmd.OutOrStdout(), adm, group, os, execute)
 			})
 		}}
 	f := cmd.Flags()
