@@ -185,7 +185,7 @@ func printTopic(w io.Writer, d inspect.Topic) {
 	if d.Internal {
 		internal = ", internal"
 	}
-	size := sizeLabel(d.SizeBytes)
+	size := inspect.SizeLabel(d.SizeBytes)
 	if d.SizeBytes < 0 {
 		size = "size unknown"
 	}
@@ -194,7 +194,7 @@ func printTopic(w io.Writer, d inspect.Topic) {
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tIN-SYNC\tSTART\tEND\tSIZE\tERROR")
 	for _, p := range d.Partitions {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR),
-			offsetLabel(p.Start), offsetLabel(p.End), sizeLabel(p.SizeBytes), orDash(p.Error))
+			offsetLabel(p.Start), offsetLabel(p.End), inspect.SizeLabel(p.SizeBytes), orDash(p.Error))
 	}
 	tw.Flush()
 	if len(d.Configs) > 0 {
@@ -203,21 +203,6 @@ func printTopic(w io.Writer, d inspect.Topic) {
 			fmt.Fprintf(w, "  %s=%s\n", k, d.Configs[k])
 		}
 	}
-}
-
-// sizeLabel is a size in bytes as people read it; "-" for -1 (unknown).
-func sizeLabel(n int64) string {
-	switch {
-	case n < 0:
-		return "-"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 func nodeList(ns []int32) string {

@@ -30,7 +30,9 @@ type Config struct {
 	Ledger       Ledger // nil without the hand-off ledger
 	Health       Health
 	Metrics      *Metrics
-	Logger       *slog.Logger
+	// Console, when set, serves every path the API and /metrics do not.
+	Console http.Handler
+	Logger  *slog.Logger
 	// Timeout bounds the work of one request (asking other brokers,
 	// reading the ledger).
 	Timeout time.Duration
@@ -65,6 +67,9 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/handoffs", s.handoffs)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))
+	if cfg.Console != nil {
+		mux.Handle("/", cfg.Console)
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	go func() {

@@ -18,9 +18,17 @@ type Broker struct {
 	Advertise string // host:port clients are told to connect to; Listen when empty
 	// AdminListen is the admin HTTP listener's host:port (JSON API,
 	// /metrics); empty for none.
-	AdminListen       string
-	NodeID            int32
-	DefaultPartitions int32 // num.partitions
+	AdminListen string
+	// AdminConsole serves the web console on the admin listener
+	// (admin.console.enable); AdminConsoleActions lets it reset a group's
+	// offsets and delete a group (admin.console.actions.enable);
+	// AdminConsoleSample is how often it samples lag and end offsets for
+	// its charts and rates (admin.console.sample.interval.ms).
+	AdminConsole        bool
+	AdminConsoleActions bool
+	AdminConsoleSample  time.Duration
+	NodeID              int32
+	DefaultPartitions   int32 // num.partitions
 	// DefaultReplicationFactor is default.replication.factor; topics get
 	// at most as many replicas as there are live brokers.
 	DefaultReplicationFactor int16
@@ -127,6 +135,8 @@ func Defaults() Broker {
 		DataDir:                           "strand-data",
 		Listen:                            "127.0.0.1:9092",
 		AdminListen:                       "127.0.0.1:9644",
+		AdminConsole:                      true,
+		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,
 		DefaultPartitions:                 1,
 		DefaultReplicationFactor:          1,
@@ -232,6 +242,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
 	case b.HandoffLedgerRetention <= 0:
 		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
+	case b.AdminConsoleSample <= 0:
+		return fmt.Errorf("admin.console.sample.interval.ms %v: must be positive", b.AdminConsoleSample)
 	case b.GroupMemberDisconnectGrace < 0:
 		return fmt.Errorf("group.member.disconnect.grace.ms %v: must not be negative", b.GroupMemberDisconnectGrace)
 	case !knownMigrationPolicy(b.GroupConsumerMigrationPolicy):

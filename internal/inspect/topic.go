@@ -125,3 +125,18 @@ func DescribeTopics(ctx context.Context, adm *kadm.Client, topics []string, allC
 	}
 	return out, nil
 }
+
+// SizeLabel is a size in bytes as people read it; "-" for -1 (unknown).
+func SizeLabel(n int64) string {
+	switch {
+	case n < 0:
+		return "-"
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}

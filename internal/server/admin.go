@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/console"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
@@ -26,8 +27,21 @@ func (s *Server) startAdmin() error {
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
+	if s.cfg.AdminConsole {
+		// The console reads the cluster through this broker's own
+		// listener, as a client would.
+		c, err := console.New(console.Config{Brokers: []string{net.JoinHostPort(s.broker.Host, strconv.Itoa(int(s.broker.Port)))},
+			Actions: s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
+		if err != nil {
+			return err
+		}
+		s.console, cfg.Console = c, c
+	}
 	a, err := admin.Start(cfg)
 	if err != nil {
+		if s.console != nil {
+			s.console.Close()
+		}
 		return err
 	}
 	s.admin = a
@@ -38,6 +52,9 @@ func (s *Server) startAdmin() error {
 func (s *Server) stopAdmin(ctx context.Context) {
 	if s.admin != nil {
 		s.admin.Close(ctx)
+	}
+	if s.console != nil {
+		s.console.Close()
 	}
 }
 

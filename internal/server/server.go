@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/console"
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/fetchpos"
 	"github.com/strandlog/strand/internal/group"
@@ -55,6 +56,7 @@ type Server struct {
 	broker            *protocol.Broker
 	metrics           *admin.Metrics // nil without the admin listener
 	admin             *admin.Server
+	console           *console.Console
 
 	ln         net.Listener
 	goroutines sync.WaitGroup

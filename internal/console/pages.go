@@ -1,0 +1,241 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/ledger"
+)
+
+var funcs = template.FuncMap{
+	"offset": func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	},
+	"size": inspect.SizeLabel,
+	"nodes": func(ns []int32) string {
+		s := make([]string, len(ns))
+		for i, n := range ns {
+			s[i] = fmt.Sprint(n)
+		}
+		return strings.Join(s, ",")
+	},
+	"ms":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"since": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+	"dur":   func(d time.Duration) string { return d.Round(time.Second).String() },
+	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"path":  url.PathEscape,
+	"add":   func(a, b int) int { return a + b },
+	"list":  func(xs ...string) []string { return xs },
+	"seq": func(n int32) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out
+	},
+}
+
+// page is what every page's layout shows.
+type page struct {
+	Title   string
+	Section string
+	Actions bool
+	Data    any
+}
+
+func (c *Console) render(w http.ResponseWriter, name, title, section string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+	if err := c.pages[name].Execute(w, page{Title: title, Section: section, Actions: c.cfg.Actions, Data: data}); err != nil {
+		c.cfg.Logger.Warn("console: rendering a page", "page", name, "err", err)
+	}
+}
+
+// fail shows an error page with the status.
+func (c *Console) fail(w http.ResponseWriter, status int, err error) {
+	w.WriteHeader(status)
+	c.render(w, "error", "Error", "", err.Error())
+}
+
+func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), c.cfg.Timeout)
+}
+
+type overviewData struct {
+	Cluster inspect.Cluster
+	Health  inspect.Health
+	Topics  int
+	Groups  int
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	cl, err := inspect.ReadCluster(ctx, c.adm)
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	h, err := inspect.ReadHealth(ctx, c.adm)
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	d := overviewData{Cluster: cl, Health: h}
+	if ts, err := c.adm.ListTopics(ctx); err == nil {
+		d.Topics = len(ts)
+	}
+	if gs, err := inspect.ListGroups(ctx, c.adm); err == nil {
+		d.Groups = len(gs)
+	}
+	c.render(w, "overview", "Overview", "overview", d)
+}
+
+type topicRow struct {
+	inspect.Topic
+	Rate    float64
+	HasRate bool
+	Records int64
+}
+
+func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	internal := r.URL.Query().Get("internal") != ""
+	var tds kadm.TopicDetails
+	var err error
+	if internal {
+		tds, err = c.adm.ListTopicsWithInternal(ctx)
+	} else {
+		tds, err = c.adm.ListTopics(ctx)
+	}
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	names := tds.Names()
+	slices.Sort(names)
+	var rows []topicRow
+	if len(names) > 0 {
+		ds, err := inspect.DescribeTopics(ctx, c.adm, names, false)
+		if err != nil {
+			c.fail(w, http.StatusBadGateway, err)
+			return
+		}
+		for _, d := range ds {
+			rows = append(rows, c.topicRow(d))
+		}
+	}
+	c.render(w, "topics", "Topics", "topics", map[string]any{"Topics": rows, "Internal": internal})
+}
+
+func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	name := r.PathValue("topic")
+	ds, err := inspect.DescribeTopics(ctx, c.adm, []string{name}, false)
+	if err != nil {
+		c.fail(w, http.StatusNotFound, err)
+		return
+	}
+	c.render(w, "topic", "Topic "+name, "topics", c.topicRow(ds[0]))
+}
+
+// topicRow adds to a topic its records (from each partition's start to
+// its end) and its rate.
+func (c *Console) topicRow(d inspect.Topic) topicRow {
+	row := topicRow{Topic: d}
+	row.Rate, row.HasRate = c.samples.rate(d.Topic)
+	for _, p := range d.Partitions {
+		if p.End >= 0 && p.Start >= 0 {
+			row.Records += p.End - p.Start
+		}
+	}
+	return row
+}
+
+type groupRow struct {
+	inspect.ListedGroup
+	Members  int
+	Lag      int64
+	Protocol string
+	Err      string
+}
+
+func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	gs, err := inspect.ListGroups(ctx, c.adm)
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	var rows []groupRow
+	for _, lg := range gs {
+		row := groupRow{ListedGroup: lg}
+		if g, err := inspect.ReadGroup(ctx, c.adm, lg.Group); err != nil {
+			row.Err = err.Error()
+		} else {
+			row.Members, row.Lag, row.Protocol = len(g.Members), g.TotalLag, g.Protocol
+		}
+		rows = append(rows, row)
+	}
+	c.render(w, "groups", "Groups", "groups", rows)
+}
+
+// memberRow is a member with the client software the ledger saw it run.
+type memberRow struct {
+	inspect.Member
+	Software string
+}
+
+type groupPage struct {
+	inspect.Group
+	Members   []memberRow
+	Owners    map[string]string // member id to client id
+	Chart     Chart
+	Report    ledger.Report
+	HasLedger bool
+	Message   string
+}
+
+func (c *Console) group(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	id := r.PathValue("group")
+	g, err := inspect.ReadGroup(ctx, c.adm, id)
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	if !g.Exists() {
+		c.fail(w, http.StatusNotFound, fmt.Errorf("group %s: not found", id))
+		return
+	}
+	es := c.readLedger(ctx, id)
+	software := map[string]string{}
+	for _, e := range es {
+		if e.Type == ledger.TypeHandoff && e.To.SoftwareName != "" {
+			software[e.To.MemberID] = strings.TrimSpace(e.To.SoftwareName + " " + e.To.SoftwareVersion)
+		}
+	}
+	d := groupPage{Group: g, Owners: map[string]string{}, Chart: lagChart(c.samples.lagOf(id)), Report: ledger.NewReport(id, es),
+		HasLedger: es != nil, Message: r.URL.Query().Get("done")}
+	for _, m := range g.Members {
+		d.Members = append(d.Members, memberRow{Member: m, Software: software[m.MemberID]})
+		d.Owners[m.MemberID] = m.ClientID
+	}
+	c.render(w, "group", "Group "+id, "groups", d)
+}

@@ -1,0 +1,274 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// TestConsoleInBrowser loads every page of the web console in headless
+// Chromium against a broker with real data: a topic with records, and a
+// group that read part of it, changed owners and stopped. What the pages
+// show is checked against the CLI (the group's lag, partition by
+// partition), the record browser shows the records written, the lag chart
+// and the hand-off timeline are drawn, and a reset of the group's offsets
+// works once confirmed. Screenshots go to STRAND_SCREENSHOTS (a
+// directory), else to the test's own.
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium := needTool(t, "chromium", "apt-get install chromium")
+	b := startBroker(t, append(groupBrokerArgs, "--admin-console-actions", "--admin-console-sample-interval", "200ms")...)
+	ctx := groupCtx(t, 2*time.Minute)
+	createTopic(t, b.Addr, "orders", 3, nil)
+	cl := client(t, b.Addr, kgo.DefaultProduceTopic("orders"))
+	for i := range 30 {
+		r := &kgo.Record{Key: fmt.Appendf(nil, "customer-%d", i%5), Value: fmt.Appendf(nil, `{"order":%d,"total":%d.50}`, i, i*3),
+			Headers: []kgo.RecordHeader{{Key: "source", Value: []byte("console-test")}}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readPartly(t, ctx, b.Addr, "billing", "orders")
+
+	// The CLI's figures, which the console must show.
+	lag := strandCLI(t, b.Addr, "group")("lag", "--group", "billing", "--format", "json")
+	wantCLI(t, lag, true)
+	var want inspect.Group
+	if err := json.Unmarshal([]byte(lag.stdout), &want); err != nil {
+		t.Fatal(err)
+	}
+	if want.TotalLag == 0 || len(want.Partitions) != 3 {
+		t.Fatalf("the group's lag from the CLI: %+v", want)
+	}
+
+	shots := os.Getenv("STRAND_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	base := "http://" + b.Admin
+	alloc, cancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 1000))...)
+	defer cancel()
+	browser, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	// Each step runs with a timeout of its own, on a context derived
+	// from one that ran once (chromedp.Run's rule).
+	if err := chromedp.Do(browser, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(browser, 30*time.Second) }
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := step()
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		sctx, cancel := step()
+		defer cancel()
+		v, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("the text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(v)
+	}
+	count := func(sel string) int {
+		t.Helper()
+		sctx, cancel := step()
+		defer cancel()
+		n, err := chromedp.Run(sctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+		if err != nil {
+			t.Fatalf("counting %s: %v", sel, err)
+		}
+		return n
+	}
+	shot := func(name string) {
+		t.Helper()
+		sctx, cancel := step()
+		defer cancel()
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(shots, name), png, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+	}
+
+	do("the overview", chromedp.Navigate(base+"/"))
+	if h, n, tc, gc := text("#health"), text("#brokers"), text("#topics"), text("#groups"); h != "healthy" || n != "1" || tc != "1" || gc != "1" {
+		t.Errorf("overview: health %q, brokers %q, topics %q, groups %q", h, n, tc, gc)
+	}
+	shot("console-overview.png")
+
+	do("the topics", chromedp.Navigate(base+"/topics"))
+	if records, size := text(`tr[data-topic="orders"] .records`), text(`tr[data-topic="orders"] .size`); records != "30" || !strings.HasSuffix(size, "B") {
+		t.Errorf("topics: orders has %q records in %q", records, size)
+	}
+	shot("console-topics.png")
+	do("a topic", chromedp.Navigate(base+"/topics/orders"))
+	if records, partitions := text("#records"), count("#partition-table tr")-1; records != "30" || partitions != 3 {
+		t.Errorf("topic orders: %q records, %d partitions", records, partitions)
+	}
+	shot("console-topic.png")
+
+	// The record browser, from the topic's page, and as JSON.
+	do("the record browser", chromedp.Click(chromedp.CSS("#browse")), chromedp.WaitVisible(chromedp.CSS("#record-table")))
+	if n, key := count("#record-table pre.key"), text("#record-table pre.key"); n == 0 || !strings.HasPrefix(key, "customer-") {
+		t.Errorf("records of partition 0: %d, the first key %q", n, key)
+	}
+	shot("console-records.png")
+	do("records as JSON", chromedp.Navigate(base+"/topics/orders/records?partition=0&offset=0&limit=1&as=json"))
+	sctx, cancel := step()
+	value, err := chromedp.Run(sctx, chromedp.TextContent(chromedp.CSS("#record-table pre.value")))
+	cancel()
+	if err != nil || !strings.Contains(value, "\n  \"order\": ") {
+		t.Errorf("a JSON value shown as %q (%v)", value, err)
+	}
+
+	do("the groups", chromedp.Navigate(base+"/groups"))
+	if lag := text(`tr[data-group="billing"] .lag`); lag != strconv.FormatInt(want.TotalLag, 10) {
+		t.Errorf("groups: billing's lag %q, the CLI's %d", lag, want.TotalLag)
+	}
+	shot("console-groups.png")
+
+	// The group's page: its lag, partition by partition as the CLI, and
+	// once samples came, the chart; its hand-offs.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		do("the group", chromedp.Navigate(base+"/groups/billing"))
+		if count("#lag-chart polyline") > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no lag chart on the group's page")
+		}
+	}
+	if total := text("#total-lag"); total != strconv.FormatInt(want.TotalLag, 10) {
+		t.Errorf("group page: total lag %q, the CLI's %d", total, want.TotalLag)
+	}
+	for _, p := range want.Partitions {
+		if got := text(fmt.Sprintf(`tr[data-partition="orders-%d"] .lag`, p.Partition)); got != strconv.FormatInt(p.Lag, 10) {
+			t.Errorf("partition %d: the page shows lag %q, the CLI %d", p.Partition, got, p.Lag)
+		}
+	}
+	report := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--group", "billing", "--format", "json", "--brokers", b.Addr)
+	wantCLI(t, report, true)
+	var rep struct {
+		Totals struct {
+			Handoffs int `json:"handoffs"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(report.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("#handoff-table tr") - 1; n != rep.Totals.Handoffs || n < 4 {
+		t.Errorf("%d hand-offs on the group's page, %d in migrate report; want the first assignments and a move", n, rep.Totals.Handoffs)
+	}
+	shot("console-group.png")
+
+	// A reset, confirmed, moves the offsets; one without the group's
+	// name does nothing.
+	do("a reset without confirming", chromedp.SetValue(chromedp.CSS(`#reset-form select[name="to"]`), "earliest"),
+		chromedp.Submit(chromedp.CSS("#reset-form")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if msg := text("#error"); !strings.Contains(msg, "not confirmed") {
+		t.Errorf("a reset without confirmation: %q", msg)
+	}
+	do("a confirmed reset", chromedp.Navigate(base+"/groups/billing"), chromedp.SetValue(chromedp.CSS(`#reset-form select[name="to"]`), "earliest"),
+		chromedp.SendKeys(chromedp.CSS(`#reset-form input[name="confirm"]`), "billing"), chromedp.Submit(chromedp.CSS("#reset-form")),
+		chromedp.WaitVisible(chromedp.CSS("#message")))
+	if msg, total := text("#message"), text("#total-lag"); !strings.Contains(msg, "reset 3 offsets to earliest") || total != "30" {
+		t.Errorf("after the reset: message %q, total lag %q", msg, total)
+	}
+	wantCLI(t, strandCLI(t, b.Addr, "group")("lag", "--group", "billing"), true, "total lag 30")
+
+	// A post from another site is refused; a confirmed delete deletes.
+	req, _ := http.NewRequest(http.MethodPost, base+"/groups/billing/delete", strings.NewReader("confirm=billing"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a delete posted from another site: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	do("a confirmed delete", chromedp.Navigate(base+"/groups/billing"),
+		chromedp.SendKeys(chromedp.CSS(`#delete-form input[name="confirm"]`), "billing"), chromedp.Submit(chromedp.CSS("#delete-form")),
+		chromedp.WaitVisible(chromedp.CSS("#done")))
+	if msg := text("#done"); msg != "deleted group billing" {
+		t.Errorf("after the delete: %q", msg)
+	}
+	if l := strandCLI(t, b.Addr, "group")("list"); strings.Contains(l.stdout, "billing") {
+		t.Errorf("billing still listed after the console deleted it: %v", l)
+	}
+
+	// Another broker, read-only by default, refuses actions.
+	ro := startBroker(t)
+	resp, err := http.PostForm("http://"+ro.Admin+"/groups/billing/delete", url.Values{"confirm": {"billing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an action on a read-only console: %s", resp.Status)
+	}
+	t.Logf("screenshots in %s", shots)
+}
+
+// readPartly makes group read part of topic and stop: a member reads and
+// commits a third, a second joins and takes partitions over, the first
+// leaves, the second reads a little more and leaves.
+func readPartly(t *testing.T, ctx context.Context, addr, group, topic string) {
+	t.Helper()
+	member := func(name string) *kgo.Client {
+		return client(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID(name), kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	poll := func(cl *kgo.Client, n int) {
+		t.Helper()
+		for got := 0; got < n; {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			fs := cl.PollRecords(pctx, n-got)
+			cancel()
+			if ctx.Err() != nil {
+				t.Fatal("the group did not read")
+			}
+			got += fs.NumRecords()
+			if err := cl.CommitRecords(ctx, fs.Records()...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := member("reader-1")
+	poll(first, 10)
+	second := member("reader-2")
+	// The second joins: the group moves partitions to it.
+	for ctx.Err() == nil {
+		if _, gen := second.GroupMetadata(); gen > 1 {
+			break
+		}
+		for _, cl := range []*kgo.Client{first, second} {
+			pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			cl.PollRecords(pctx, 1)
+			cancel()
+		}
+	}
+	first.Close()
+	poll(second, 2)
+	second.Close()
+}
