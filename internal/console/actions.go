@@ -83,6 +83,8 @@ func (c *Console) deleteGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.cfg.Logger.Info("console: deleted a group", "group", group)
-		c.render(w, "done", "Deleted", "groups", "deleted group "+group)
+		c.write(w, "Deleted", "groups", func(d *doc) {
+			d.h(`<h1>Done</h1><p class="ok" id="done">deleted group %s</p><p><a href="/groups">Groups</a></p>`, group)
+		})
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -16,9 +15,6 @@ import (
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 )
-
-//go:embed templates/*.html
-var templateFiles embed.FS
 
 //go:embed static
 var staticFiles embed.FS
@@ -43,7 +39,6 @@ type Console struct {
 	cfg     Config
 	cl      *kgo.Client
 	adm     *kadm.Client
-	pages   map[string]*template.Template
 	samples *sampler
 	mux     *http.ServeMux
 }
@@ -62,19 +57,13 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	// The admin client caches metadata for MetadataMinAge: a page should
+	// show a topic made a moment ago.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), pages: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "topics", "topic", "records", "groups", "group", "error", "done"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
-		if err != nil {
-			cl.Close()
-			return nil, err
-		}
-		c.pages[name] = t
-	}
+	c := &Console{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		cl.Close()

@@ -3,71 +3,15 @@ package console
 import (
 	"context"
 	"fmt"
-	"html/template"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
 )
-
-var funcs = template.FuncMap{
-	"offset": func(n int64) string {
-		if n < 0 {
-			return "-"
-		}
-		return fmt.Sprint(n)
-	},
-	"size": inspect.SizeLabel,
-	"nodes": func(ns []int32) string {
-		s := make([]string, len(ns))
-		for i, n := range ns {
-			s[i] = fmt.Sprint(n)
-		}
-		return strings.Join(s, ",")
-	},
-	"ms":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
-	"since": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-	"dur":   func(d time.Duration) string { return d.Round(time.Second).String() },
-	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"path":  url.PathEscape,
-	"add":   func(a, b int) int { return a + b },
-	"list":  func(xs ...string) []string { return xs },
-	"seq": func(n int32) []int32 {
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32(i)
-		}
-		return out
-	},
-}
-
-// page is what every page's layout shows.
-type page struct {
-	Title   string
-	Section string
-	Actions bool
-	Data    any
-}
-
-func (c *Console) render(w http.ResponseWriter, name, title, section string, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
-	if err := c.pages[name].Execute(w, page{Title: title, Section: section, Actions: c.cfg.Actions, Data: data}); err != nil {
-		c.cfg.Logger.Warn("console: rendering a page", "page", name, "err", err)
-	}
-}
-
-// fail shows an error page with the status.
-func (c *Console) fail(w http.ResponseWriter, status int, err error) {
-	w.WriteHeader(status)
-	c.render(w, "error", "Error", "", err.Error())
-}
 
 func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), c.cfg.Timeout)
@@ -100,7 +44,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	if gs, err := inspect.ListGroups(ctx, c.adm); err == nil {
 		d.Groups = len(gs)
 	}
-	c.render(w, "overview", "Overview", "overview", d)
+	c.write(w, "Overview", "overview", func(doc *doc) { viewOverview(doc, d) })
 }
 
 type topicRow struct {
@@ -138,7 +82,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 			rows = append(rows, c.topicRow(d))
 		}
 	}
-	c.render(w, "topics", "Topics", "topics", map[string]any{"Topics": rows, "Internal": internal})
+	c.write(w, "Topics", "topics", func(d *doc) { viewTopics(d, rows, internal) })
 }
 
 func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +94,8 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusNotFound, err)
 		return
 	}
-	c.render(w, "topic", "Topic "+name, "topics", c.topicRow(ds[0]))
+	row := c.topicRow(ds[0])
+	c.write(w, "Topic "+name, "topics", func(d *doc) { viewTopic(d, row) })
 }
 
 // topicRow adds to a topic its records (from each partition's start to
@@ -192,7 +137,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	c.render(w, "groups", "Groups", "groups", rows)
+	c.write(w, "Groups", "groups", func(d *doc) { viewGroups(d, rows) })
 }
 
 // memberRow is a member with the client software the ledger saw it run.
@@ -237,5 +182,5 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		d.Members = append(d.Members, memberRow{Member: m, Software: software[m.MemberID]})
 		d.Owners[m.MemberID] = m.ClientID
 	}
-	c.render(w, "group", "Group "+id, "groups", d)
+	c.write(w, "Group "+id, "groups", func(doc *doc) { viewGroup(doc, d, c.cfg.Actions) })
 }

@@ -89,7 +89,7 @@ func (c *Console) records(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusBadGateway, err)
 		return
 	}
-	c.render(w, "records", "Records of "+bq.Topic, "topics", map[string]any{"Query": bq, "Records": recs})
+	c.write(w, "Records of "+bq.Topic, "topics", func(d *doc) { viewRecords(d, bq, recs) })
 }
 
 // browse reads up to bq.Limit records of the partition from start: those

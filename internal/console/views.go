@@ -1,0 +1,311 @@
+package console
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/internal/inspect"
+)
+
+func nodes(ns []int32) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func utc(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }
+
+func msLabel(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
+
+func viewOverview(d *doc, o overviewData) {
+	h := o.Health
+	d.h("<h1>Cluster %s</h1>\n<div class=\"cards\">", o.Cluster.ClusterID)
+	health, class := "degraded", "bad"
+	if h.Healthy {
+		health, class = "healthy", "ok"
+	}
+	d.card("Health", "health", class, health)
+	d.card("Brokers", "brokers", "", len(o.Cluster.Brokers))
+	d.card("Controller", "controller", "", o.Cluster.Controller)
+	d.card("Topics", "topics", "", o.Topics)
+	d.card("Groups", "groups", "", o.Groups)
+	d.card("Partitions", "partitions", "", h.Partitions)
+	d.card("Offline", "offline", string(when(len(h.OfflinePartitions) > 0, "bad")), len(h.OfflinePartitions))
+	d.card("Under-replicated", "under-replicated", string(when(len(h.UnderReplicatedPartitions) > 0, "bad")), len(h.UnderReplicatedPartitions))
+	d.h("</div>\n<h2>Brokers</h2>\n<table id=\"broker-table\">\n<tr><th>Node</th><th>Host</th><th>Port</th><th>Rack</th><th>Role</th></tr>\n")
+	for _, b := range o.Cluster.Brokers {
+		d.h("<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n", b.NodeID, b.Host, b.Port, orDash(b.Rack),
+			when(b.NodeID == o.Cluster.Controller, "controller"))
+	}
+	d.h("</table>\n")
+	if len(h.OfflinePartitions)+len(h.UnderReplicatedPartitions) > 0 {
+		d.h("<h2>Partitions needing attention</h2>\n<table>")
+		for _, p := range h.OfflinePartitions {
+			d.h(`<tr><td class="bad">offline</td><td>%s</td></tr>`, p)
+		}
+		for _, p := range h.UnderReplicatedPartitions {
+			d.h(`<tr><td class="bad">under-replicated</td><td>%s</td></tr>`, p)
+		}
+		d.h("</table>\n")
+	}
+	if len(o.Cluster.Features) > 0 {
+		var fs []string
+		for _, k := range slices.Sorted(maps.Keys(o.Cluster.Features)) {
+			fs = append(fs, fmt.Sprintf("%s=%d", k, o.Cluster.Features[k]))
+		}
+		d.h("<h2>Features</h2><p class=\"muted\">%s</p>\n", strings.Join(fs, " "))
+	}
+}
+
+func viewTopics(d *doc, rows []topicRow, internal bool) {
+	d.h("<h1>Topics</h1>\n<p class=\"muted\">")
+	if internal {
+		d.h(`<a href="/topics">Hide internal topics</a>`)
+	} else {
+		d.h(`<a href="/topics?internal=1">Show internal topics</a>`)
+	}
+	d.h(`</p>
+<table id="topic-table">
+<tr><th>Topic</th><th class="num">Partitions</th><th class="num">Replicas</th><th class="num">Records</th><th class="num">Size</th><th class="num">Records/s</th></tr>
+`)
+	for _, r := range rows {
+		replicas := 0
+		if len(r.Partitions) > 0 {
+			replicas = len(r.Partitions[0].Replicas)
+		}
+		d.h(`<tr data-topic="%s"><td><a href="%s">%s</a>%s</td><td class="num">%d</td><td class="num">%d</td>`, r.Topic.Topic,
+			link("topics", r.Topic.Topic), r.Topic.Topic, when(r.Internal, ` <span class="muted">internal</span>`), len(r.Partitions), replicas)
+		d.h(`<td class="num records">%d</td><td class="num size">%s</td><td class="num">%s</td></tr>`+"\n", r.Records,
+			inspect.SizeLabel(r.SizeBytes), rateLabel(r))
+	}
+	if len(rows) == 0 {
+		d.h(`<tr><td colspan="6" class="muted">No topics.</td></tr>`)
+	}
+	d.h("</table>\n")
+}
+
+func rateLabel(r topicRow) string {
+	if !r.HasRate {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.Rate)
+}
+
+func viewTopic(d *doc, r topicRow) {
+	d.h("<h1>Topic %s</h1>\n<div class=\"cards\">", r.Topic.Topic)
+	d.card("Partitions", "", "", len(r.Partitions))
+	d.card("Records", "records", "", r.Records)
+	d.card("Size", "size", "", inspect.SizeLabel(r.SizeBytes))
+	d.card("Records/s", "", "", rateLabel(r))
+	d.h(`</div>
+<p><a href="%s" id="browse">Browse records</a></p>
+<h2>Partitions</h2>
+<table id="partition-table">
+<tr><th class="num">Partition</th><th class="num">Leader</th><th class="num">Epoch</th><th>Replicas</th><th>In-sync</th><th class="num">Start</th><th class="num">End</th><th class="num">Size</th><th></th></tr>
+`, link("topics", r.Topic.Topic, "records"))
+	for _, p := range r.Partitions {
+		d.h(`<tr><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td><td>%s</td><td%s>%s</td>`, p.Partition, p.Leader,
+			p.LeaderEpoch, nodes(p.Replicas), when(len(p.ISR) < len(p.Replicas), ` class="bad"`), nodes(p.ISR))
+		d.h(`<td class="num">%s</td><td class="num end">%s</td><td class="num">%s</td><td><a href="%s?partition=%d">records</a>`,
+			offsetLabel(p.Start), offsetLabel(p.End), inspect.SizeLabel(p.SizeBytes), link("topics", r.Topic.Topic, "records"), p.Partition)
+		if p.Error != "" {
+			d.h(` <span class="bad">%s</span>`, p.Error)
+		}
+		d.h("</td></tr>\n")
+	}
+	d.h("</table>\n<h2>Configs set on the topic</h2>\n")
+	if len(r.Configs) == 0 {
+		d.h("<p class=\"muted\">None: every config is the broker's default.</p>\n")
+		return
+	}
+	d.h("<table id=\"config-table\"><tr><th>Name</th><th>Value</th></tr>")
+	for _, k := range slices.Sorted(maps.Keys(r.Configs)) {
+		d.h("<tr><td>%s</td><td>%s</td></tr>", k, r.Configs[k])
+	}
+	d.h("</table>\n")
+}
+
+func viewRecords(d *doc, q browseQuery, recs []browsedRecord) {
+	d.h(`<h1>Records of <a href="%s">%s</a></h1>
+<form class="inline" method="get">
+  <label>Partition <select name="partition">`, link("topics", q.Topic), q.Topic)
+	for p := range q.Partitions {
+		d.h(`<option value="%d"%s>%d</option>`, p, when(p == q.Partition, " selected"), p)
+	}
+	d.h(`</select></label>
+  <label>From offset <input name="offset" value="%s" size="10" placeholder="start"></label>
+  <label>or from time <input name="time" value="%s" size="22" placeholder="2026-12-01T10:00:00Z"></label>
+  <label>Records <input name="limit" value="%d" size="5"></label>
+  <label>Show as <select name="as">`, q.Offset, q.Time, q.Limit)
+	for _, as := range []string{"text", "json", "hex"} {
+		d.h(`<option%s>%s</option>`, when(as == q.As, " selected"), as)
+	}
+	d.h(`</select></label>
+  <button type="submit">Show</button>
+</form>
+<table id="record-table">
+<tr><th class="num">Offset</th><th>Time (UTC)</th><th>Key</th><th>Value</th><th>Headers</th></tr>
+`)
+	for _, r := range recs {
+		d.h(`<tr><td class="num">%d</td><td>%s</td><td><pre class="key">%s</pre></td><td><pre class="value">%s</pre></td><td>`, r.Offset,
+			utc(r.Timestamp), r.Key, r.Value)
+		for _, h := range r.Headers {
+			d.h("<pre>%s: %s</pre>", h.Key, h.Value)
+		}
+		d.h("</td></tr>\n")
+	}
+	if len(recs) == 0 {
+		d.h(`<tr><td colspan="5" class="muted">No records there.</td></tr>`)
+	}
+	d.h("</table>\n")
+}
+
+func viewGroups(d *doc, rows []groupRow) {
+	d.h(`<h1>Groups</h1>
+<table id="group-table">
+<tr><th>Group</th><th>Type</th><th>State</th><th>Protocol</th><th class="num">Members</th><th class="num">Lag</th></tr>
+`)
+	for _, r := range rows {
+		typ := r.Type
+		if typ == "" {
+			typ = "classic"
+		}
+		d.h(`<tr data-group="%s"><td><a href="%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td class="num members">%d</td><td class="num lag">%d</td></tr>`+"\n",
+			r.Group, link("groups", r.Group), r.Group, typ, r.State, orDash(r.Protocol), r.Members, r.Lag)
+		if r.Err != "" {
+			d.h(`<tr><td colspan="6" class="bad">%s</td></tr>`, r.Err)
+		}
+	}
+	if len(rows) == 0 {
+		d.h(`<tr><td colspan="6" class="muted">No groups.</td></tr>`)
+	}
+	d.h("</table>\n")
+}
+
+func viewGroup(d *doc, g groupPage, actions bool) {
+	d.h("<h1>Group %s</h1>\n", g.Group.Group)
+	if g.Message != "" {
+		d.h(`<p class="note" id="message">%s</p>`, g.Message)
+	}
+	d.h(`<div class="cards">`)
+	d.card("State", "state", "", g.State)
+	d.card("Type", "", "", g.Type)
+	d.card("Protocol", "", "", orDash(g.Protocol))
+	d.card("Members", "members", "", len(g.Members))
+	d.card("Lag", "total-lag", "", g.TotalLag)
+	d.h(`</div>
+<h2>Members</h2>
+<table id="member-table">
+<tr><th>Member</th><th>Client id</th><th>Client software</th><th>Host</th><th>Instance</th><th>Partitions</th></tr>
+`)
+	for _, m := range g.Members {
+		owned := make([]string, len(m.Owned))
+		for i, p := range m.Owned {
+			owned[i] = p.String()
+		}
+		d.h(`<tr><td>%s</td><td>%s</td><td class="software">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`+"\n", m.MemberID, m.ClientID,
+			orDash(m.Software), m.Host, orDash(m.InstanceID), strings.Join(owned, " "))
+	}
+	if len(g.Members) == 0 {
+		d.h(`<tr><td colspan="6" class="muted">No members: the group is not reading.</td></tr>`)
+	}
+	d.h(`</table>
+<h2>Lag per partition</h2>
+<table id="lag-table">
+<tr><th>Topic</th><th class="num">Partition</th><th class="num">Committed</th><th class="num">End</th><th class="num">Lag</th><th>Owner</th></tr>
+`)
+	for _, p := range g.Partitions {
+		d.h(`<tr data-partition="%s-%d"><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num lag">%s</td><td>%s</td></tr>`+"\n",
+			p.Topic, p.Partition, p.Topic, p.Partition, offsetLabel(p.Committed), offsetLabel(p.End), offsetLabel(p.Lag), orDash(g.Owners[p.MemberID]))
+	}
+	d.h("</table>\n<h2>Lag over time</h2>\n")
+	viewChart(d, g.Chart)
+	viewHandoffs(d, g)
+	if !actions {
+		return
+	}
+	path := link("groups", g.Group.Group)
+	d.h(`<h2>Actions</h2>
+<p class="muted">Only for a group without members. Type the group's name to confirm.</p>
+<form class="inline" method="post" action="%s/reset" id="reset-form">
+  <label>Reset offsets to <select name="to"><option>earliest</option><option>latest</option></select></label>
+  <label>Topic (all when empty) <input name="topic" size="16"></label>
+  <label>Confirm <input name="confirm" size="16" placeholder="%s"></label>
+  <button type="submit" class="danger">Reset offsets</button>
+</form>
+<form class="inline" method="post" action="%s/delete" id="delete-form">
+  <label>Confirm <input name="confirm" size="16" placeholder="%s"></label>
+  <button type="submit" class="danger">Delete group</button>
+</form>
+`, path, g.Group.Group, path, g.Group.Group)
+}
+
+func viewChart(d *doc, c Chart) {
+	if c.Points == 0 {
+		d.h("<p class=\"muted\">No samples yet.</p>\n")
+		return
+	}
+	d.h(`<svg class="chart" id="lag-chart" viewBox="-40 -10 %d %d" role="img" aria-label="lag over time">
+  <line x1="0" y1="%d" x2="%d" y2="%d" stroke="#d0d5dd"/>
+  <line x1="0" y1="0" x2="0" y2="%d" stroke="#d0d5dd"/>
+  <text x="-6" y="8" font-size="10" text-anchor="end">%d</text>
+  <text x="-6" y="%d" font-size="10" text-anchor="end">0</text>
+  <text x="%d" y="%d" font-size="10" text-anchor="end">now</text>
+  <text x="0" y="%d" font-size="10">%s ago</text>
+`, c.Width+50, c.Height+30, c.Height, c.Width, c.Height, c.Height, c.Max, c.Height, c.Width, c.Height+14, c.Height+14,
+		c.Span.Round(time.Second).String())
+	for _, s := range c.Series {
+		d.h(`  <polyline class="%s" points="%s"><title>%s: %d</title></polyline>`+"\n", s.Class, s.Points, s.Name, s.Last)
+	}
+	d.h("</svg>\n<p class=\"legend\">")
+	for _, s := range c.Series {
+		d.h(`<span class="%s"><i></i>%s (%d)</span>`, s.Class, s.Name, s.Last)
+	}
+	d.h("</p>\n<p class=\"muted\">%d samples.</p>\n", c.Points)
+}
+
+func viewHandoffs(d *doc, g groupPage) {
+	d.h("<h2>Hand-offs</h2>\n")
+	if !g.HasLedger {
+		d.h("<p class=\"muted\">No hand-off ledger on this cluster.</p>\n")
+		return
+	}
+	t := g.Report.Totals
+	d.h(`<p id="handoff-totals">%d hand-offs: duplicate risk %d, skipped <span%s>%d</span>, rewound %d, longest unowned %s`,
+		t.Handoffs, t.DuplicateRisk, when(t.Skipped > 0, ` class="bad"`), t.Skipped, t.Rewound, msLabel(t.LongestUnowned))
+	if t.CommitsNotOwned > 0 {
+		d.h(`, <span class="bad">%d commits of partitions their member did not own</span>`, t.CommitsNotOwned)
+	}
+	d.h(`.</p>
+<table id="handoff-table">
+<tr><th>Time (UTC)</th><th>Partition</th><th>From</th><th>To</th><th>Why</th><th class="num">Committed</th><th class="num">First fetched</th><th class="num">Duplicate risk</th><th class="num">Skipped</th><th class="num">Unowned</th></tr>
+`)
+	for _, e := range g.Report.Handoffs {
+		from := markup(`<span class="muted">first assignment</span>`)
+		if e.From != nil {
+			from = markup(escape(e.From.ClientID) + software(e.From.SoftwareName))
+		}
+		d.h(`<tr><td>%s</td><td>%s-%d</td><td>%s</td><td>%s%s</td><td>%s</td>`, utc(e.Time), e.Topic, e.Partition, from, e.To.ClientID,
+			markup(software(e.To.SoftwareName)), orDash(e.Reason))
+		d.h(`<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num%s">%s</td><td class="num">%s</td></tr>`+"\n",
+			offsetLabel(e.Committed), offsetLabel(e.FirstFetched), offsetLabel(e.DuplicateRisk), when(e.Skipped > 0, " bad"),
+			offsetLabel(e.Skipped), msLabel(e.UnownedMs))
+	}
+	if len(g.Report.Handoffs) == 0 {
+		d.h(`<tr><td colspan="10" class="muted">No hand-offs recorded.</td></tr>`)
+	}
+	d.h("</table>\n")
+}
+
+// software is a client's software name, muted after its client id.
+func software(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ` <span class="muted">` + escape(name) + `</span>`
+}
