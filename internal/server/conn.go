@@ -83,7 +83,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.srv.cfg.MaxRequestBytes {
-			c.logger.Warn("closing connection: request size out of range", "size", size, "max", c.srv.cfg.MaxRequestBytes)
+			c.warn(c.clientID, c.software, "closing connection: request size out of range", "size", size, "max", c.srv.cfg.MaxRequestBytes)
 			return
 		}
 		frame := make([]byte, size)
@@ -97,7 +97,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		req, resp, err := decodeRequest(frame)
 		if err != nil {
-			c.logger.Warn("closing connection: bad request", "err", err)
+			c.warn(c.clientID, c.software, "closing connection: bad request", "err", err)
 			return
 		}
 		req.Client = c.remote
@@ -197,7 +197,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 	for p := range c.queue {
 		if failed || p.err != nil {
 			if p.err != nil && !failed {
-				c.logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)
+				c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)
 			}
 			failed = true
 			c.nc.Close() // unblocks the reader
@@ -207,7 +207,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 		if resp.Defer != nil {
 			var err error
 			if resp, err = c.finish(ctx, p.req, resp); err != nil {
-				c.logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
+				c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
 				failed = true
 				c.nc.Close()
 				continue

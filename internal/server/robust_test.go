@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -983,4 +984,61 @@ func startServer(t *testing.T, edit func(*config.Broker)) (*server.Server, strin
 		})
 	})
 	return srv, srv.Addr().String()
+}
+
+// TestHostileClientDoesNotFloodTheLog: a client that opens connection
+// after connection, each with a bad frame, gets one warning line per
+// warnEvery, naming it by address, client id and software.
+func TestHostileClientDoesNotFloodTheLog(t *testing.T) {
+	var log syncBuffer
+	cfg := config.Defaults()
+	cfg.DataDir, cfg.Listen, cfg.AdminListen = t.TempDir(), "127.0.0.1:0", ""
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	cid := "x"
+	for range 30 {
+		c := dialRaw(t, srv.Addr().String())
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.SetVersion(3)
+		av.ClientSoftwareName, av.ClientSoftwareVersion = "hammer", "6.6"
+		c.do(av)
+		c.write(rawFrame(9999, 0, 99, &cid, false, nil))
+		c.expectClosed()
+	}
+	lines := strings.Count(log.String(), "closing connection: bad request")
+	if lines != 1 {
+		t.Fatalf("%d warning lines for 30 bad connections, want 1:\n%s", lines, log.String())
+	}
+	if !strings.Contains(log.String(), "client_id=raw-test") || !strings.Contains(log.String(), `software="hammer 6.6"`) ||
+		!strings.Contains(log.String(), "client=127.0.0.1:") {
+		t.Fatalf("the warning does not name the client:\n%s", log.String())
+	}
+}
+
+// syncBuffer is a buffer that a logger and a test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

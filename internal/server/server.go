@@ -57,6 +57,7 @@ type Server struct {
 	metrics           *admin.Metrics // nil without the admin listener
 	admin             *admin.Server
 	console           *console.Console
+	warnings          *warnLimiter // of the warnings about clients' requests
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -92,7 +93,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{},
+	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
 		rec: newReconciler(), failed: make(chan error, 1)}
 	var err error
 	if s.cluster, err = openMetadata(cfg, logger); err != nil {
