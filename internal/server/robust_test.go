@@ -990,7 +990,7 @@ func startServer(t *testing.T, edit func(*config.Broker)) (*server.Server, strin
 // after connection, each with a bad frame, gets one warning line per
 // warnEvery, naming it by address, client id and software.
 func TestHostileClientDoesNotFloodTheLog(t *testing.T) {
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	cfg := config.Defaults()
 	cfg.DataDir, cfg.Listen, cfg.AdminListen = t.TempDir(), "127.0.0.1:0", ""
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -1023,22 +1023,4 @@ func TestHostileClientDoesNotFloodTheLog(t *testing.T) {
 		!strings.Contains(log.String(), "client=127.0.0.1:") {
 		t.Fatalf("the warning does not name the client:\n%s", log.String())
 	}
-}
-
-// syncBuffer is a buffer that a logger and a test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -171,7 +171,7 @@ type Process struct {
 	Prefix []string
 	cmd    *exec.Cmd
 	done   chan error
-	Output *syncBuffer
+	Output *SyncBuffer
 }
 
 // StartProcess runs `strand serve --data-dir D --listen ADDR` plus extra
@@ -181,7 +181,7 @@ func StartProcess(t testing.TB, dataDir string, extra ...string) *Process {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	p := &Process{Addr: FreePort(t), Admin: FreePort(t), DataDir: dataDir, Output: &syncBuffer{}}
+	p := &Process{Addr: FreePort(t), Admin: FreePort(t), DataDir: dataDir, Output: &SyncBuffer{}}
 	p.Args = append([]string{"serve", "--data-dir", dataDir, "--listen", p.Addr, "--admin-listen", p.Admin}, extra...)
 	p.start(t)
 	t.Cleanup(func() { p.Kill() })
@@ -267,25 +267,27 @@ func (p *Process) Restart(t testing.TB) {
 	p.start(t)
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer that a writer (a process's output, a logger) and
+// a test share.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
 }
 
 // Tail returns the last n lines written.
-func (s *syncBuffer) Tail(n int) string {
+func (s *SyncBuffer) Tail(n int) string {
 	out := s.String()
 	lines := strings.SplitAfter(out, "\n")
 	if len(lines) > n {

@@ -77,7 +77,7 @@ func StartNetCluster(t testing.TB, n int, extra ...string) *NetCluster {
 		voters = append(voters, fmt.Sprintf("%d@%s:9093", i, c.ips[i]))
 	}
 	for i := range n {
-		p := &Process{Addr: c.ips[i] + ":9092", DataDir: t.TempDir(), Output: &syncBuffer{},
+		p := &Process{Addr: c.ips[i] + ":9092", DataDir: t.TempDir(), Output: &SyncBuffer{},
 			Prefix: []string{"ip", "netns", "exec", c.spaces[i]}}
 		p.Args = append([]string{"serve", "--data-dir", p.DataDir, "--listen", p.Addr, "--node-id", fmt.Sprint(i),
 			"--listeners", "CONTROLLER://" + c.ips[i] + ":9093", "--controller-quorum-voters", strings.Join(voters, ",")}, extra...)
