@@ -33,5 +33,6 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())
 	root.AddCommand(profileCommand())
+	addExamples(root)
 	return root
 }

@@ -1,0 +1,49 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// examples are the --help examples of the commands that do not give their
+// own where they are made, by command path.
+var examples = map[string]string{
+	"strand serve": `  strand serve                                   # ./strand-data, port 9092, admin listener and console on 127.0.0.1:9644
+  strand serve --data-dir /var/lib/strand --listen 0.0.0.0:9092 --advertise kafka-1.example:9092
+  strand serve --config /etc/strand/strand.conf --log-format json`,
+	"strand dev-cluster": `  strand dev-cluster                             # three brokers on 9092-9094, data in ./strand-dev-cluster
+  strand dev-cluster --brokers 5 --port 19092 --admin-port 19644`,
+	"strand cluster info":   `  strand cluster info --format json`,
+	"strand cluster health": `  strand cluster health || echo "partitions need attention"`,
+	"strand topic list": `  strand topic list
+  strand topic list --internal --format yaml`,
+	"strand topic delete": `  strand topic delete orders payments`,
+	"strand group list": `  strand group list
+  strand group list --format json`,
+	"strand group describe": `  strand group describe --group orders-processor
+  strand group describe --group orders-processor --format yaml`,
+	"strand group lag": `  strand group lag --group orders-processor
+  strand group lag --group orders-processor --format json | jq .total_lag`,
+	"strand group reset-offsets": `  strand group reset-offsets --group audit --to earliest            # prints what it would commit
+  strand group reset-offsets --group audit --to latest --topic orders --execute`,
+	"strand group copy-offsets": `  strand group copy-offsets --from orders-processor --to orders-processor-v2`,
+	"strand group delete":       `  strand group delete --group old-audit`,
+	"strand migrate plan": `  strand migrate plan --group orders-processor
+  strand migrate plan --group orders-processor --planned 3 --protocol consumer`,
+	"strand migrate watch": `  strand migrate watch --group orders-processor
+  strand migrate watch --group orders-processor --since 10m --interval 2s`,
+	"strand migrate report": `  strand migrate report --group orders-processor --since 1h
+  strand migrate report --group orders-processor --format json | jq .totals`,
+	"strand profile create": `  strand profile create prod --brokers kafka-1:9092,kafka-2:9092
+  strand profile create local --brokers 127.0.0.1:9092 --use`,
+	"strand profile use":    `  strand profile use prod`,
+	"strand profile list":   `  strand profile list --format json`,
+	"strand profile delete": `  strand profile delete staging`,
+}
+
+// addExamples gives the commands their examples from the table.
+func addExamples(c *cobra.Command) {
+	if ex, ok := examples[c.CommandPath()]; ok && c.Example == "" {
+		c.Example = ex
+	}
+	for _, sub := range c.Commands() {
+		addExamples(sub)
+	}
+}
