@@ -132,7 +132,12 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	}
 	defer cl.Close()
 	r.out = bufio.NewWriter(cmd.OutOrStdout())
+	if !isTerminal(cmd.OutOrStdout()) {
+		// Records go to a file or a pipe: show on the terminal how many.
+		r.progress = startProgress(cmd.ErrOrStderr(), "records read")
+	}
 	err = r.run(ctx, cl)
+	r.progress.end()
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr
 	}
@@ -156,6 +161,7 @@ type reading struct {
 	pos, ends map[string]map[int32]int64
 	exitAtEnd bool
 	assigned  atomic.Bool // the consumer has partitions to read
+	progress  *progress   // on a terminal, when the records go elsewhere
 }
 
 // idleAtEnd is how long a consumer with partitions short of their end
@@ -188,6 +194,7 @@ func (r *reading) run(ctx context.Context, cl *kgo.Client) error {
 			r.out.Write(buf)
 			r.printed++
 			n++
+			r.progress.add(1)
 			if r.pos[rec.Topic] != nil {
 				r.pos[rec.Topic][rec.Partition] = rec.Offset + 1
 			}

@@ -90,6 +90,8 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 		}
 	}
 	w := &written{partitions: map[int32]int{}}
+	w.progress = startProgress(cmd.ErrOrStderr(), "records written")
+	defer w.progress.end()
 	for {
 		key, value, ok := in.Next()
 		if !ok {
@@ -116,6 +118,7 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 			w.aborted()
 		}
 	}
+	w.progress.end()
 	fmt.Fprintln(cmd.ErrOrStderr(), w.summary(topic))
 	switch {
 	case inErr != nil:
@@ -172,6 +175,7 @@ type written struct {
 	first             error
 	partitions        map[int32]int
 	transactionFailed bool
+	progress          *progress // on a terminal
 }
 
 func (w *written) add() {
@@ -192,6 +196,7 @@ func (w *written) done(r *kgo.Record, err error) {
 	}
 	w.ok++
 	w.partitions[r.Partition]++
+	w.progress.add(1)
 }
 
 func (w *written) failed() (int, error) {
