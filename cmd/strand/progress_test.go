@@ -1,34 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestProgress: the count is rewritten on one line and cleared at the
 // end; nothing is shown where output is not a terminal.
 func TestProgress(t *testing.T) {
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	p := newProgress(&out, "records written", 5*time.Millisecond)
 	p.add(41)
 	p.add(1)
