@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Source is where a config's value comes from, numbered as Kafka's
@@ -30,16 +29,30 @@ type Synonym struct {
 	Source Source
 }
 
-// BrokerDef defines one broker-level config, under Kafka's name.
+// BrokerDef is one broker setting, declared once: the name DescribeConfigs
+// and AlterConfigs give it (Kafka's, or Strand's own), the strand serve
+// flag and config file key that set it, its type, its doc, and whether it
+// can change while the broker runs. Flags, the config file,
+// DescribeConfigs and docs/settings.md all come from BrokerDefs.
 type BrokerDef struct {
 	Name string
+	// Flag is strand serve's flag (and the config file's key) for it;
+	// empty for a config set only at run time or derived from another.
+	Flag string
 	Type Type
 	Doc  string
+	// Field points at the setting in a Broker: *string, *bool, *int,
+	// *int16, *int32, *int64, *time.Duration or *[]string. A duration is
+	// given to DescribeConfigs in the unit its name ends with (.ms,
+	// .seconds, .minutes), and to its flag as a Go duration (2s), or in
+	// milliseconds when the flag's name ends with -ms.
+	Field func(b *Broker) any
 	// Topic is the topic config this one is the broker-wide default of
-	// (log.retention.ms for retention.ms). Those, and only those, can be
-	// changed at runtime (AlterConfigs), as Kafka allows for them.
+	// (log.retention.ms for retention.ms). Those can be changed at
+	// runtime (AlterConfigs), as Kafka allows for them.
 	Topic *TopicDef
-	// Get reads the value from the broker's settings.
+	// Get reads the value from the broker's settings, when Field does not
+	// say it as DescribeConfigs does.
 	Get func(b Broker) string
 	// Set parses v into the broker's settings, for the broker configs
 	// that are not a topic's default but can change at runtime.
@@ -55,7 +68,6 @@ var BrokerDefs = brokerDefs()
 
 func brokerDefs() []BrokerDef {
 	itoa := func(n int32) string { return strconv.FormatInt(int64(n), 10) }
-	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	rate := func(set func(b *Broker, n int64)) func(b *Broker, v string) error {
 		return func(b *Broker, v string) error {
 			n, err := parseLong(v, 0)
@@ -67,127 +79,192 @@ func brokerDefs() []BrokerDef {
 	}
 	defs := []BrokerDef{
 		{Name: "follower.replication.throttled.rate", Type: TypeLong,
-			Doc: "Bytes a second this broker copies, at most, as the throttled replicas out of sync (follower.replication.throttled.replicas).",
-			Get: func(b Broker) string { return strconv.FormatInt(b.FollowerThrottleRate, 10) },
-			Set: rate(func(b *Broker, n int64) { b.FollowerThrottleRate = n })},
+			Doc:   "Bytes a second this broker copies, at most, as the throttled replicas out of sync (follower.replication.throttled.replicas).",
+			Field: func(b *Broker) any { return &b.FollowerThrottleRate },
+			Set:   rate(func(b *Broker, n int64) { b.FollowerThrottleRate = n })},
 		{Name: "leader.replication.throttled.rate", Type: TypeLong,
-			Doc: "Bytes a second this broker sends, at most, to the throttled replicas out of sync (leader.replication.throttled.replicas).",
-			Get: func(b Broker) string { return strconv.FormatInt(b.LeaderThrottleRate, 10) },
-			Set: rate(func(b *Broker, n int64) { b.LeaderThrottleRate = n })},
-		{Name: "advertised.listeners", Type: TypeString,
-			Doc: "The address clients are told to connect to.",
-			Get: func(b Broker) string { return "PLAINTEXT://" + advertised(b) }},
-		{Name: "auto.create.topics.enable", Type: TypeBoolean,
-			Doc: "Create a topic when a client asks for its metadata and it does not exist.",
-			Get: func(b Broker) string { return strconv.FormatBool(b.AutoCreateTopics) }},
+			Doc:   "Bytes a second this broker sends, at most, to the throttled replicas out of sync (leader.replication.throttled.replicas).",
+			Field: func(b *Broker) any { return &b.LeaderThrottleRate },
+			Set:   rate(func(b *Broker, n int64) { b.LeaderThrottleRate = n })},
+		{Name: "admin.console.actions.enable", Flag: "admin-console-actions", Type: TypeBoolean,
+			Doc:   "Whether the web console may reset a group's offsets and delete a group, each after a confirmation.",
+			Field: func(b *Broker) any { return &b.AdminConsoleActions }},
+		{Name: "admin.console.enable", Flag: "admin-console", Type: TypeBoolean,
+			Doc:   "Whether the admin listener serves the web console.",
+			Field: func(b *Broker) any { return &b.AdminConsole }},
+		{Name: "admin.console.sample.interval.ms", Flag: "admin-console-sample-interval", Type: TypeLong,
+			Doc:   "How often the web console samples group lag and topic end offsets for its charts and rates.",
+			Field: func(b *Broker) any { return &b.AdminConsoleSample }},
+		{Name: "admin.listener", Flag: "admin-listen", Type: TypeString,
+			Doc:   "The admin HTTP listener's host:port (web console at /, JSON API under /api, Prometheus metrics at /metrics); empty for none.",
+			Field: func(b *Broker) any { return &b.AdminListen }},
+		{Name: "advertised.listeners", Flag: "advertise", Type: TypeString,
+			Doc:   "The host:port clients are told to connect to (default: the listen address).",
+			Field: func(b *Broker) any { return &b.Advertise },
+			Get:   func(b Broker) string { return "PLAINTEXT://" + advertised(b) }},
+		{Name: "auto.create.topics.enable", Flag: "auto-create-topics", Type: TypeBoolean,
+			Doc:   "Create a topic when a client asks for its metadata and it does not exist.",
+			Field: func(b *Broker) any { return &b.AutoCreateTopics }},
+		{Name: "auto.leader.rebalance.enable", Flag: "auto-leader-rebalance", Type: TypeBoolean,
+			Doc:   "Give partitions back to their preferred replicas.",
+			Field: func(b *Broker) any { return &b.AutoLeaderRebalance }},
 		{Name: "broker.id", Type: TypeInt,
 			Doc: "This broker's id (the same as node.id).",
 			Get: func(b Broker) string { return itoa(b.NodeID) }},
-		{Name: "group.commit.ownership.strict", Type: TypeBoolean,
-			Doc: "Whether a member's commit of a partition it does not own is refused (it is reported either way).",
-			Get: func(b Broker) string { return strconv.FormatBool(b.GroupCommitOwnershipStrict) }},
-		{Name: "group.consumer.assignors", Type: TypeList,
-			Doc: "The server-side assignors of consumer groups, the first the default.",
-			Get: func(b Broker) string { return strings.Join(b.GroupConsumerAssignors, ",") }},
-		{Name: "group.consumer.heartbeat.interval.ms", Type: TypeInt,
-			Doc: "How often consumer group members heartbeat.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerHeartbeatInterval) }},
-		{Name: "group.consumer.max.heartbeat.interval.ms", Type: TypeInt,
-			Doc: "The upper bound of the consumer group heartbeat interval.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerMaxHeartbeatInterval) }},
-		{Name: "group.consumer.max.session.timeout.ms", Type: TypeInt,
-			Doc: "The upper bound of the consumer group session timeout.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerMaxSessionTimeout) }},
-		{Name: "group.consumer.max.size", Type: TypeInt,
-			Doc: "The most members a consumer group may have.",
-			Get: func(b Broker) string { return itoa(b.GroupConsumerMaxSize) }},
-		{Name: "group.consumer.migration.policy", Type: TypeString,
-			Doc: "Whether a live group may move between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled.",
-			Get: func(b Broker) string { return strings.ToLower(b.GroupConsumerMigrationPolicy) }},
-		{Name: "group.consumer.min.heartbeat.interval.ms", Type: TypeInt,
-			Doc: "The lower bound of the consumer group heartbeat interval.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerMinHeartbeatInterval) }},
-		{Name: "group.consumer.min.session.timeout.ms", Type: TypeInt,
-			Doc: "The lower bound of the consumer group session timeout.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerMinSessionTimeout) }},
-		{Name: "group.consumer.session.timeout.ms", Type: TypeInt,
-			Doc: "How long a consumer group member may go without a heartbeat.",
-			Get: func(b Broker) string { return ms(b.GroupConsumerSessionTimeout) }},
-		{Name: "group.handoff.ledger.enable", Type: TypeBoolean,
-			Doc: "Whether every partition hand-off of every group is recorded, with what it risked, in __strand_handoffs.",
-			Get: func(b Broker) string { return strconv.FormatBool(b.HandoffLedger) }},
-		{Name: "group.handoff.ledger.retention.ms", Type: TypeLong,
-			Doc: "How long __strand_handoffs keeps its entries.",
-			Get: func(b Broker) string { return ms(b.HandoffLedgerRetention) }},
-		{Name: "group.initial.rebalance.delay.ms", Type: TypeInt,
-			Doc: "How long the first rebalance of an empty group waits for more members to join.",
-			Get: func(b Broker) string { return ms(b.GroupInitialRebalanceDelay) }},
-		{Name: "group.max.session.timeout.ms", Type: TypeInt,
-			Doc: "The longest session timeout a group member may ask for.",
-			Get: func(b Broker) string { return ms(b.GroupMaxSessionTimeout) }},
-		{Name: "group.max.size", Type: TypeInt,
-			Doc: "The most members a consumer group may have.",
-			Get: func(b Broker) string { return itoa(b.GroupMaxSize) }},
-		{Name: "group.member.disconnect.grace.ms", Type: TypeInt,
-			Doc: "How long a group member whose connection closed without a LeaveGroup keeps its place; 0 until its session times out.",
-			Get: func(b Broker) string { return ms(b.GroupMemberDisconnectGrace) }},
-		{Name: "group.member.disconnect.grace.static.enable", Type: TypeBoolean,
-			Doc: "Whether the disconnect grace also applies to static members (group.instance.id).",
-			Get: func(b Broker) string { return strconv.FormatBool(b.GroupMemberDisconnectGraceStatic) }},
-		{Name: "group.min.session.timeout.ms", Type: TypeInt,
-			Doc: "The shortest session timeout a group member may ask for.",
-			Get: func(b Broker) string { return ms(b.GroupMinSessionTimeout) }},
-		{Name: "admin.console.actions.enable", Type: TypeBoolean,
-			Doc: "Whether the web console may reset a group's offsets and delete a group (each after a confirmation).",
-			Get: func(b Broker) string { return strconv.FormatBool(b.AdminConsoleActions) }},
-		{Name: "admin.console.enable", Type: TypeBoolean,
-			Doc: "Whether the admin listener serves the web console.",
-			Get: func(b Broker) string { return strconv.FormatBool(b.AdminConsole) }},
-		{Name: "admin.console.sample.interval.ms", Type: TypeLong,
-			Doc: "How often the web console samples group lag and topic end offsets for its charts and rates.",
-			Get: func(b Broker) string { return ms(b.AdminConsoleSample) }},
-		{Name: "admin.listener", Type: TypeString,
-			Doc: "The admin HTTP listener's host:port (web console, JSON API and Prometheus metrics); empty for none.",
-			Get: func(b Broker) string { return b.AdminListen }},
-		{Name: "listeners", Type: TypeString,
-			Doc: "The address the broker accepts Kafka clients on.",
-			Get: func(b Broker) string { return "PLAINTEXT://" + b.Listen }},
-		{Name: "log.dirs", Type: TypeString,
-			Doc: "The directory holding the partitions and the cluster metadata.",
-			Get: func(b Broker) string { return b.DataDir }},
-		{Name: "log.retention.check.interval.ms", Type: TypeLong,
-			Doc: "How often retention runs.",
-			Get: func(b Broker) string { return strconv.FormatInt(b.RetentionCheck.Milliseconds(), 10) }},
-		{Name: "node.id", Type: TypeInt,
-			Doc: "This broker's id.",
-			Get: func(b Broker) string { return itoa(b.NodeID) }},
-		{Name: "num.partitions", Type: TypeInt,
-			Doc: "Partitions of a topic created without a count (auto-created, or CreateTopics with -1).",
-			Get: func(b Broker) string { return itoa(b.DefaultPartitions) }},
-		{Name: "offset.metadata.max.bytes", Type: TypeInt,
-			Doc: "The longest metadata string an offset commit may carry.",
-			Get: func(b Broker) string { return itoa(b.OffsetMetadataMaxBytes) }},
-		{Name: "offsets.retention.check.interval.ms", Type: TypeLong,
-			Doc: "How often stale committed offsets are looked for.",
-			Get: func(b Broker) string { return ms(b.OffsetsRetentionCheck) }},
-		{Name: "offsets.retention.minutes", Type: TypeInt,
-			Doc: "How long a group's committed offsets are kept once it has no members.",
-			Get: func(b Broker) string { return strconv.FormatInt(int64(b.OffsetsRetention/time.Minute), 10) }},
-		{Name: "offsets.topic.num.partitions", Type: TypeInt,
-			Doc: "The partitions of __consumer_offsets when it is created.",
-			Get: func(b Broker) string { return itoa(b.OffsetsTopicPartitions) }},
-		{Name: "socket.request.max.bytes", Type: TypeInt,
-			Doc: "The largest request accepted; a larger one closes the connection.",
-			Get: func(b Broker) string { return itoa(b.MaxRequestBytes) }},
+		{Name: "broker.rack", Flag: "rack", Type: TypeString,
+			Doc:   "This broker's rack: replicas spread over racks.",
+			Field: func(b *Broker) any { return &b.Rack }},
+		{Name: "broker.session.timeout.ms", Flag: "broker-session-timeout", Type: TypeInt,
+			Doc:   "A broker the active controller has not heard from for this long is fenced.",
+			Field: func(b *Broker) any { return &b.BrokerSessionTimeout }},
+		{Name: "cluster.id", Flag: "cluster-id", Type: TypeString,
+			Doc:   "The cluster's id: a new cluster takes it, a data directory of another cluster is refused (default: generated).",
+			Field: func(b *Broker) any { return &b.ClusterID }},
+		{Name: "controller.quorum.voters", Flag: "controller-quorum-voters", Type: TypeList,
+			Doc:   "The metadata quorum's voters, id@host:port,... of their CONTROLLER listeners; empty for a single node.",
+			Field: func(b *Broker) any { return &b.QuorumVoters }},
+		{Name: "default.replication.factor", Flag: "default-replication-factor", Type: TypeInt,
+			Doc:   "Replicas of topics created without a factor; topics get at most as many as there are live brokers.",
+			Field: func(b *Broker) any { return &b.DefaultReplicationFactor }},
+		{Name: "group.commit.ownership.strict", Flag: "group-commit-ownership-strict", Type: TypeBoolean,
+			Doc:   "Whether a member's commit of a partition it does not own is refused (it is reported in the hand-off ledger either way).",
+			Field: func(b *Broker) any { return &b.GroupCommitOwnershipStrict }},
+		{Name: "group.consumer.assignors", Flag: "group-consumer-assignors", Type: TypeList,
+			Doc:   "The server-side assignors of consumer groups, the first the default.",
+			Field: func(b *Broker) any { return &b.GroupConsumerAssignors }},
+		{Name: "group.consumer.heartbeat.interval.ms", Flag: "group-consumer-heartbeat-interval", Type: TypeInt,
+			Doc:   "How often consumer group members heartbeat.",
+			Field: func(b *Broker) any { return &b.GroupConsumerHeartbeatInterval }},
+		{Name: "group.consumer.max.heartbeat.interval.ms", Flag: "group-consumer-max-heartbeat-interval", Type: TypeInt,
+			Doc:   "The upper bound of the consumer group heartbeat interval.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMaxHeartbeatInterval }},
+		{Name: "group.consumer.max.session.timeout.ms", Flag: "group-consumer-max-session-timeout", Type: TypeInt,
+			Doc:   "The upper bound of the consumer group session timeout.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMaxSessionTimeout }},
+		{Name: "group.consumer.max.size", Flag: "group-consumer-max-size", Type: TypeInt,
+			Doc:   "The most members a consumer group may have.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMaxSize }},
+		{Name: "group.consumer.migration.policy", Flag: "group-consumer-migration-policy", Type: TypeString,
+			Doc:   "Whether a live group may move between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMigrationPolicy },
+			Get:   func(b Broker) string { return strings.ToLower(b.GroupConsumerMigrationPolicy) }},
+		{Name: "group.consumer.min.heartbeat.interval.ms", Flag: "group-consumer-min-heartbeat-interval", Type: TypeInt,
+			Doc:   "The lower bound of the consumer group heartbeat interval.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMinHeartbeatInterval }},
+		{Name: "group.consumer.min.session.timeout.ms", Flag: "group-consumer-min-session-timeout", Type: TypeInt,
+			Doc:   "The lower bound of the consumer group session timeout.",
+			Field: func(b *Broker) any { return &b.GroupConsumerMinSessionTimeout }},
+		{Name: "group.consumer.session.timeout.ms", Flag: "group-consumer-session-timeout", Type: TypeInt,
+			Doc:   "How long a consumer group member may go without a heartbeat.",
+			Field: func(b *Broker) any { return &b.GroupConsumerSessionTimeout }},
+		{Name: "group.handoff.ledger.enable", Flag: "handoff-ledger", Type: TypeBoolean,
+			Doc:   "Whether every partition hand-off of every group is recorded, with what it risked, in __strand_handoffs.",
+			Field: func(b *Broker) any { return &b.HandoffLedger }},
+		{Name: "group.handoff.ledger.retention.ms", Flag: "handoff-ledger-retention", Type: TypeLong,
+			Doc:   "How long __strand_handoffs keeps its entries.",
+			Field: func(b *Broker) any { return &b.HandoffLedgerRetention }},
+		{Name: "group.initial.rebalance.delay.ms", Flag: "group-initial-rebalance-delay", Type: TypeInt,
+			Doc:   "How long the first rebalance of an empty group waits for more members to join.",
+			Field: func(b *Broker) any { return &b.GroupInitialRebalanceDelay }},
+		{Name: "group.max.session.timeout.ms", Flag: "group-max-session-timeout", Type: TypeInt,
+			Doc:   "The longest session timeout a group member may ask for.",
+			Field: func(b *Broker) any { return &b.GroupMaxSessionTimeout }},
+		{Name: "group.max.size", Flag: "group-max-size", Type: TypeInt,
+			Doc:   "The most members a classic group may have.",
+			Field: func(b *Broker) any { return &b.GroupMaxSize }},
+		{Name: "group.member.disconnect.grace.ms", Flag: "group-member-disconnect-grace", Type: TypeInt,
+			Doc:   "How long a group member whose connection closed without a LeaveGroup keeps its place; 0 until its session times out, as in Kafka.",
+			Field: func(b *Broker) any { return &b.GroupMemberDisconnectGrace }},
+		{Name: "group.member.disconnect.grace.static.enable", Flag: "group-member-disconnect-grace-static", Type: TypeBoolean,
+			Doc:   "Whether the disconnect grace also applies to static members (group.instance.id).",
+			Field: func(b *Broker) any { return &b.GroupMemberDisconnectGraceStatic }},
+		{Name: "group.min.session.timeout.ms", Flag: "group-min-session-timeout", Type: TypeInt,
+			Doc:   "The shortest session timeout a group member may ask for.",
+			Field: func(b *Broker) any { return &b.GroupMinSessionTimeout }},
+		{Name: "leader.imbalance.check.interval.seconds", Flag: "leader-imbalance-check-interval", Type: TypeLong,
+			Doc:   "How often leadership is given back to preferred replicas.",
+			Field: func(b *Broker) any { return &b.LeaderImbalanceCheck }},
+		{Name: "listeners", Flag: "listen", Type: TypeString,
+			Doc:   "The host:port the broker accepts Kafka clients on.",
+			Field: func(b *Broker) any { return &b.Listen },
+			Get:   func(b Broker) string { return "PLAINTEXT://" + b.Listen }},
+		{Name: "log.dirs", Flag: "data-dir", Type: TypeString,
+			Doc:   "The directory holding the partitions and the cluster metadata.",
+			Field: func(b *Broker) any { return &b.DataDir }},
+		{Name: "log.retention.check.interval.ms", Flag: "retention-check-interval", Type: TypeLong,
+			Doc:   "How often retention runs.",
+			Field: func(b *Broker) any { return &b.RetentionCheck }},
+		{Name: "node.id", Flag: "node-id", Type: TypeInt,
+			Doc:   "This broker's id.",
+			Field: func(b *Broker) any { return &b.NodeID }},
+		{Name: "num.partitions", Flag: "default-partitions", Type: TypeInt,
+			Doc:   "Partitions of a topic created without a count (auto-created, or CreateTopics with -1).",
+			Field: func(b *Broker) any { return &b.DefaultPartitions }},
+		{Name: "offset.metadata.max.bytes", Flag: "offset-metadata-max-bytes", Type: TypeInt,
+			Doc:   "The longest metadata string an offset commit may carry.",
+			Field: func(b *Broker) any { return &b.OffsetMetadataMaxBytes }},
+		{Name: "offsets.retention.check.interval.ms", Flag: "offsets-retention-check-interval", Type: TypeLong,
+			Doc:   "How often stale committed offsets are looked for.",
+			Field: func(b *Broker) any { return &b.OffsetsRetentionCheck }},
+		{Name: "offsets.retention.minutes", Flag: "offsets-retention", Type: TypeInt,
+			Doc:   "How long a group's committed offsets are kept once it has no members.",
+			Field: func(b *Broker) any { return &b.OffsetsRetention }},
+		{Name: "offsets.topic.num.partitions", Flag: "offsets-topic-partitions", Type: TypeInt,
+			Doc:   "The partitions of __consumer_offsets when it is created.",
+			Field: func(b *Broker) any { return &b.OffsetsTopicPartitions }},
+		{Name: "offsets.topic.replication.factor", Flag: "offsets-topic-replication-factor", Type: TypeShort,
+			Doc:   "Replicas of __consumer_offsets, fewer while fewer brokers are live.",
+			Field: func(b *Broker) any { return &b.OffsetsTopicReplicationFactor }},
+		{Name: "replica.lag.time.max.ms", Flag: "replica-lag-time", Type: TypeLong,
+			Doc:   "A follower not caught up for this long leaves the in-sync set.",
+			Field: func(b *Broker) any { return &b.ReplicaLagTime }},
+		{Name: "socket.request.max.bytes", Flag: "max-request-size", Type: TypeInt,
+			Doc:   "The largest request accepted; a larger one closes the connection.",
+			Field: func(b *Broker) any { return &b.MaxRequestBytes }},
+		{Name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", Flag: "transaction-abort-check-interval", Type: TypeInt,
+			Doc:   "How often timed-out transactions are looked for.",
+			Field: func(b *Broker) any { return &b.TransactionAbortCheck }},
+		{Name: "transaction.max.timeout.ms", Flag: "transaction-max-timeout", Type: TypeInt,
+			Doc:   "The longest transaction timeout a producer may ask for.",
+			Field: func(b *Broker) any { return &b.TransactionMaxTimeout }},
+		{Name: "transaction.state.log.num.partitions", Flag: "transaction-state-partitions", Type: TypeInt,
+			Doc:   "The partitions of __transaction_state when it is created.",
+			Field: func(b *Broker) any { return &b.TransactionStatePartitions }},
+		{Name: "transaction.state.log.replication.factor", Flag: "transaction-state-replication-factor", Type: TypeShort,
+			Doc:   "Replicas of __transaction_state, fewer while fewer brokers are live.",
+			Field: func(b *Broker) any { return &b.TransactionStateReplicationFactor }},
+		{Name: "transaction.version", Flag: "transaction-version", Type: TypeShort,
+			Doc:   "The finalized transaction.version feature: 2 for KIP-890's transaction protocol, 1 or 0 for the older flow.",
+			Field: func(b *Broker) any { return &b.TransactionVersion }},
+		{Name: "transactional.id.expiration.ms", Flag: "transactional-id-expiration", Type: TypeInt,
+			Doc:   "How long an idle transactional id is kept.",
+			Field: func(b *Broker) any { return &b.TransactionalIDExpiration }},
+	}
+	// The topic defaults strand serve sets with flags of their own.
+	topicFlags := map[string]struct {
+		flag  string
+		field func(b *Broker) any
+	}{
+		"log.retention.ms":    {"retention-ms", func(b *Broker) any { return &b.Log.RetentionTime }},
+		"log.retention.bytes": {"retention-bytes", func(b *Broker) any { return &b.Log.RetentionBytes }},
+		"log.segment.bytes":   {"segment-bytes", func(b *Broker) any { return &b.Log.SegmentBytes }},
+		"log.roll.ms":         {"segment-ms", func(b *Broker) any { return &b.Log.SegmentTime }},
+		"message.max.bytes":   {"max-message-bytes", func(b *Broker) any { return &b.Log.MaxMessageBytes }},
 	}
 	for i := range TopicDefs {
 		t := &TopicDefs[i]
 		if t.BrokerName == "" {
 			continue // no broker-wide default (the throttled replicas lists)
 		}
-		defs = append(defs, BrokerDef{Name: t.BrokerName, Type: t.Type, Topic: t,
+		f := topicFlags[t.BrokerName]
+		defs = append(defs, BrokerDef{Name: t.BrokerName, Flag: f.flag, Field: f.field, Type: t.Type, Topic: t,
 			Doc: "The default of the topic config " + t.Name + ": " + t.Doc,
 			Get: func(b Broker) string { return t.Get(b.Log) }})
+	}
+	for i := range defs {
+		if defs[i].Get == nil {
+			defs[i].Get = fieldGetter(defs[i].Name, defs[i].Field)
+		}
 	}
 	slices.SortFunc(defs, func(a, b BrokerDef) int { return strings.Compare(a.Name, b.Name) })
 	return defs

@@ -25,6 +25,7 @@ const (
 	TypeBoolean Type = 1
 	TypeString  Type = 2
 	TypeInt     Type = 3
+	TypeShort   Type = 4
 	TypeLong    Type = 5
 	TypeList    Type = 7
 )

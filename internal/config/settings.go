@@ -1,0 +1,156 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// fieldGetter reads a setting from its field as DescribeConfigs gives it:
+// a duration in the unit the name ends with, a list comma-separated.
+func fieldGetter(name string, field func(b *Broker) any) func(b Broker) string {
+	if field == nil {
+		panic("config: broker config " + name + " has neither Get nor Field")
+	}
+	unit := time.Millisecond
+	switch {
+	case strings.HasSuffix(name, ".seconds"):
+		unit = time.Second
+	case strings.HasSuffix(name, ".minutes"):
+		unit = time.Minute
+	case strings.HasSuffix(name, ".hours"):
+		unit = time.Hour
+	}
+	return func(b Broker) string {
+		switch v := field(&b).(type) {
+		case *string:
+			return *v
+		case *bool:
+			return strconv.FormatBool(*v)
+		case *int:
+			return strconv.Itoa(*v)
+		case *int16:
+			return strconv.FormatInt(int64(*v), 10)
+		case *int32:
+			return strconv.FormatInt(int64(*v), 10)
+		case *int64:
+			return strconv.FormatInt(*v, 10)
+		case *time.Duration:
+			if *v < 0 {
+				return "-1"
+			}
+			return strconv.FormatInt(int64(*v/unit), 10)
+		case *[]string:
+			return strings.Join(*v, ",")
+		}
+		panic(fmt.Sprintf("config: broker config %s has a field of type %T", name, field(&b)))
+	}
+}
+
+// BindFlags gives fs a flag for every broker setting that has one, each
+// writing into b and defaulting to b's value.
+func BindFlags(fs *pflag.FlagSet, b *Broker) {
+	for i := range BrokerDefs {
+		d := &BrokerDefs[i]
+		if d.Flag == "" {
+			continue
+		}
+		usage := d.Doc + " (" + d.Name + ")"
+		switch v := d.Field(b).(type) {
+		case *string:
+			fs.StringVar(v, d.Flag, *v, usage)
+		case *bool:
+			fs.BoolVar(v, d.Flag, *v, usage)
+		case *int:
+			fs.IntVar(v, d.Flag, *v, usage)
+		case *int16:
+			fs.Int16Var(v, d.Flag, *v, usage)
+		case *int32:
+			fs.Int32Var(v, d.Flag, *v, usage)
+		case *int64:
+			fs.Int64Var(v, d.Flag, *v, usage)
+		case *time.Duration:
+			if strings.HasSuffix(d.Flag, "-ms") {
+				fs.Var((*msFlag)(v), d.Flag, usage+"; in milliseconds, -1 for unlimited")
+			} else {
+				fs.DurationVar(v, d.Flag, *v, usage)
+			}
+		case *[]string:
+			fs.StringSliceVar(v, d.Flag, *v, usage)
+		default:
+			panic(fmt.Sprintf("config: broker config %s has a field of type %T", d.Name, v))
+		}
+	}
+}
+
+// msFlag is a duration flag given in milliseconds; a negative one is -1,
+// unlimited.
+type msFlag time.Duration
+
+func (f *msFlag) String() string {
+	if *f < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(time.Duration(*f).Milliseconds(), 10)
+}
+
+func (f *msFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q: milliseconds", s)
+	}
+	if n < 0 {
+		*f = -1
+	} else {
+		*f = msFlag(time.Duration(n) * time.Millisecond)
+	}
+	return nil
+}
+
+func (f *msFlag) Type() string { return "ms" }
+
+// typeNames are Kafka's names of the config types.
+var typeNames = map[Type]string{TypeBoolean: "boolean", TypeString: "string", TypeInt: "int", TypeShort: "short",
+	TypeLong: "long", TypeList: "list"}
+
+// SettingsMarkdown is docs/settings.md: every broker setting with its flag,
+// type, default and whether it changes at run time.
+func SettingsMarkdown() string {
+	var b strings.Builder
+	b.WriteString(`# Broker settings
+
+Every setting of ` + "`strand serve`" + `, from one table in the code (` + "`internal/config/brokerdefs.go`" + `):
+the name that DescribeConfigs and AlterConfigs use (Kafka's, where Kafka has the setting), the flag that
+sets it (also ` + "`STRAND_<FLAG>`" + ` in the environment and a ` + "`flag = value`" + ` line in the ` + "`--config`" + ` file), its
+type, its default, and whether it changes at run time (` + "`kafka-configs.sh --alter`" + `, ` + "`strand cluster config\nset`" + `). Durations take Go's syntax on flags (` + "`2s`" + `, ` + "`500ms`" + `), or milliseconds for the flags that end in
+` + "`-ms`" + `; DescribeConfigs gives them in the unit their name ends with. The topic configs' defaults are the
+` + "`log.*`" + ` settings and the few others marked as such. ` + "`--listeners`" + ` and ` + "`--advertised-listeners`" + ` take Kafka's
+listener syntax, ` + "`--fsync`" + ` and ` + "`--fsync-interval-ms`" + ` choose when writes reach the disk, and ` + "`--log-level`" + `
+and ` + "`--log-format`" + ` shape the log; ` + "`strand serve --help`" + ` lists them all.
+
+This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + ` writes it again.
+
+| Setting | Flag | Type | Default | Run time | Description |
+|---|---|---|---|---|---|
+`)
+	defaults := Defaults()
+	for _, d := range BrokerDefs {
+		flag, dynamic := "", ""
+		if d.Flag != "" {
+			flag = "`--" + d.Flag + "`"
+		}
+		if d.Dynamic() {
+			dynamic = "yes"
+		}
+		def := d.Get(defaults)
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, flag, typeNames[d.Type], def, dynamic,
+			strings.ReplaceAll(d.Doc, "|", "\\|"))
+	}
+	return b.String()
+}
