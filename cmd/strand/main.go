@@ -23,7 +23,6 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) the tools use (default: STRAND_PROFILE, else the current one)")
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(clusterCommand())
@@ -33,6 +32,15 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())
 	root.AddCommand(profileCommand())
+	// The tools that talk to a cluster take a profile; the broker's own
+	// commands do not.
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "serve", "dev-cluster", "profile", "completion", "help":
+			continue
+		}
+		c.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) to use (default: STRAND_PROFILE, else the current one)")
+	}
 	addExamples(root)
 	return root
 }
