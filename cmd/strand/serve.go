@@ -95,6 +95,7 @@ wins over the file.`,
 // controller addresses: the listener named CONTROLLER takes the metadata
 // quorum's traffic, the other one the clients'.
 func applyListeners(cfg *config.Broker, listeners, advertised string) error {
+	protocol := ""
 	parse := func(list, flag string) (client, controller string, err error) {
 		for _, l := range strings.Split(list, ",") {
 			l = strings.TrimSpace(l)
@@ -112,6 +113,9 @@ func applyListeners(cfg *config.Broker, listeners, advertised string) error {
 				return "", "", fmt.Errorf("--%s: one client listener is served, got a second: %q", flag, l)
 			default:
 				client = addr
+				if flag == "listeners" {
+					protocol = strings.ToUpper(name)
+				}
 			}
 		}
 		return client, controller, nil
@@ -122,6 +126,9 @@ func applyListeners(cfg *config.Broker, listeners, advertised string) error {
 	}
 	if client != "" {
 		cfg.Listen = client
+		// The listener's name is its security protocol (Kafka's default
+		// listener.security.protocol.map).
+		cfg.ListenerProtocol = protocol
 	}
 	if controller != "" {
 		cfg.ControllerListen = controller

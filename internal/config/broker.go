@@ -27,8 +27,19 @@ type Broker struct {
 	AdminConsole        bool
 	AdminConsoleActions bool
 	AdminConsoleSample  time.Duration
-	NodeID              int32
-	DefaultPartitions   int32 // num.partitions
+	// ListenerProtocol is the client listener's security protocol,
+	// PLAINTEXT or SSL (its name in --listeners). With SSL the listener
+	// serves TLS 1.2 and 1.3 with the PEM certificate chain in
+	// SSLKeystore and its key in SSLKey (or in SSLKeystore too); with
+	// SSLClientAuth requested or required it asks clients for a
+	// certificate signed by a CA of SSLTruststore.
+	ListenerProtocol  string
+	SSLKeystore       string
+	SSLKey            string
+	SSLTruststore     string
+	SSLClientAuth     string
+	NodeID            int32
+	DefaultPartitions int32 // num.partitions
 	// DefaultReplicationFactor is default.replication.factor; topics get
 	// at most as many replicas as there are live brokers.
 	DefaultReplicationFactor int16
@@ -136,6 +147,8 @@ func Defaults() Broker {
 		Listen:                            "127.0.0.1:9092",
 		AdminListen:                       "127.0.0.1:9644",
 		AdminConsole:                      true,
+		ListenerProtocol:                  "PLAINTEXT",
+		SSLClientAuth:                     "none",
 		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,
 		DefaultPartitions:                 1,
@@ -242,6 +255,16 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
 	case b.HandoffLedgerRetention <= 0:
 		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
+	case b.ListenerProtocol != "PLAINTEXT" && b.ListenerProtocol != "SSL":
+		return fmt.Errorf("listener security protocol %q: PLAINTEXT or SSL (SASL is not served yet)", b.ListenerProtocol)
+	case b.ListenerProtocol == "SSL" && b.QuorumVoters != "":
+		return fmt.Errorf("an SSL client listener in a cluster needs TLS between brokers, which is not served yet")
+	case b.ListenerProtocol == "SSL" && b.SSLKeystore == "":
+		return fmt.Errorf("an SSL listener needs its certificate: ssl.keystore.location (--ssl-cert)")
+	case b.SSLClientAuth != "none" && b.SSLClientAuth != "requested" && b.SSLClientAuth != "required":
+		return fmt.Errorf("ssl.client.auth %q: none, requested or required", b.SSLClientAuth)
+	case b.SSLClientAuth != "none" && b.SSLTruststore == "":
+		return fmt.Errorf("ssl.client.auth %s needs the clients' CA: ssl.truststore.location (--ssl-ca)", b.SSLClientAuth)
 	case b.AdminConsoleSample <= 0:
 		return fmt.Errorf("admin.console.sample.interval.ms %v: must be positive", b.AdminConsoleSample)
 	case b.GroupMemberDisconnectGrace < 0:

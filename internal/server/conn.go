@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,6 +51,17 @@ type pending struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight)}
 	c.logger = s.logger.With("client", c.remote)
+	if tc, ok := nc.(*tls.Conn); ok {
+		tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			if ctx.Err() == nil {
+				c.warn("", protocol.Software{}, "closing connection: TLS handshake failed", "err", err)
+			}
+			nc.Close()
+			return
+		}
+		tc.SetDeadline(time.Time{})
+	}
 	// The writer's context also ends when the reader stops (the client
 	// went away or sent something we close on), so that its parked long
 	// polls answer at once instead of holding the connection open for up

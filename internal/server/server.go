@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -225,6 +226,14 @@ func (s *Server) Start() error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if s.cfg.ListenerProtocol == "SSL" {
+		tc, err := tlsConfig(s.cfg, s.logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, tc)
 	}
 	s.broker.Host, s.broker.Port = host, port
 	if !s.clustered() {
