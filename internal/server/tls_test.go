@@ -119,3 +119,72 @@ func TestSSLCertificateReload(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTLS compares the client listener over TLS with plain TCP in one
+// run: 10 KiB records (the bench suite's workload (b)) produced and
+// consumed, and a connection's TLS handshake. Over TLS fetches are copied
+// through the process instead of sent with sendfile.
+func BenchmarkTLS(b *testing.B) {
+	files := testutil.NewTLSFiles(b)
+	for _, secure := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "tls"}[secure]
+		var opts []kgo.Opt
+		start := func(b *testing.B) *testutil.Broker { return testutil.StartBroker(b, nil) }
+		if secure {
+			opts = append(opts, kgo.DialTLSConfig(files.ClientConfig(b, files.CA, false)))
+			start = func(b *testing.B) *testutil.Broker {
+				return testutil.StartBroker(b, func(c *config.Broker) {
+					c.ListenerProtocol, c.SSLKeystore, c.SSLKey = "SSL", files.ServerCert, files.ServerKey
+				})
+			}
+		}
+		b.Run(name+"/produce-consume-10KiB", func(b *testing.B) {
+			br := start(b)
+			ctx := context.Background()
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic("bench"),
+				kgo.ProducerLinger(5 * time.Millisecond)}, opts...)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			if _, err := kadm.NewClient(cl).CreateTopic(ctx, 6, 1, nil, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			value := make([]byte, 10<<10)
+			b.SetBytes(2 * int64(len(value))) // written once, read once
+			b.ResetTimer()
+			for range b.N {
+				cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+			}
+			if err := cl.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(br.Addr), kgo.ConsumeTopics("bench"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cons.Close()
+			for got := 0; got < b.N; {
+				fs := cons.PollFetches(ctx)
+				if err := fs.Err(); err != nil {
+					b.Fatal(err)
+				}
+				got += fs.NumRecords()
+			}
+		})
+	}
+	b.Run("tls/handshake", func(b *testing.B) {
+		br := testutil.StartBroker(b, func(c *config.Broker) {
+			c.ListenerProtocol, c.SSLKeystore, c.SSLKey = "SSL", files.ServerCert, files.ServerKey
+		})
+		tc := files.ClientConfig(b, files.CA, false)
+		for range b.N {
+			c, err := tls.Dial("tcp", br.Addr, tc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+}
