@@ -39,8 +39,10 @@ func serveCommand() *cobra.Command {
 		Short: "Run a broker",
 		Long: `Run a broker. Every flag can also be given as an environment variable
 STRAND_<FLAG> (upper case, dashes as underscores) or as a "flag = value" line in
-the --config file; a flag on the command line wins over the environment, which
-wins over the file.`,
+the --config file, where settings can also go under their Kafka names
+(log.retention.ms = 86400000, ssl.keystore.location = server.pem, as in
+server.properties); a flag on the command line wins over the environment, which
+wins over the file. docs/settings.md lists every setting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnvAndFile(cmd.Flags(), configFile); err != nil {
@@ -169,7 +171,20 @@ func applyEnvAndFile(flags *pflag.FlagSet, file string) error {
 			if !ok {
 				return fmt.Errorf("%s:%d: want flag = value", file, n)
 			}
-			fileValues[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if flags.Lookup(k) == nil {
+				// A setting under its Kafka name, as in server.properties.
+				flag, fv, known, err := config.FileSetting(k, v)
+				switch {
+				case err != nil:
+					return fmt.Errorf("%s:%d: %w", file, n, err)
+				case known && flag == "":
+					continue // said for Kafka's sake (ssl.keystore.type=PEM)
+				case known:
+					k, v = flag, fv
+				}
+			}
+			fileValues[k] = v
 		}
 		if err := sc.Err(); err != nil {
 			return err

@@ -131,6 +131,10 @@ type, its default, and whether it changes at run time (` + "`kafka-configs.sh --
 listener syntax, ` + "`--fsync`" + ` and ` + "`--fsync-interval-ms`" + ` choose when writes reach the disk, and ` + "`--log-level`" + `
 and ` + "`--log-format`" + ` shape the log; ` + "`strand serve --help`" + ` lists them all.
 
+The ` + "`--config`" + ` file takes the flags' names or the settings' names, as a Kafka ` + "`server.properties`" + `
+has them (` + "`log.retention.ms = 86400000`" + `, also ` + "`log.retention.hours`" + `, ` + "`listeners = SSL://0.0.0.0:9093`" + `,
+` + "`ssl.keystore.type = PEM`" + `), with durations in the unit of the name.
+
 This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + ` writes it again.
 
 | Setting | Flag | Type | Default | Run time | Description |
@@ -153,4 +157,66 @@ This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + 
 			strings.ReplaceAll(d.Doc, "|", "\\|"))
 	}
 	return b.String()
+}
+
+// kafkaFileKeys are config file keys under Kafka's names that are not one
+// setting's name: they go to the flag named, the value as it is, or
+// scaled to milliseconds.
+var kafkaFileKeys = map[string]struct {
+	flag  string
+	scale time.Duration // the value's unit, for a -ms flag; 0 to pass it as it is
+}{
+	"advertised.listeners":  {"advertised-listeners", 0},
+	"log.retention.hours":   {"retention-ms", time.Hour},
+	"log.retention.minutes": {"retention-ms", time.Minute},
+	"log.roll.hours":        {"segment-ms", time.Hour},
+}
+
+// FileSetting reads a config file line given under a setting's Kafka name
+// (log.retention.ms = 86400000) as the flag that sets it and the flag's
+// value (--retention-ms 86400000; a duration in the name's unit becomes a
+// Go duration for a flag that takes one). ok is false for a key that is no
+// setting's name.
+func FileSetting(key, value string) (flag, flagValue string, ok bool, err error) {
+	if k, found := kafkaFileKeys[key]; found {
+		if k.scale == 0 {
+			return k.flag, value, true, nil
+		}
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return "", "", true, fmt.Errorf("%s %q: a number", key, value)
+		}
+		if n < 0 {
+			return k.flag, "-1", true, nil
+		}
+		return k.flag, strconv.FormatInt((time.Duration(n) * k.scale).Milliseconds(), 10), true, nil
+	}
+	if key == "ssl.keystore.type" || key == "ssl.truststore.type" {
+		if !strings.EqualFold(value, "PEM") {
+			return "", "", true, fmt.Errorf("%s %q: only PEM files are read", key, value)
+		}
+		return "", "", true, nil
+	}
+	d, found := LookupBrokerDef(key)
+	if !found || d.Flag == "" {
+		return "", "", false, nil
+	}
+	var probe Broker
+	if _, isDuration := d.Field(&probe).(*time.Duration); !isDuration || strings.HasSuffix(d.Flag, "-ms") {
+		return d.Flag, value, true, nil
+	}
+	unit := "ms"
+	switch {
+	case strings.HasSuffix(key, ".seconds"):
+		unit = "s"
+	case strings.HasSuffix(key, ".minutes"):
+		unit = "m"
+	case strings.HasSuffix(key, ".hours"):
+		unit = "h"
+	}
+	n, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return "", "", true, fmt.Errorf("%s %q: a number", key, value)
+	}
+	return d.Flag, strconv.FormatInt(n, 10) + unit, true, nil
 }
