@@ -27,6 +27,16 @@ type Broker struct {
 	AdminConsole        bool
 	AdminConsoleActions bool
 	AdminConsoleSample  time.Duration
+	// MaxConnections bounds the client connections open at once, and
+	// MaxConnectionsPerIP those from one address, with
+	// MaxConnectionsPerIPOverrides (host:count,...) for some (Kafka's
+	// max.connections, max.connections.per.ip and its overrides); 0 is
+	// no bound. ConnectionsMaxIdle closes a connection that sent nothing
+	// for that long (connections.max.idle.ms).
+	MaxConnections               int32
+	MaxConnectionsPerIP          int32
+	MaxConnectionsPerIPOverrides string
+	ConnectionsMaxIdle           time.Duration
 	// ListenerProtocol is the client listener's security protocol,
 	// PLAINTEXT or SSL (its name in --listeners). With SSL the listener
 	// serves TLS 1.2 and 1.3 with the PEM certificate chain in
@@ -148,6 +158,7 @@ func Defaults() Broker {
 		AdminListen:                       "127.0.0.1:9644",
 		AdminConsole:                      true,
 		ListenerProtocol:                  "PLAINTEXT",
+		ConnectionsMaxIdle:                10 * time.Minute,
 		SSLClientAuth:                     "none",
 		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,
@@ -255,6 +266,10 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
 	case b.HandoffLedgerRetention <= 0:
 		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
+	case b.MaxConnections < 0 || b.MaxConnectionsPerIP < 0:
+		return fmt.Errorf("max.connections %d, max.connections.per.ip %d: must not be negative (0 is no bound)", b.MaxConnections, b.MaxConnectionsPerIP)
+	case b.ConnectionsMaxIdle < 0:
+		return fmt.Errorf("connections.max.idle.ms %v: must not be negative (0 is never)", b.ConnectionsMaxIdle)
 	case b.ListenerProtocol != "PLAINTEXT" && b.ListenerProtocol != "SSL":
 		return fmt.Errorf("listener security protocol %q: PLAINTEXT or SSL (SASL is not served yet)", b.ListenerProtocol)
 	case b.ListenerProtocol == "SSL" && b.QuorumVoters != "":
@@ -303,6 +318,9 @@ func (b Broker) Validate() error {
 	}
 	if _, voter := voters[b.NodeID]; voter && b.ControllerListen == "" {
 		return fmt.Errorf("node %d is a controller quorum voter: it needs a controller listener", b.NodeID)
+	}
+	if _, err := b.ConnectionOverrides(); err != nil {
+		return err
 	}
 	if b.ControllerListen != "" {
 		if _, _, err := net.SplitHostPort(b.ControllerListen); err != nil {
@@ -359,4 +377,24 @@ func knownMigrationPolicy(p string) bool {
 		return true
 	}
 	return false
+}
+
+// ConnectionOverrides reads max.connections.per.ip.overrides: host:count,...
+func (b Broker) ConnectionOverrides() (map[string]int32, error) {
+	out := map[string]int32{}
+	for _, e := range strings.Split(b.MaxConnectionsPerIPOverrides, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		i := strings.LastIndexByte(e, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides %q: host:count,...", e)
+		}
+		n, err := strconv.ParseInt(e[i+1:], 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides %q: host:count,...", e)
+		}
+		out[e[:i]] = int32(n)
+	}
+	return out, nil
 }

@@ -86,9 +86,19 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 func (c *conn) readLoop(ctx context.Context) {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
+	idle := c.srv.cfg.ConnectionsMaxIdle
 	for {
+		if idle > 0 {
+			// A client that sends nothing, or a frame too slowly, for
+			// connections.max.idle.ms is closed.
+			c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				c.logger.Debug("closing an idle connection", "idle", idle)
+			case !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
 				c.logger.Debug("connection read failed", "err", err)
 			}
 			return

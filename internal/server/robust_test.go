@@ -1024,3 +1024,14 @@ func TestHostileClientDoesNotFloodTheLog(t *testing.T) {
 		t.Fatalf("the warning does not name the client:\n%s", log.String())
 	}
 }
+
+// readFrameAfter sends req and reads one answer frame, returning the
+// error instead of failing: for a connection that may be closed.
+func (c *rawConn) readFrameAfter(req kmsg.Request) ([]byte, error) {
+	frame, _ := c.frame(req)
+	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.nc.Write(frame); err != nil {
+		return nil, err
+	}
+	return c.readFrame(5 * time.Second)
+}

@@ -58,7 +58,9 @@ type Server struct {
 	metrics           *admin.Metrics // nil without the admin listener
 	admin             *admin.Server
 	console           *console.Console
-	warnings          *warnLimiter // of the warnings about clients' requests
+	warnings          *warnLimiter     // of the warnings about clients' requests
+	connsPerIP        map[string]int   // open connections by client host, under mu
+	connOverrides     map[string]int32 // max.connections.per.ip.overrides
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -88,6 +90,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	connOverrides, _ := cfg.ConnectionOverrides() // Validate read them
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -95,6 +98,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
+		connsPerIP: map[string]int{}, connOverrides: connOverrides,
 		rec: newReconciler(), failed: make(chan error, 1)}
 	var err error
 	if s.cluster, err = openMetadata(cfg, logger); err != nil {
@@ -297,21 +301,64 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
+		host := hostOf(nc.RemoteAddr().String())
 		s.mu.Lock()
 		if s.conns == nil { // shutting down
 			s.mu.Unlock()
 			nc.Close()
 			return
 		}
+		if why := s.overConnectionLimit(host); why != "" {
+			s.mu.Unlock()
+			nc.Close()
+			if ok, left := s.warnings.allow("closing a new connection: "+why, host); ok {
+				args := []any{"client", nc.RemoteAddr().String()}
+				if left > 0 {
+					args = append(args, "suppressed", left)
+				}
+				s.logger.Warn("closing a new connection: "+why, args...)
+			}
+			continue
+		}
 		s.conns[nc] = struct{}{}
+		s.connsPerIP[host]++
 		s.mu.Unlock()
 		s.goroutines.Go(func() {
 			s.serveConn(s.ctx, nc)
 			s.mu.Lock()
 			delete(s.conns, nc)
+			if s.connsPerIP[host]--; s.connsPerIP[host] <= 0 {
+				delete(s.connsPerIP, host)
+			}
 			s.mu.Unlock()
 		})
 	}
+}
+
+// overConnectionLimit says which bound a new connection from host would
+// pass (max.connections, max.connections.per.ip or its override for the
+// host), "" for none. s.mu is held.
+func (s *Server) overConnectionLimit(host string) string {
+	if max := s.cfg.MaxConnections; max > 0 && len(s.conns) >= int(max) {
+		return fmt.Sprintf("max.connections (%d) reached", max)
+	}
+	max, ok := s.connOverrides[host]
+	if !ok {
+		max = s.cfg.MaxConnectionsPerIP
+	}
+	if (ok || max > 0) && s.connsPerIP[host] >= int(max) {
+		return fmt.Sprintf("max.connections.per.ip (%d) reached for %s", max, host)
+	}
+	return ""
+}
+
+// hostOf is an address without its port.
+func hostOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
 }
 
 // Shutdown stops accepting, stops reading new requests, answers parked

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net"
 	"sync"
 	"time"
 
@@ -60,11 +59,7 @@ func (l *warnLimiter) allow(msg, host string) (bool, int) {
 // address, client id and software, unless one like it about its host was
 // logged in the last warnEvery.
 func (c *conn) warn(clientID string, sw protocol.Software, msg string, args ...any) {
-	host, _, err := net.SplitHostPort(c.remote)
-	if err != nil {
-		host = c.remote
-	}
-	ok, left := c.srv.warnings.allow(msg, host)
+	ok, left := c.srv.warnings.allow(msg, hostOf(c.remote))
 	if !ok {
 		return
 	}

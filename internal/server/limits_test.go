@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// TestConnectionLimits: past max.connections.per.ip (or its override for
+// the host) and max.connections a new connection is closed at once, the
+// ones open keep being served, and a slot freed is taken again.
+func TestConnectionLimits(t *testing.T) {
+	for name, edit := range map[string]func(*config.Broker){
+		"per ip":   func(c *config.Broker) { c.MaxConnectionsPerIP = 3 },
+		"override": func(c *config.Broker) { c.MaxConnectionsPerIP, c.MaxConnectionsPerIPOverrides = 100, "127.0.0.1:3" },
+		"in total": func(c *config.Broker) { c.MaxConnections = 3 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := testutil.StartBroker(t, edit)
+			var open []*rawConn
+			for range 3 {
+				c := dialRaw(t, b.Addr)
+				c.do(kmsg.NewPtrApiVersionsRequest())
+				open = append(open, c)
+			}
+			dialRaw(t, b.Addr).expectClosed()
+			for _, c := range open {
+				c.do(kmsg.NewPtrMetadataRequest())
+			}
+			open[0].nc.Close()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				c := dialRaw(t, b.Addr)
+				if _, err := c.readFrameAfter(kmsg.NewPtrApiVersionsRequest()); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the slot of a closed connection was not freed")
+				}
+			}
+		})
+	}
+}
+
+// TestIdleConnectionsClosed: a connection that sends nothing for
+// connections.max.idle.ms is closed; one that keeps sending is not.
+func TestIdleConnectionsClosed(t *testing.T) {
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.ConnectionsMaxIdle = 300 * time.Millisecond })
+	busy, idle := dialRaw(t, b.Addr), dialRaw(t, b.Addr)
+	idle.do(kmsg.NewPtrApiVersionsRequest())
+	for range 10 {
+		busy.do(kmsg.NewPtrApiVersionsRequest())
+		time.Sleep(100 * time.Millisecond)
+	}
+	idle.expectClosed()
+	busy.do(kmsg.NewPtrApiVersionsRequest())
+}
