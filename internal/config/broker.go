@@ -33,6 +33,10 @@ type Broker struct {
 	// max.connections, max.connections.per.ip and its overrides); 0 is
 	// no bound. ConnectionsMaxIdle closes a connection that sent nothing
 	// for that long (connections.max.idle.ms).
+	// QueuedMaxRequestBytes bounds the bytes of requests read and not
+	// yet answered, across the broker (queued.max.request.bytes); one
+	// connection holds at most MaxRequestBytes of them. 0 is no bound.
+	QueuedMaxRequestBytes        int64
 	MaxConnections               int32
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides string
@@ -159,6 +163,7 @@ func Defaults() Broker {
 		AdminConsole:                      true,
 		ListenerProtocol:                  "PLAINTEXT",
 		ConnectionsMaxIdle:                10 * time.Minute,
+		QueuedMaxRequestBytes:             512 << 20,
 		SSLClientAuth:                     "none",
 		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,

@@ -39,17 +39,28 @@ type conn struct {
 	clientID   string
 	identified bool
 	software   protocol.Software // from the connection's ApiVersions
+	// budget bounds this connection's bytes of requests not yet answered.
+	budget *byteBudget
 }
 
 type pending struct {
-	req  *protocol.Request
-	resp *protocol.Response
-	err  error
-	read time.Time // when the request was read, for its latency
+	req   *protocol.Request
+	resp  *protocol.Response
+	err   error
+	read  time.Time // when the request was read, for its latency
+	bytes int64     // the frame's size, given back once it is answered
+}
+
+// giveBack returns a frame's bytes to the connection's and the broker's
+// budgets.
+func (c *conn) giveBack(n int64) {
+	c.budget.release(n)
+	c.srv.requestBytes.release(n)
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
-	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight)}
+	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight),
+		budget: newByteBudget(int64(s.cfg.MaxRequestBytes))}
 	c.logger = s.logger.With("client", c.remote)
 	if tc, ok := nc.(*tls.Conn); ok {
 		tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
@@ -108,8 +119,19 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.warn(c.clientID, c.software, "closing connection: request size out of range", "size", size, "max", c.srv.cfg.MaxRequestBytes)
 			return
 		}
+		// Room for the frame, on this connection and in the broker,
+		// before it is allocated; given back once it is answered.
+		n := int64(size)
+		if !c.budget.acquire(ctx, n) {
+			return
+		}
+		if !c.srv.requestBytes.acquire(ctx, n) {
+			c.budget.release(n)
+			return
+		}
 		frame := make([]byte, size)
 		if _, err := io.ReadFull(r, frame); err != nil {
+			c.giveBack(n)
 			c.logger.Debug("connection closed mid-request", "err", err)
 			return
 		}
@@ -119,6 +141,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		req, resp, err := decodeRequest(frame)
 		if err != nil {
+			c.giveBack(n)
 			c.warn(c.clientID, c.software, "closing connection: bad request", "err", err)
 			return
 		}
@@ -138,7 +161,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		// effect (a write may be stored), so its answer must go out. The
 		// writer drains the queue until it is closed, so this cannot block
 		// for ever.
-		c.queue <- pending{req: req, resp: resp, err: err, read: read}
+		c.queue <- pending{req: req, resp: resp, err: err, read: read, bytes: n}
 		if err != nil {
 			return
 		}
@@ -214,41 +237,56 @@ func (c *conn) finish(ctx context.Context, req *protocol.Request, resp *protocol
 
 // writeLoop writes the answers in request order.
 func (c *conn) writeLoop(ctx context.Context) {
-	failed := false
-	var buf []byte
+	w := &answerer{c: c}
 	for p := range c.queue {
-		if failed || p.err != nil {
-			if p.err != nil && !failed {
-				c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)
-			}
-			failed = true
-			c.nc.Close() // unblocks the reader
-			continue
-		}
-		resp := p.resp
-		if resp.Defer != nil {
-			var err error
-			if resp, err = c.finish(ctx, p.req, resp); err != nil {
-				c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
-				failed = true
-				c.nc.Close()
-				continue
-			}
-		}
-		if resp == nil || resp.Body == nil {
-			c.served(p)
-			continue // acks=0
-		}
-		var err error
-		buf, err = c.write(buf[:0], p.req, resp)
-		if err != nil {
-			c.logger.Debug("connection write failed", "err", err)
-			failed = true
-			c.nc.Close()
-			continue
-		}
-		c.served(p)
+		w.answer(ctx, p)
+		c.giveBack(p.bytes)
 	}
+}
+
+// answerer writes a connection's answers; after a failure it drops the
+// rest, and the connection closes.
+type answerer struct {
+	c      *conn
+	failed bool
+	buf    []byte
+}
+
+func (w *answerer) answer(ctx context.Context, p pending) {
+	c := w.c
+	if w.failed || p.err != nil {
+		if p.err != nil && !w.failed {
+			c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)
+		}
+		w.fail()
+		return
+	}
+	resp := p.resp
+	if resp.Defer != nil {
+		var err error
+		if resp, err = c.finish(ctx, p.req, resp); err != nil {
+			c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
+			w.fail()
+			return
+		}
+	}
+	if resp == nil || resp.Body == nil {
+		c.served(p)
+		return // acks=0
+	}
+	var err error
+	if w.buf, err = c.write(w.buf[:0], p.req, resp); err != nil {
+		c.logger.Debug("connection write failed", "err", err)
+		w.fail()
+		return
+	}
+	c.served(p)
+}
+
+// fail closes the connection, which unblocks its reader.
+func (w *answerer) fail() {
+	w.failed = true
+	w.c.nc.Close()
 }
 
 // served counts an answered request in the metrics.

@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/config"
@@ -57,4 +60,39 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	}
 	idle.expectClosed()
 	busy.do(kmsg.NewPtrApiVersionsRequest())
+}
+
+// TestQueuedRequestBytesBound: with queued.max.request.bytes far below
+// what a pipelining producer sends at once, everything is written and
+// acknowledged, in order: the reader waits for room instead of reading
+// ahead.
+func TestQueuedRequestBytesBound(t *testing.T) {
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.QueuedMaxRequestBytes = 300 << 10 })
+	createTopic(t, b.Addr, "bounded", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic("bounded"), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(200<<10), kgo.MaxBufferedBytes(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	value := make([]byte, 150<<10)
+	for range 40 {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("bounded", 0); o.Offset != 40 {
+		t.Fatalf("end offset %d, want 40", o.Offset)
+	}
 }

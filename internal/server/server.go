@@ -61,6 +61,7 @@ type Server struct {
 	warnings          *warnLimiter     // of the warnings about clients' requests
 	connsPerIP        map[string]int   // open connections by client host, under mu
 	connOverrides     map[string]int32 // max.connections.per.ip.overrides
+	requestBytes      *byteBudget      // queued.max.request.bytes
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -98,7 +99,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
-		connsPerIP: map[string]int{}, connOverrides: connOverrides,
+		connsPerIP: map[string]int{}, connOverrides: connOverrides, requestBytes: newByteBudget(cfg.QueuedMaxRequestBytes),
 		rec: newReconciler(), failed: make(chan error, 1)}
 	var err error
 	if s.cluster, err = openMetadata(cfg, logger); err != nil {

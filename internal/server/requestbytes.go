@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"sync"
+)
+
+// byteBudget bounds the bytes of requests read and not yet answered: a
+// reader waits for room before it reads the next frame, as Kafka mutes a
+// connection while queued.max.request.bytes are queued. A frame larger
+// than the whole budget is let through alone, so that it cannot wait for
+// ever; small frames (fetches, heartbeats, joins) are counted but never
+// wait, so that the requests big ones wait on (a follower's fetch for an
+// acks=all produce, another member's join) are always read.
+type byteBudget struct {
+	max int64 // 0: no bound
+
+	mu      sync.Mutex
+	used    int64
+	changed chan struct{} // closed when bytes are given back
+}
+
+func newByteBudget(max int64) *byteBudget {
+	return &byteBudget{max: max, changed: make(chan struct{})}
+}
+
+// smallFrame is the largest frame that never waits for room.
+const smallFrame = 64 << 10
+
+// acquire takes n bytes, waiting until they fit; false when ctx ended
+// first.
+func (b *byteBudget) acquire(ctx context.Context, n int64) bool {
+	if b.max <= 0 {
+		return true
+	}
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max || b.used == 0 || n <= smallFrame {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// release gives n bytes back.
+func (b *byteBudget) release(n int64) {
+	if b.max <= 0 || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
