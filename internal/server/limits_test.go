@@ -51,10 +51,10 @@ func TestConnectionLimits(t *testing.T) {
 // TestIdleConnectionsClosed: a connection that sends nothing for
 // connections.max.idle.ms is closed; one that keeps sending is not.
 func TestIdleConnectionsClosed(t *testing.T) {
-	b := testutil.StartBroker(t, func(c *config.Broker) { c.ConnectionsMaxIdle = 300 * time.Millisecond })
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.ConnectionsMaxIdle = time.Second })
 	busy, idle := dialRaw(t, b.Addr), dialRaw(t, b.Addr)
 	idle.do(kmsg.NewPtrApiVersionsRequest())
-	for range 10 {
+	for range 20 {
 		busy.do(kmsg.NewPtrApiVersionsRequest())
 		time.Sleep(100 * time.Millisecond)
 	}
