@@ -36,10 +36,14 @@ type Client struct {
 	closed bool
 }
 
+// ClientIDPrefix starts the client id of every request one broker makes of
+// another, the broker's node id after it.
+const ClientIDPrefix = "strand-broker-"
+
 // New returns a client for broker self, finding peers through resolve.
 func New(self int32, resolve Resolver) *Client {
 	return &Client{self: self, resolve: resolve, conns: map[int32]*conn{},
-		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(fmt.Sprintf("strand-broker-%d", self)))}
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(fmt.Sprintf("%s%d", ClientIDPrefix, self)))}
 }
 
 // Request sends req (at the version it is set to) to broker node and

@@ -13,12 +13,14 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -153,6 +155,12 @@ func (c *conn) readLoop(ctx context.Context) {
 		if !c.identified || req.ClientID != c.clientID {
 			c.srv.groups.ClientConnected(c.remote, req.ClientID)
 			c.clientID, c.identified = req.ClientID, true
+			if strings.HasPrefix(req.ClientID, peer.ClientIDPrefix) {
+				// Another broker's connection is used when it needs it
+				// (a marker, a forwarded request): it is not idle.
+				idle = 0
+				c.nc.SetReadDeadline(time.Time{})
+			}
 		}
 		if resp == nil {
 			resp, err = c.handle(ctx, req)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -52,14 +53,18 @@ func TestConnectionLimits(t *testing.T) {
 // connections.max.idle.ms is closed; one that keeps sending is not.
 func TestIdleConnectionsClosed(t *testing.T) {
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.ConnectionsMaxIdle = time.Second })
-	busy, idle := dialRaw(t, b.Addr), dialRaw(t, b.Addr)
+	busy, idle, broker := dialRaw(t, b.Addr), dialRaw(t, b.Addr), dialRaw(t, b.Addr)
 	idle.do(kmsg.NewPtrApiVersionsRequest())
+	// Another broker's connection is never idle.
+	broker.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID(peer.ClientIDPrefix + "9"))
+	broker.do(kmsg.NewPtrApiVersionsRequest())
 	for range 20 {
 		busy.do(kmsg.NewPtrApiVersionsRequest())
 		time.Sleep(100 * time.Millisecond)
 	}
 	idle.expectClosed()
 	busy.do(kmsg.NewPtrApiVersionsRequest())
+	broker.do(kmsg.NewPtrApiVersionsRequest())
 }
 
 // TestQueuedRequestBytesBound: with queued.max.request.bytes far below
