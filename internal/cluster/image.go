@@ -114,6 +114,9 @@ type image struct {
 	// FeaturesEpoch the index of the record that last changed them.
 	Features      map[string]int16 `json:"features,omitempty"`
 	FeaturesEpoch int64            `json:"features_epoch,omitempty"`
+	// ScramCredentials are the users' SCRAM credentials, by user and
+	// mechanism: salts and keys, never passwords.
+	ScramCredentials map[string]map[int8]ScramCredential `json:"scram_credentials,omitempty"`
 	// Applied is the index of the last record applied.
 	Applied uint64 `json:"applied,omitempty"`
 

@@ -40,6 +40,7 @@ const (
 	kindAlterPartition    = "alter-partition"
 	kindElectLeader       = "elect-leader"
 	kindReassignPartition = "reassign-partition"
+	kindScramCredentials  = "scram-credentials"
 )
 
 type clusterIDRecord struct {
@@ -139,6 +140,32 @@ type featuresRecord struct {
 	// IfUnset sets only the features that have no level yet: a new
 	// cluster's first broker finalizes its own, and the rest agree.
 	IfUnset bool `json:"if_unset,omitempty"`
+}
+
+// scramCredentialsRecord changes users' SCRAM credentials: the
+// deletions, then the upsertions. A deletion of a credential that is not
+// there changes nothing.
+type scramCredentialsRecord struct {
+	Upsertions []ScramCredentialChange `json:"upsertions,omitempty"`
+	Deletions  []ScramCredentialChange `json:"deletions,omitempty"`
+}
+
+// ScramCredential is what is kept of a user's password for one SCRAM
+// mechanism (internal/scram derives it): never the password.
+type ScramCredential struct {
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+	Iterations int32  `json:"iterations"`
+}
+
+// ScramCredentialChange names a user's credential for one mechanism (Kafka's
+// number for it: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512), with the credential when
+// it is set.
+type ScramCredentialChange struct {
+	User       string          `json:"user"`
+	Mechanism  int8            `json:"mechanism"`
+	Credential ScramCredential `json:"credential,omitzero"`
 }
 
 type producerIDsRecord struct {
@@ -279,6 +306,29 @@ func (im *image) applyKind(index uint64, rec record) result {
 			im.NodeConfigs = map[int32]map[string]string{}
 		}
 		im.NodeConfigs[r.NodeID] = maps.Clone(r.Configs)
+		return result{}
+	case kindScramCredentials:
+		r, err := decode[scramCredentialsRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		for _, d := range r.Deletions {
+			if creds := im.ScramCredentials[d.User]; creds != nil {
+				delete(creds, d.Mechanism)
+				if len(creds) == 0 {
+					delete(im.ScramCredentials, d.User)
+				}
+			}
+		}
+		for _, u := range r.Upsertions {
+			if im.ScramCredentials == nil {
+				im.ScramCredentials = map[string]map[int8]ScramCredential{}
+			}
+			if im.ScramCredentials[u.User] == nil {
+				im.ScramCredentials[u.User] = map[int8]ScramCredential{}
+			}
+			im.ScramCredentials[u.User][u.Mechanism] = u.Credential
+		}
 		return result{}
 	case kindFeatures:
 		r, err := decode[featuresRecord](rec.Body)

@@ -532,6 +532,25 @@ func (s *Store) UnfenceBroker(node int32, epoch int64) error {
 	return err
 }
 
+// ScramCredentials are the users' SCRAM credentials, by user and
+// mechanism.
+func (s *Store) ScramCredentials() map[string]map[int8]ScramCredential {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]map[int8]ScramCredential, len(s.im.ScramCredentials))
+	for u, creds := range s.im.ScramCredentials {
+		out[u] = maps.Clone(creds)
+	}
+	return out
+}
+
+// AlterScramCredentials deletes and sets users' SCRAM credentials in one
+// metadata record.
+func (s *Store) AlterScramCredentials(upsertions, deletions []ScramCredentialChange) error {
+	_, err := s.propose(kindScramCredentials, scramCredentialsRecord{Upsertions: upsertions, Deletions: deletions})
+	return err
+}
+
 // FeatureLevel returns a finalized feature's level and the epoch of the
 // last feature change.
 func (s *Store) FeatureLevel(name string) (level int16, epoch int64, ok bool) {

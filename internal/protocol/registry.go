@@ -120,6 +120,8 @@ type Metadata interface {
 	FeatureLevel(name string) (level int16, epoch int64, ok bool)
 	ElectLeader(topic string, partition int32, unclean bool) (cluster.Partition, error)
 	ReassignPartition(topic string, partition int32, target []int32) (cluster.Partition, error)
+	ScramCredentials() map[string]map[int8]cluster.ScramCredential
+	AlterScramCredentials(upsertions, deletions []cluster.ScramCredentialChange) error
 }
 
 // Replicas finds the partitions this broker holds (replica.Manager).

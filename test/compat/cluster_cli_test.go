@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/testutil"
 )
@@ -49,6 +53,7 @@ func TestClusterCLI(t *testing.T) {
 
 	wantCLI(t, strand("health"), true, "healthy: true", "offline: 0, under-replicated: 0")
 	testClusterConfigCLI(t, c.seed(0), 2)
+	checkScramEverywhere(t, c)
 
 	// Broker 2 holds some of spread's partitions alone: killed, they are
 	// offline once it is fenced.
@@ -143,4 +148,29 @@ func testClusterConfigCLI(t *testing.T, addr string, broker int32) {
 	}
 	wantCLI(t, strand("config", "get", "no.such.config"), false, "no such broker configs: no.such.config")
 	wantCLI(t, strand("config", "set", "--set", "log.retention.ms"), false, "name=value")
+}
+
+// checkScramEverywhere: a user's SCRAM credential set through one broker
+// is in the cluster metadata every broker reads.
+func checkScramEverywhere(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(client(t, c.seed(0))).AlterUserSCRAMs(ctx, nil,
+		[]kadm.UpsertSCRAM{{User: "everywhere", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}})
+	if err != nil || res["everywhere"].Err != nil {
+		t.Fatalf("setting a SCRAM credential: %v %+v", err, res)
+	}
+	for i := range int32(clusterBrokers) {
+		adm := kadm.NewClient(client(t, c.seed(i), kgo.RetryTimeout(3*time.Second)))
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			d, err := adm.DescribeUserSCRAMs(ctx, "everywhere")
+			if err == nil && d["everywhere"].Err == nil && len(d["everywhere"].CredInfos) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d does not describe the credential: %+v %v", i, d, err)
+			}
+		}
+	}
 }
