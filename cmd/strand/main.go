@@ -32,11 +32,12 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(groupCommand())
 	root.AddCommand(migrateCommand())
 	root.AddCommand(profileCommand())
+	root.AddCommand(userCommand())
 	// The tools that talk to a cluster take a profile; the broker's own
 	// commands do not.
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "serve", "dev-cluster", "profile", "completion", "help":
+		case "serve", "dev-cluster", "profile", "user", "completion", "help":
 			continue
 		}
 		c.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) to use (default: STRAND_PROFILE, else the current one)")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,11 @@ type Broker struct {
 	// SSLKeystore and its key in SSLKey (or in SSLKeystore too); with
 	// SSLClientAuth requested or required it asks clients for a
 	// certificate signed by a CA of SSLTruststore.
-	ListenerProtocol  string
+	ListenerProtocol string
+	// SASLMechanisms are the mechanisms a SASL listener offers
+	// (sasl.enabled.mechanisms): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
+	// all checked against the users' SCRAM credentials.
+	SASLMechanisms    []string
 	SSLKeystore       string
 	SSLKey            string
 	SSLTruststore     string
@@ -163,6 +168,7 @@ func Defaults() Broker {
 		AdminConsole:                      true,
 		ListenerProtocol:                  "PLAINTEXT",
 		ConnectionsMaxIdle:                10 * time.Minute,
+		SASLMechanisms:                    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
 		QueuedMaxRequestBytes:             512 << 20,
 		SSLClientAuth:                     "none",
 		AdminConsoleSample:                10 * time.Second,
@@ -275,11 +281,11 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("max.connections %d, max.connections.per.ip %d: must not be negative (0 is no bound)", b.MaxConnections, b.MaxConnectionsPerIP)
 	case b.ConnectionsMaxIdle < 0:
 		return fmt.Errorf("connections.max.idle.ms %v: must not be negative (0 is never)", b.ConnectionsMaxIdle)
-	case b.ListenerProtocol != "PLAINTEXT" && b.ListenerProtocol != "SSL":
-		return fmt.Errorf("listener security protocol %q: PLAINTEXT or SSL (SASL is not served yet)", b.ListenerProtocol)
-	case b.ListenerProtocol == "SSL" && b.QuorumVoters != "":
-		return fmt.Errorf("an SSL client listener in a cluster needs TLS between brokers, which is not served yet")
-	case b.ListenerProtocol == "SSL" && b.SSLKeystore == "":
+	case !slices.Contains([]string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, b.ListenerProtocol):
+		return fmt.Errorf("listener security protocol %q: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", b.ListenerProtocol)
+	case b.ListenerProtocol != "PLAINTEXT" && b.QuorumVoters != "":
+		return fmt.Errorf("a %s client listener in a cluster needs the brokers to authenticate to each other, which is not served yet", b.ListenerProtocol)
+	case b.UsesTLS() && b.SSLKeystore == "":
 		return fmt.Errorf("an SSL listener needs its certificate: ssl.keystore.location (--ssl-cert)")
 	case b.SSLClientAuth != "none" && b.SSLClientAuth != "requested" && b.SSLClientAuth != "required":
 		return fmt.Errorf("ssl.client.auth %q: none, requested or required", b.SSLClientAuth)
@@ -323,6 +329,14 @@ func (b Broker) Validate() error {
 	}
 	if _, voter := voters[b.NodeID]; voter && b.ControllerListen == "" {
 		return fmt.Errorf("node %d is a controller quorum voter: it needs a controller listener", b.NodeID)
+	}
+	for _, m := range b.SASLMechanisms {
+		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m) {
+			return fmt.Errorf("sasl.enabled.mechanisms %q: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+		}
+	}
+	if b.UsesSASL() && len(b.SASLMechanisms) == 0 {
+		return fmt.Errorf("a SASL listener needs a mechanism: sasl.enabled.mechanisms")
 	}
 	if _, err := b.ConnectionOverrides(); err != nil {
 		return err
@@ -403,3 +417,11 @@ func (b Broker) ConnectionOverrides() (map[string]int32, error) {
 	}
 	return out, nil
 }
+
+// UsesTLS says whether the client listener serves TLS (SSL or SASL_SSL).
+func (b Broker) UsesTLS() bool {
+	return b.ListenerProtocol == "SSL" || b.ListenerProtocol == "SASL_SSL"
+}
+
+// UsesSASL says whether clients authenticate with SASL before being served.
+func (b Broker) UsesSASL() bool { return strings.HasPrefix(b.ListenerProtocol, "SASL_") }

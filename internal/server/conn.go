@@ -43,6 +43,9 @@ type conn struct {
 	software   protocol.Software // from the connection's ApiVersions
 	// budget bounds this connection's bytes of requests not yet answered.
 	budget *byteBudget
+	// sasl is the authentication of a SASL listener's connection; nil on
+	// other listeners.
+	sasl *saslConn
 }
 
 type pending struct {
@@ -51,6 +54,7 @@ type pending struct {
 	err   error
 	read  time.Time // when the request was read, for its latency
 	bytes int64     // the frame's size, given back once it is answered
+	raw   []byte    // a raw SASL token to send as a frame of its own (req is nil)
 }
 
 // giveBack returns a frame's bytes to the connection's and the broker's
@@ -63,6 +67,9 @@ func (c *conn) giveBack(n int64) {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight),
 		budget: newByteBudget(int64(s.cfg.MaxRequestBytes))}
+	if s.cfg.UsesSASL() {
+		c.sasl = &saslConn{mechanisms: s.cfg.SASLMechanisms}
+	}
 	c.logger = s.logger.With("client", c.remote)
 	if tc, ok := nc.(*tls.Conn); ok {
 		tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
@@ -117,8 +124,12 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > c.srv.cfg.MaxRequestBytes {
-			c.warn(c.clientID, c.software, "closing connection: request size out of range", "size", size, "max", c.srv.cfg.MaxRequestBytes)
+		max := c.srv.cfg.MaxRequestBytes
+		if c.sasl != nil && !c.sasl.done {
+			max = min(max, saslMaxReceive) // before authentication
+		}
+		if size < 8 || size > max {
+			c.warn(c.clientID, c.software, "closing connection: request size out of range", "size", size, "max", max)
 			return
 		}
 		// Room for the frame, on this connection and in the broker,
@@ -136,6 +147,16 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.giveBack(n)
 			c.logger.Debug("connection closed mid-request", "err", err)
 			return
+		}
+		if c.sasl != nil && c.sasl.raw && !c.sasl.done {
+			// A raw SASL token, after a v0 handshake.
+			answer, code, _ := c.stepSASL(c.clientID, c.software, frame)
+			if code != 0 {
+				c.giveBack(n)
+				return
+			}
+			c.queue <- pending{raw: answer, bytes: n}
+			continue
 		}
 		var read time.Time // only read the clock for the latency metric
 		if c.srv.metrics != nil {
@@ -161,6 +182,19 @@ func (c *conn) readLoop(ctx context.Context) {
 				idle = 0
 				c.nc.SetReadDeadline(time.Time{})
 			}
+		}
+		if c.sasl != nil && !c.sasl.done && req.Key != 18 {
+			if req.Key != 17 && req.Key != 36 {
+				c.giveBack(n)
+				c.warn(req.ClientID, req.Software, "closing connection: a request before SASL authentication", "api", kmsg.NameForKey(req.Key))
+				return
+			}
+			resp, closing := c.answerSASL(req)
+			c.queue <- pending{req: req, resp: resp, read: read, bytes: n}
+			if closing {
+				return
+			}
+			continue
 		}
 		if resp == nil {
 			resp, err = c.handle(ctx, req)
@@ -262,6 +296,16 @@ type answerer struct {
 
 func (w *answerer) answer(ctx context.Context, p pending) {
 	c := w.c
+	if p.req == nil {
+		if w.failed {
+			return
+		}
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len(p.raw)))
+		if _, err := c.nc.Write(append(frame, p.raw...)); err != nil {
+			w.fail()
+		}
+		return
+	}
 	if w.failed || p.err != nil {
 		if p.err != nil && !w.failed {
 			c.warn(p.req.ClientID, p.req.Software, "closing connection: request failed", "api", kmsg.NameForKey(p.req.Key), "err", p.err)

@@ -232,7 +232,7 @@ func (s *Server) Start() error {
 		ln.Close()
 		return err
 	}
-	if s.cfg.ListenerProtocol == "SSL" {
+	if s.cfg.UsesTLS() {
 		tc, err := tlsConfig(s.cfg, s.logger)
 		if err != nil {
 			ln.Close()

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,10 +45,24 @@ func TestClientsOverTLS(t *testing.T) {
 		t.Errorf("kcat trusting another CA listed the cluster: %v", r)
 	}
 
-	// What franz-go reads over TLS is what the others must read.
+	produced := readProduced(t, ctx, addr, "tls", 30, tlsOpt)
+	pythonReads(t, addr, "tls", 30, fmt.Sprintf("security_protocol=\"SSL\", ssl_cafile=%q", files.CA))
+
+	java := javaMember(t, addr, "tls", "tls-java", "tls-java", "security.protocol=SSL", "ssl.truststore.type=PEM",
+		"ssl.truststore.location="+files.CA)
+	grouptest.WaitProcessed(t, ctx, produced, java)
+	if err := java.Stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+// readProduced reads n records of topic from its start with franz-go (opts
+// carrying the TLS or SASL options), as the other clients must read them.
+func readProduced(t *testing.T, ctx context.Context, addr, topic string, n int, opts ...kgo.Opt) grouptest.Produced {
+	t.Helper()
 	produced := grouptest.Produced{}
-	cl := client(t, addr, tlsOpt, kgo.ConsumeTopics("tls"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	for produced.Count() < 30 && ctx.Err() == nil {
+	cl := client(t, addr, append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	for produced.Count() < n && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
 			if produced[rec.Partition] == nil {
 				produced[rec.Partition] = map[int64]grouptest.Record{}
@@ -55,26 +70,25 @@ func TestClientsOverTLS(t *testing.T) {
 			produced[rec.Partition][rec.Offset] = grouptest.Record{Key: string(rec.Key), Value: string(rec.Value)}
 		})
 	}
+	return produced
+}
 
+// pythonReads checks that kafka-python, with the KafkaConsumer arguments
+// args (Python syntax), reads n records of topic from its start.
+func pythonReads(t *testing.T, addr, topic string, n int, args string) {
+	t.Helper()
 	py := fmt.Sprintf(`
 import kafka
-c = kafka.KafkaConsumer("tls", bootstrap_servers=%q, security_protocol="SSL", ssl_cafile=%q,
+c = kafka.KafkaConsumer(%q, bootstrap_servers=%q, %s,
     auto_offset_reset="earliest", consumer_timeout_ms=10000, enable_auto_commit=False)
 n = 0
 for m in c:
     n += 1
-    if n == 30:
+    if n == %d:
         break
 print(n)
-`, addr, files.CA)
-	if r := run(time.Minute, "", "", systemPython, "-c", py); r.err != nil || strings.TrimSpace(r.stdout) != "30" {
-		t.Errorf("kafka-python over TLS: %v", r)
-	}
-
-	java := javaMember(t, addr, "tls", "tls-java", "tls-java", "security.protocol=SSL", "ssl.truststore.type=PEM",
-		"ssl.truststore.location="+files.CA)
-	grouptest.WaitProcessed(t, ctx, produced, java)
-	if err := java.Stop(); err != nil {
-		t.Error(err)
+`, topic, addr, args, n)
+	if r := run(time.Minute, "", "", systemPython, "-c", py); r.err != nil || strings.TrimSpace(r.stdout) != fmt.Sprint(n) {
+		t.Errorf("kafka-python (%s): %v", args, r)
 	}
 }

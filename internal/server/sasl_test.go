@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/scram"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// saslBroker starts a SASL_PLAINTEXT broker offering every mechanism, with
+// user alice's SCRAM-SHA-256 and SCRAM-SHA-512 credentials.
+func saslBroker(t *testing.T, protocol string, edit func(*config.Broker)) *testutil.Broker {
+	t.Helper()
+	b := testutil.StartBroker(t, func(c *config.Broker) {
+		c.ListenerProtocol, c.SASLMechanisms = protocol, []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+		if edit != nil {
+			edit(c)
+		}
+	})
+	var ups []cluster.ScramCredentialChange
+	for _, m := range []scram.Mechanism{scram.SHA256, scram.SHA512} {
+		c, err := m.NewCredential("alice-secret", 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, cluster.ScramCredentialChange{User: "alice", Mechanism: int8(m), Credential: cluster.ScramCredential(c)})
+	}
+	if err := b.Server().Metadata().AlterScramCredentials(ups, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// saslPing is the error of a client authenticating with mech.
+func saslPing(t *testing.T, addr string, mech sasl.Mechanism, extra ...kgo.Opt) error {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.SASL(mech), kgo.RequestRetries(0),
+		kgo.RetryTimeout(time.Second)}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = kadm.NewClient(cl).ListTopics(ctx)
+	return err
+}
+
+// TestSASL: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 authenticate with the
+// right password and are refused with a wrong one or an unknown user; a
+// client without SASL gets nothing but its ApiVersions.
+func TestSASL(t *testing.T) {
+	b := saslBroker(t, "SASL_PLAINTEXT", nil)
+	right := map[string]sasl.Mechanism{
+		"PLAIN":         plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+		"SCRAM-SHA-256": kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism(),
+		"SCRAM-SHA-512": kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism(),
+	}
+	wrong := map[string]sasl.Mechanism{
+		"PLAIN, wrong password":         plain.Auth{User: "alice", Pass: "guess"}.AsMechanism(),
+		"SCRAM-SHA-256, wrong password": kscram.Auth{User: "alice", Pass: "guess"}.AsSha256Mechanism(),
+		"SCRAM-SHA-512, unknown user":   kscram.Auth{User: "mallory", Pass: "alice-secret"}.AsSha512Mechanism(),
+	}
+	for name, m := range right {
+		if err := saslPing(t, b.Addr, m); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, m := range wrong {
+		if err := saslPing(t, b.Addr, m); err == nil {
+			t.Errorf("%s: served", name)
+		}
+	}
+	// Without SASL: ApiVersions is answered, then anything else closes.
+	c := dialRaw(t, b.Addr)
+	c.do(kmsg.NewPtrApiVersionsRequest())
+	c.write(func() []byte { f, _ := c.frame(kmsg.NewPtrMetadataRequest()); return f }())
+	c.expectClosed()
+	// A frame too big for a client not yet authenticated closes too.
+	big := dialRaw(t, b.Addr)
+	big.write(append([]byte{0, 0x10, 0, 0}, make([]byte, 64)...))
+	big.expectClosed()
+
+	// A client that authenticated produces and consumes.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.SASL(right["SCRAM-SHA-512"]), kgo.DefaultProduceTopic("auth"),
+		kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSASLOverTLS: SASL_SSL, SCRAM over TLS.
+func TestSASLOverTLS(t *testing.T) {
+	files := testutil.NewTLSFiles(t)
+	b := saslBroker(t, "SASL_SSL", func(c *config.Broker) { c.SSLKeystore, c.SSLKey = files.ServerCert, files.ServerKey })
+	tlsOpt := kgo.DialTLSConfig(files.ClientConfig(t, files.CA, false))
+	if err := saslPing(t, b.Addr, kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism(), tlsOpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := saslPing(t, b.Addr, kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()); err == nil {
+		t.Fatal("SASL without TLS served on a SASL_SSL listener")
+	}
+}
