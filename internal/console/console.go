@@ -22,8 +22,10 @@ var staticFiles embed.FS
 // Config is what the console reads and may do.
 type Config struct {
 	// Brokers are the cluster's bootstrap brokers (the broker's own
-	// client listener).
-	Brokers []string
+	// client listener), and ClientOpts what its clients need besides
+	// (TLS, SASL).
+	Brokers    []string
+	ClientOpts []kgo.Opt
 	// Actions lets the console reset a group's offsets and delete a group.
 	Actions bool
 	// SampleEvery is how often group lag and topic end offsets are sampled
@@ -59,7 +61,8 @@ func New(cfg Config) (*Console, error) {
 	}
 	// The admin client caches metadata for MetadataMinAge: a page should
 	// show a topic made a moment ago.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(250*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(250 * time.Millisecond)},
+		cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +98,7 @@ func (c *Console) Close() {
 // readLedger is group's hand-offs and commits from the ledger; none when
 // the cluster has no ledger (another Kafka, or the ledger off).
 func (c *Console) readLedger(ctx context.Context, group string) []ledger.Entry {
-	es, err := reader.Read(ctx, c.cfg.Brokers, group, time.Time{})
+	es, err := reader.Read(ctx, c.cfg.Brokers, group, time.Time{}, c.cfg.ClientOpts...)
 	if err != nil {
 		c.cfg.Logger.Debug("console: reading the hand-off ledger", "group", group, "err", err)
 		return nil

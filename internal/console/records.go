@@ -103,8 +103,8 @@ func (c *Console) browse(ctx context.Context, bq browseQuery, start kgo.Offset) 
 	if !ok || end.Err != nil {
 		return nil, fmt.Errorf("the end of %s-%d: %v", bq.Topic, bq.Partition, end.Err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{bq.Topic: {bq.Partition: start}}))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{bq.Topic: {bq.Partition: start}})}, c.cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,8 @@ func (s *Server) startAdmin() error {
 		// The console reads the cluster through this broker's own
 		// listener, as a client would.
 		c, err := console.New(console.Config{Brokers: []string{net.JoinHostPort(s.broker.Host, strconv.Itoa(int(s.broker.Port)))},
-			Actions: s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
+			ClientOpts: s.selfClientOpts(),
+			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
 		if err != nil {
 			return err
 		}
@@ -181,7 +182,7 @@ type adminLedger struct{ s *Server }
 
 func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([]ledger.Entry, error) {
 	addr := net.JoinHostPort(a.s.broker.Host, strconv.Itoa(int(a.s.broker.Port)))
-	return reader.Read(ctx, []string{addr}, group, since)
+	return reader.Read(ctx, []string{addr}, group, since, a.s.selfClientOpts()...)
 }
 
 // adminHealth reports the cluster as this broker's metadata shows it.

@@ -104,6 +104,13 @@ func (c *conn) stepSASL(clientID string, sw protocol.Software, token []byte) (an
 // credential is user's SCRAM credential for mech, from the cluster
 // metadata.
 func (c *conn) credential(user string, mech scram.Mechanism) (scram.Credential, bool) {
+	if user == selfUser {
+		if c.srv.self == nil {
+			return scram.Credential{}, false
+		}
+		cred, ok := c.srv.self.creds[mech]
+		return cred, ok
+	}
 	cred, ok := c.srv.cluster.ScramCredentials()[user][int8(mech)]
 	return scram.Credential(cred), ok
 }

@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +119,50 @@ func TestSASLOverTLS(t *testing.T) {
 	}
 	if err := saslPing(t, b.Addr, kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()); err == nil {
 		t.Fatal("SASL without TLS served on a SASL_SSL listener")
+	}
+}
+
+// TestConsoleBehindSASLAndTLS: the broker's own clients (the console, the
+// ledger reads of the admin API) authenticate to a SASL listener and trust
+// a TLS listener's certificate, so its pages show the cluster.
+func TestConsoleBehindSASLAndTLS(t *testing.T) {
+	files := testutil.NewTLSFiles(t)
+	b := saslBroker(t, "SASL_SSL", func(c *config.Broker) {
+		c.SSLKeystore, c.SSLKey = files.ServerCert, files.ServerKey
+		c.AdminListen = "127.0.0.1:0"
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DialTLSConfig(files.ClientConfig(t, files.CA, false)),
+		kgo.SASL(kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "behind-sasl"); err != nil {
+		t.Fatal(err)
+	}
+	page := "http://" + b.Server().AdminAddr().String() + "/topics"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `data-topic="behind-sasl"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console's topics page: %s\n%s", resp.Status, body)
+		}
+	}
+	resp, err := http.Get("http://" + b.Server().AdminAddr().String() + "/api/handoffs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/api/handoffs: %s", resp.Status)
 	}
 }

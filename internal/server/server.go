@@ -62,6 +62,8 @@ type Server struct {
 	connsPerIP        map[string]int   // open connections by client host, under mu
 	connOverrides     map[string]int32 // max.connections.per.ip.overrides
 	requestBytes      *byteBudget      // queued.max.request.bytes
+	certs             *certReloader    // the TLS listener's certificate
+	self              *selfIdentity    // the broker's own clients' SASL user
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -233,12 +235,18 @@ func (s *Server) Start() error {
 		return err
 	}
 	if s.cfg.UsesTLS() {
-		tc, err := tlsConfig(s.cfg, s.logger)
+		tc, certs, err := tlsConfig(s.cfg, s.logger)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		ln = tls.NewListener(ln, tc)
+		ln, s.certs = tls.NewListener(ln, tc), certs
+	}
+	if s.cfg.UsesSASL() {
+		if s.self, err = newSelfIdentity(); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	s.broker.Host, s.broker.Port = host, port
 	if !s.clustered() {

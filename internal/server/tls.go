@@ -24,14 +24,14 @@ const certReloadEvery = time.Second
 // tlsConfig is the SSL listener's TLS: 1.2 and 1.3, the certificate
 // reloaded when its files change, and clients' certificates asked for as
 // ssl.client.auth says.
-func tlsConfig(cfg config.Broker, logger *slog.Logger) (*tls.Config, error) {
+func tlsConfig(cfg config.Broker, logger *slog.Logger) (*tls.Config, *certReloader, error) {
 	keyFile := cfg.SSLKey
 	if keyFile == "" {
 		keyFile = cfg.SSLKeystore // one PEM file with both
 	}
 	r := &certReloader{certFile: cfg.SSLKeystore, keyFile: keyFile, logger: logger}
 	if err := r.load(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
 	switch cfg.SSLClientAuth {
@@ -43,15 +43,15 @@ func tlsConfig(cfg config.Broker, logger *slog.Logger) (*tls.Config, error) {
 	if cfg.SSLTruststore != "" {
 		pem, err := os.ReadFile(cfg.SSLTruststore)
 		if err != nil {
-			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
+			return nil, nil, fmt.Errorf("ssl.truststore.location: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ssl.truststore.location %s: no PEM certificates in it", cfg.SSLTruststore)
+			return nil, nil, fmt.Errorf("ssl.truststore.location %s: no PEM certificates in it", cfg.SSLTruststore)
 		}
 		tc.ClientCAs = pool
 	}
-	return tc, nil
+	return tc, r, nil
 }
 
 // certReloader serves the listener's certificate, reading its files again
@@ -94,6 +94,13 @@ func (r *certReloader) modified() (time.Time, error) {
 		}
 	}
 	return latest, nil
+}
+
+// current is the certificate served now.
+func (r *certReloader) current() *tls.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cert
 }
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {

@@ -17,8 +17,8 @@ import (
 // empty) from since on (everything when it is zero), ordered by time: it
 // reads every partition of the ledger topic from its start to the end it
 // has when Read begins. No ledger topic means no entries.
-func Read(ctx context.Context, brokers []string, group string, since time.Time) ([]ledger.Entry, error) {
-	t, err := NewTail(brokers, group, since)
+func Read(ctx context.Context, brokers []string, group string, since time.Time, opts ...kgo.Opt) ([]ledger.Entry, error) {
+	t, err := NewTail(brokers, group, since, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +43,10 @@ type Tail struct {
 }
 
 // NewTail follows group's entries (every group's when it is empty) from
-// since on (everything when it is zero).
-func NewTail(brokers []string, group string, since time.Time) (*Tail, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+// since on (everything when it is zero); opts are more client options
+// (TLS, SASL).
+func NewTail(brokers []string, group string, since time.Time, opts ...kgo.Opt) (*Tail, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
