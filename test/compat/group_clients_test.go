@@ -47,11 +47,17 @@ func TestGroupJava(t *testing.T) {
 			b := startBroker(t, groupBrokerArgs...)
 			group := "java-" + c.name
 			session := groupSession
+			if c.static {
+				// The restart of a JVM must fit in the session, on a
+				// loaded machine too.
+				session = 15 * time.Second
+			}
 			runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: session, static: c.static,
 				start: func(name string) grouptest.Member {
 					props := []string{"compat.assignor=" + c.assignor}
 					if c.static {
-						props = append(props, "group.instance.id=instance-"+name)
+						props = append(props, "group.instance.id=instance-"+name,
+							fmt.Sprintf("session.timeout.ms=%d", session.Milliseconds()))
 					}
 					return javaMember(t, b.Addr, "orders", group, name, props...)
 				}})
