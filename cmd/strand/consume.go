@@ -91,12 +91,11 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	brokers, err := seedBrokers(o.brokers)
+	base, _, err := clientOpts(o.brokers)
 	if err != nil {
 		return err
 	}
-	seeds := kgo.SeedBrokers(brokers...)
-	meta, err := kgo.NewClient(seeds)
+	meta, err := kgo.NewClient(base...)
 	if err != nil {
 		return err
 	}
@@ -106,7 +105,7 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := []kgo.Opt{seeds}
+	opts := slices.Clone(base)
 	if o.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}

@@ -31,7 +31,8 @@ var examples = map[string]string{
   strand migrate watch --group orders-processor --since 10m --interval 2s`,
 	"strand migrate report": `  strand migrate report --group orders-processor --since 1h
   strand migrate report --group orders-processor --format json | jq .totals`,
-	"strand profile create": `  strand profile create prod --brokers kafka-1:9092,kafka-2:9092
+	"strand profile create": `  strand profile create prod --brokers kafka-1:9093,kafka-2:9093 --tls-ca ca.pem \
+    --sasl-mechanism SCRAM-SHA-512 --sasl-user ops --sasl-password "$OPS_PASSWORD"
   strand profile create local --brokers 127.0.0.1:9092 --use`,
 	"strand profile use":    `  strand profile use prod`,
 	"strand profile list":   `  strand profile list --format json`,

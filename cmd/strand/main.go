@@ -41,6 +41,7 @@ func rootCommand() *cobra.Command {
 			continue
 		}
 		c.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) to use (default: STRAND_PROFILE, else the current one)")
+		securityFlags(c.PersistentFlags())
 	}
 	addExamples(root)
 	return root

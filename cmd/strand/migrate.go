@@ -57,11 +57,11 @@ records.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			seeds, err := seedBrokers(brokers)
+			opts, seeds, err := clientOpts(brokers)
 			if err != nil {
 				return err
 			}
-			entries, err := reader.Read(ctx, seeds, group, from)
+			entries, err := reader.Read(ctx, seeds, group, from, opts[1:]...)
 			if err != nil {
 				return err
 			}

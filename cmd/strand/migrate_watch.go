@@ -304,11 +304,11 @@ until interrupted.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			seeds, err := seedBrokers(brokers)
+			opts, seeds, err := clientOpts(brokers)
 			if err != nil {
 				return err
 			}
-			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			cl, err := kgo.NewClient(opts...)
 			if err != nil {
 				return err
 			}
@@ -316,7 +316,7 @@ until interrupted.`,
 			adm := kadm.NewClient(cl)
 			// The whole ledger is read for the members' software; only
 			// hand-offs from since on are counted.
-			tail, err := reader.NewTail(seeds, group, time.Time{})
+			tail, err := reader.NewTail(seeds, group, time.Time{}, opts[1:]...)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -29,9 +30,10 @@ type profileFile struct {
 	Profiles map[string]profile `yaml:"profiles"`
 }
 
-// profile is one named cluster.
+// profile is one named cluster: where it is and how to reach it.
 type profile struct {
-	Brokers string `yaml:"brokers" json:"brokers"`
+	Brokers        string `yaml:"brokers" json:"brokers"`
+	clientSecurity `yaml:",inline"`
 }
 
 // profilesPath is where the profiles file is.
@@ -88,6 +90,54 @@ func (pf profileFile) write(path string) error {
 // localBroker is where the tools go without any other word.
 const localBroker = "127.0.0.1:9092"
 
+// clientOpts are the tools' client options: the bootstrap brokers
+// (seedBrokers) and the TLS and SASL settings of the flags, over those of
+// the chosen profile.
+func clientOpts(flag string) ([]kgo.Opt, []string, error) {
+	seeds, err := seedBrokers(flag)
+	if err != nil {
+		return nil, nil, err
+	}
+	var prof clientSecurity
+	if p, ok, err := chosenProfile(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		prof = p.clientSecurity
+	}
+	sec, err := security.merged(prof).opts()
+	if err != nil {
+		return nil, nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...), seeds, nil
+}
+
+// chosenProfile is the profile --profile, STRAND_PROFILE or the current
+// one names, if any.
+func chosenProfile() (profile, bool, error) {
+	name := profileName
+	if name == "" {
+		name = os.Getenv("STRAND_PROFILE")
+	}
+	pf, path, err := readProfiles()
+	if err != nil {
+		if name != "" {
+			return profile{}, false, err
+		}
+		return profile{}, false, nil
+	}
+	if name == "" {
+		name = pf.Current
+	}
+	if name == "" {
+		return profile{}, false, nil
+	}
+	p, ok := pf.Profiles[name]
+	if !ok {
+		return profile{}, false, fmt.Errorf("no profile %q in %s", name, path)
+	}
+	return p, true, nil
+}
+
 // seedBrokers is the tools' bootstrap brokers: flag (--brokers) if given,
 // else STRAND_BROKERS, else the chosen profile's, else the local broker.
 func seedBrokers(flag string) ([]string, error) {
@@ -96,22 +146,11 @@ func seedBrokers(flag string) ([]string, error) {
 		list = os.Getenv("STRAND_BROKERS")
 	}
 	if list == "" {
-		name := profileName
-		if name == "" {
-			name = os.Getenv("STRAND_PROFILE")
-		}
-		pf, path, err := readProfiles()
-		if err != nil && name != "" {
+		p, ok, err := chosenProfile()
+		if err != nil {
 			return nil, err
 		}
-		if name == "" {
-			name = pf.Current
-		}
-		if name != "" {
-			p, ok := pf.Profiles[name]
-			if !ok {
-				return nil, fmt.Errorf("no profile %q in %s", name, path)
-			}
+		if ok {
 			list = p.Brokers
 		}
 	}
@@ -160,7 +199,7 @@ func profileCreateCommand() *cobra.Command {
 			if _, ok := pf.Profiles[name]; ok {
 				return fmt.Errorf("profile %q exists (strand profile delete %s first)", name, name)
 			}
-			pf.Profiles[name] = profile{Brokers: brokers}
+			pf.Profiles[name] = profile{Brokers: brokers, clientSecurity: security}
 			if use || pf.Current == "" {
 				pf.Current = name
 			}
@@ -172,6 +211,9 @@ func profileCreateCommand() *cobra.Command {
 		}}
 	cmd.Flags().StringVar(&brokers, "brokers", "", "the cluster's bootstrap brokers, comma-separated (required)")
 	cmd.Flags().BoolVar(&use, "use", false, "make it the current profile")
+	// How to reach it, kept in the profile (a password too, in a file
+	// only its owner reads).
+	securityFlags(cmd.Flags())
 	return cmd
 }
 

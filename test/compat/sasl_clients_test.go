@@ -1,6 +1,9 @@
 package compat
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +61,26 @@ func TestClientsOverSASL(t *testing.T) {
 	if r := run(kcatTimeout, "", "", kcat, append([]string{"-L", "-b", addr, "-m", "5"}, sasl("SCRAM-SHA-256", "guess")...)...); r.err == nil {
 		t.Errorf("kcat with a wrong password listed the cluster: %v", r)
 	}
+
+	// strand's own tools, with their SASL flags or a profile that has them.
+	strand := func(args ...string) result {
+		return run(time.Minute, "", "", testutil.Binary(t), append(args, "--brokers", addr)...)
+	}
+	creds := []string{"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "alice", "--sasl-password", "alice-secret"}
+	wantCLI(t, strand(append([]string{"topic", "list"}, creds...)...), true, "sasl")
+	if r := strand(append([]string{"consume", "sasl", "-e", "--format", "%v\n"}, creds...)...); r.err != nil || strings.Count(r.stdout, "\n") != 30 {
+		t.Errorf("strand consume over SASL: %v", r)
+	}
+	wantCLI(t, strand("topic", "list", "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "alice", "--sasl-password", "guess"), false)
+	profiles := filepath.Join(t.TempDir(), "profiles.yaml")
+	env := func(args ...string) result {
+		cmd := exec.Command(testutil.Binary(t), args...)
+		cmd.Env = append(os.Environ(), "STRAND_PROFILES="+profiles)
+		out, err := cmd.CombinedOutput()
+		return result{cmdline: strings.Join(args, " "), stdout: string(out), err: err}
+	}
+	wantCLI(t, env(append([]string{"profile", "create", "secure", "--brokers", addr}, creds...)...), true, "the current profile")
+	wantCLI(t, env("topic", "list"), true, "sasl")
 
 	produced := readProduced(t, ctx, addr, "sasl", 30, auth)
 	pythonReads(t, addr, "sasl", 30, `security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", `+

@@ -45,6 +45,10 @@ func TestClientsOverTLS(t *testing.T) {
 		t.Errorf("kcat trusting another CA listed the cluster: %v", r)
 	}
 
+	wantCLI(t, run(time.Minute, "", "", testutil.Binary(t), "topic", "list", "--brokers", addr, "--tls-ca", files.CA), true, "tls")
+	wantCLI(t, run(time.Minute, "", "", testutil.Binary(t), "topic", "list", "--brokers", addr, "--tls-ca", files.OtherCA,
+		"--timeout", "5s"), false)
+
 	produced := readProduced(t, ctx, addr, "tls", 30, tlsOpt)
 	pythonReads(t, addr, "tls", 30, fmt.Sprintf("security_protocol=\"SSL\", ssl_cafile=%q", files.CA))
 
