@@ -38,6 +38,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzForEachRecord$$' -fuzztime=$(FUZZTIME) ./internal/log/
 	$(GO) test -run='^$$' -fuzz='^FuzzRecover$$' -fuzztime=$(FUZZTIME) ./internal/log/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRequest$$' -fuzztime=$(FUZZTIME) ./internal/server/
+	$(GO) test -run='^$$' -fuzz='^FuzzParsePlain$$' -fuzztime=$(FUZZTIME) ./internal/server/
+	$(GO) test -run='^$$' -fuzz='^FuzzServer$$' -fuzztime=$(FUZZTIME) ./internal/scram/
 
 BENCH ?= .
 bench:

@@ -118,12 +118,8 @@ func (c *conn) credential(user string, mech scram.Mechanism) (scram.Credential, 
 // checkPlain reads a SASL PLAIN message ([authzid] NUL user NUL password)
 // and checks the password against the user's SCRAM credential.
 func (c *conn) checkPlain(msg []byte) (string, bool) {
-	parts := bytes.Split(msg, []byte{0})
-	if len(parts) != 3 {
-		return "", false
-	}
-	authz, user, password := string(parts[0]), string(parts[1]), string(parts[2])
-	if user == "" || (authz != "" && authz != user) {
+	user, password, ok := parsePlain(msg)
+	if !ok {
 		return user, false
 	}
 	for _, mech := range []scram.Mechanism{scram.SHA512, scram.SHA256} {
@@ -132,4 +128,18 @@ func (c *conn) checkPlain(msg []byte) (string, bool) {
 		}
 	}
 	return user, false
+}
+
+// parsePlain reads a SASL PLAIN message (RFC 4616): [authzid] NUL authcid
+// NUL passwd, the authorization id empty or the user's own.
+func parsePlain(msg []byte) (user, password string, ok bool) {
+	parts := bytes.Split(msg, []byte{0})
+	if len(parts) != 3 {
+		return "", "", false
+	}
+	authz, user, password := string(parts[0]), string(parts[1]), string(parts[2])
+	if user == "" || password == "" || (authz != "" && authz != user) {
+		return user, "", false
+	}
+	return user, password, true
 }
