@@ -52,13 +52,17 @@ type Broker struct {
 	// SASLMechanisms are the mechanisms a SASL listener offers
 	// (sasl.enabled.mechanisms): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// all checked against the users' SCRAM credentials.
-	SASLMechanisms    []string
-	SSLKeystore       string
-	SSLKey            string
-	SSLTruststore     string
-	SSLClientAuth     string
-	NodeID            int32
-	DefaultPartitions int32 // num.partitions
+	SASLMechanisms []string
+	// ConnectionsMaxReauth is how long an authentication lasts
+	// (connections.max.reauth.ms, KIP-368): the client re-authenticates on
+	// its connection within it, or the connection closes. 0 is for ever.
+	ConnectionsMaxReauth time.Duration
+	SSLKeystore          string
+	SSLKey               string
+	SSLTruststore        string
+	SSLClientAuth        string
+	NodeID               int32
+	DefaultPartitions    int32 // num.partitions
 	// DefaultReplicationFactor is default.replication.factor; topics get
 	// at most as many replicas as there are live brokers.
 	DefaultReplicationFactor int16
@@ -279,6 +283,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
 	case b.MaxConnections < 0 || b.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("max.connections %d, max.connections.per.ip %d: must not be negative (0 is no bound)", b.MaxConnections, b.MaxConnectionsPerIP)
+	case b.ConnectionsMaxReauth < 0:
+		return fmt.Errorf("connections.max.reauth.ms %v: must not be negative (0 is no re-authentication)", b.ConnectionsMaxReauth)
 	case b.ConnectionsMaxIdle < 0:
 		return fmt.Errorf("connections.max.idle.ms %v: must not be negative (0 is never)", b.ConnectionsMaxIdle)
 	case !slices.Contains([]string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, b.ListenerProtocol):

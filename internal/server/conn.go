@@ -183,6 +183,17 @@ func (c *conn) readLoop(ctx context.Context) {
 				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
+		if c.sasl != nil && c.sasl.done {
+			switch {
+			case req.Key == 17 && c.srv.cfg.ConnectionsMaxReauth > 0:
+				c.sasl.beginReauth()
+			case c.sasl.expired(time.Now()):
+				c.giveBack(n)
+				c.warn(req.ClientID, req.Software, "closing connection: its SASL authentication expired", "api", kmsg.NameForKey(req.Key),
+					"principal", "User:"+c.sasl.user)
+				return
+			}
+		}
 		if c.sasl != nil && !c.sasl.done && req.Key != 18 {
 			if req.Key != 17 && req.Key != 36 {
 				c.giveBack(n)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,9 +23,12 @@ type saslConn struct {
 	mechanisms []string // offered
 	mechanism  string   // chosen by the handshake
 	scram      *scram.Server
-	raw        bool   // tokens come as raw frames (a v0 handshake)
-	done       bool   // authenticated
-	user       string // the principal's name, once done
+	reauth     bool      // a re-authentication of a connection that was done
+	raw        bool      // tokens come as raw frames (a v0 handshake)
+	done       bool      // authenticated
+	user       string    // who is authenticating, or authenticated
+	principal  string    // who authenticated last (kept by a re-authentication)
+	expires    time.Time // when the authentication ends (zero: never)
 }
 
 // answerSASL serves a SASL request of a connection not yet authenticated;
@@ -48,11 +52,24 @@ func (c *conn) answerSASL(req *protocol.Request) (resp *protocol.Response, close
 	case *kmsg.SASLAuthenticateRequest:
 		out := body.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 		answer, code, msg := c.stepSASL(req.ClientID, req.Software, body.SASLAuthBytes)
+		if code == 0 && s.done && s.reauth && s.user != s.principal {
+			// A re-authentication keeps the principal (KIP-368).
+			code, msg = kerr.SaslAuthenticationFailed.Code, "Cannot change principals during re-authentication"
+			c.warn(req.ClientID, req.Software, "closing connection: SASL re-authentication as another user", "principal",
+				"User:"+s.principal, "user", s.user)
+		}
 		if code != 0 {
 			out.ErrorCode, out.ErrorMessage = code, &msg
 			return &protocol.Response{Body: out}, true
 		}
 		out.SASLAuthBytes = answer
+		if s.done {
+			s.reauth, s.principal = false, s.user
+			if max := c.srv.cfg.ConnectionsMaxReauth; max > 0 {
+				s.expires = time.Now().Add(max)
+				out.SessionLifetimeMillis = max.Milliseconds()
+			}
+		}
 		return &protocol.Response{Body: out}, false
 	}
 	return nil, true
@@ -142,4 +159,15 @@ func parsePlain(msg []byte) (user, password string, ok bool) {
 		return user, "", false
 	}
 	return user, password, true
+}
+
+// beginReauth starts a re-authentication (KIP-368): the client sent
+// SaslHandshake again on a connection that had authenticated.
+func (s *saslConn) beginReauth() {
+	s.done, s.reauth, s.mechanism, s.scram = false, true, "", nil
+}
+
+// expired says whether the authentication has ended.
+func (s *saslConn) expired(now time.Time) bool {
+	return !s.expires.IsZero() && now.After(s.expires)
 }

@@ -166,3 +166,69 @@ func TestConsoleBehindSASLAndTLS(t *testing.T) {
 		t.Fatalf("/api/handoffs: %s", resp.Status)
 	}
 }
+
+// TestSASLReauthentication: with connections.max.reauth.ms an
+// authentication lasts that long (SessionLifetimeMs, KIP-368): a client
+// that re-authenticates on its connection keeps being served, as the same
+// principal only; one that does not is closed at its next request.
+func TestSASLReauthentication(t *testing.T) {
+	b := saslBroker(t, "SASL_PLAINTEXT", func(c *config.Broker) { c.ConnectionsMaxReauth = time.Second })
+	auth := func(c *rawConn, user string) *kmsg.SASLAuthenticateResponse {
+		t.Helper()
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(1)
+		hs.Mechanism = "PLAIN"
+		if r := c.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+			t.Fatalf("handshake: %d", r.ErrorCode)
+		}
+		a := kmsg.NewPtrSASLAuthenticateRequest()
+		a.SetVersion(2)
+		a.SASLAuthBytes = []byte("\x00" + user + "\x00alice-secret")
+		return c.do(a).(*kmsg.SASLAuthenticateResponse)
+	}
+	meta := func(c *rawConn) { c.do(kmsg.NewPtrMetadataRequest()) }
+
+	stale := dialRaw(t, b.Addr)
+	if r := auth(stale, "alice"); r.ErrorCode != 0 || r.SessionLifetimeMillis != 1000 {
+		t.Fatalf("authenticate: error %d, session lifetime %d ms", r.ErrorCode, r.SessionLifetimeMillis)
+	}
+	meta(stale)
+	fresh := dialRaw(t, b.Addr)
+	auth(fresh, "alice")
+	time.Sleep(600 * time.Millisecond)
+	if r := auth(fresh, "alice"); r.ErrorCode != 0 {
+		t.Fatalf("re-authenticate: %d", r.ErrorCode)
+	}
+	time.Sleep(600 * time.Millisecond)
+	meta(fresh) // 1.2 s after the first authentication, 0.6 s after the second
+	stale.write(func() []byte { f, _ := stale.frame(kmsg.NewPtrMetadataRequest()); return f }())
+	stale.expectClosed()
+
+	// Another user's password is right, yet the principal may not change.
+	bob, _ := scram.SHA512.NewCredential("alice-secret", 4096)
+	if err := b.Server().Metadata().AlterScramCredentials([]cluster.ScramCredentialChange{{User: "bob",
+		Mechanism: int8(scram.SHA512), Credential: cluster.ScramCredential(bob)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := dialRaw(t, b.Addr)
+	auth(other, "alice")
+	if r := auth(other, "bob"); r.ErrorCode == 0 || !strings.Contains(*r.ErrorMessage, "Cannot change principals") {
+		t.Fatalf("a re-authentication as another user: %d %v", r.ErrorCode, r.ErrorMessage)
+	}
+
+	// franz-go re-authenticates by itself within the session's lifetime.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.SASL(kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
+		kgo.DefaultProduceTopic("reauth"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 12 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("producing across re-authentications: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
