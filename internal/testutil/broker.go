@@ -224,6 +224,27 @@ func (p *Process) start(t testing.TB) {
 	}
 }
 
+// PeakRSS is the process's peak resident set (VmHWM) in bytes, -1 when it
+// cannot be read.
+func (p *Process) PeakRSS() int64 {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}
+
 // Kill sends SIGKILL and waits for the process to end.
 func (p *Process) Kill() {
 	if p.cmd == nil || p.cmd.Process == nil {
