@@ -88,6 +88,12 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, open func() *Store)) {
 				if _, err := cur.EnsureClusterID(""); err != nil {
 					t.Fatal(err)
 				}
+				// A reopened store replays its log in the background; the
+				// broker reads it once caught up (CatchUp), and so does
+				// the contract.
+				if err := cur.CatchUp(); err != nil {
+					t.Fatal(err)
+				}
 				if _, ok := cur.Broker(1); !ok {
 					if _, err := cur.RegisterBroker("127.0.0.1", 9092, "", true); err != nil {
 						t.Fatal(err)
