@@ -23,10 +23,11 @@ import (
 // their bootstrap address, serves clients, and stops on SIGTERM; started
 // again on its directory it is the same cluster.
 func TestDevCluster(t *testing.T) {
-	dir := t.TempDir()
-	// Below Linux's ephemeral ports (32768 up), which other tests'
-	// connections take at random.
-	base := 20000 + rand.IntN(12000)
+	var dir string
+	var base int
+	// inUse is set when the ports were taken: the first start tries
+	// others.
+	inUse := false
 	run := func() (*exec.Cmd, string) {
 		cmd := exec.Command(testutil.Binary(t), "dev-cluster", "--brokers", "3", "--data-dir", dir,
 			"--port", fmt.Sprint(base), "--admin-port", fmt.Sprint(base+200), "--log-level", "warn")
@@ -51,6 +52,10 @@ func TestDevCluster(t *testing.T) {
 		case l, ok := <-line:
 			if !ok {
 				cmd.Wait()
+				if strings.Contains(stderr.String(), "address already in use") {
+					inUse = true
+					return nil, ""
+				}
 				t.Fatalf("dev-cluster printed no bootstrap line: %s", stderr.String())
 			}
 			return cmd, l
@@ -60,7 +65,19 @@ func TestDevCluster(t *testing.T) {
 		}
 		return nil, ""
 	}
-	cmd, bootstrap := run()
+	var cmd *exec.Cmd
+	var bootstrap string
+	for attempt := 0; ; attempt++ {
+		// Below Linux's ephemeral ports (32768 up), which other tests'
+		// connections take at random; another test may hold some.
+		dir, base, inUse = t.TempDir(), 20000+rand.IntN(12000), false
+		if cmd, bootstrap = run(); !inUse {
+			break
+		}
+		if attempt == 4 {
+			t.Fatal("dev-cluster found its ports taken 5 times")
+		}
+	}
 	want := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", base, base+1, base+2)
 	if bootstrap != want {
 		cmd.Process.Kill()
@@ -102,6 +119,9 @@ func TestDevCluster(t *testing.T) {
 	}
 
 	cmd, _ = run()
+	if inUse {
+		t.Fatal("dev-cluster's ports were taken between its stop and its restart")
+	}
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	cl, err = kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ConsumeTopics("dev"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
