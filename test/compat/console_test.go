@@ -51,7 +51,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := json.Unmarshal([]byte(lag.stdout), &want); err != nil {
 		t.Fatal(err)
 	}
-	if want.TotalLag == 0 || len(want.Partitions) != 3 {
+	// The partitions the group committed (the first member may not have
+	// read every partition before the second took some).
+	if want.TotalLag == 0 || len(want.Partitions) == 0 {
 		t.Fatalf("the group's lag from the CLI: %+v", want)
 	}
 
