@@ -112,6 +112,10 @@ func (c *conn) readLoop(ctx context.Context) {
 			// A client that sends nothing, or a frame too slowly, for
 			// connections.max.idle.ms is closed.
 			c.nc.SetReadDeadline(time.Now().Add(idle))
+			if ctx.Err() != nil {
+				// Shutting down: its deadline, now, must stand.
+				c.nc.SetReadDeadline(time.Now())
+			}
 		}
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 			var ne net.Error

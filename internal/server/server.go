@@ -385,11 +385,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		conns := s.conns
 		s.conns = nil
 		s.mu.Unlock()
+		// Long polls answer now with what they have. Cancelled before the
+		// deadlines are set: a reader that arms its idle deadline after
+		// this sees it and keeps the shutdown's.
+		s.cancel()
 		for nc := range conns {
 			// Readers stop at their next read; writers drain what was read.
 			nc.SetReadDeadline(time.Now())
 		}
-		s.cancel() // long polls answer now with what they have
 		done := make(chan struct{})
 		go func() { s.goroutines.Wait(); close(done) }()
 		select {
