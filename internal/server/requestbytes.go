@@ -17,7 +17,8 @@ type byteBudget struct {
 
 	mu      sync.Mutex
 	used    int64
-	changed chan struct{} // closed when bytes are given back
+	waiting int           // readers waiting for room
+	changed chan struct{} // closed when bytes are given back to a waiter
 }
 
 func newByteBudget(max int64) *byteBudget {
@@ -41,10 +42,17 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) bool {
 			return true
 		}
 		ch := b.changed
+		b.waiting++
 		b.mu.Unlock()
 		select {
 		case <-ch:
+			b.mu.Lock()
+			b.waiting--
+			b.mu.Unlock()
 		case <-ctx.Done():
+			b.mu.Lock()
+			b.waiting--
+			b.mu.Unlock()
 			return false
 		}
 	}
@@ -57,7 +65,11 @@ func (b *byteBudget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	close(b.changed)
-	b.changed = make(chan struct{})
+	// Wake the waiters, if any: without one, a release allocates nothing
+	// (it runs once per request).
+	if b.waiting > 0 {
+		close(b.changed)
+		b.changed = make(chan struct{})
+	}
 	b.mu.Unlock()
 }
