@@ -85,20 +85,24 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, open func() *Store)) {
 					}
 				}
 				cur = openNode(1)
-				if _, err := cur.EnsureClusterID(""); err != nil {
-					t.Fatal(err)
-				}
+				// A quorum still electing its first leader may drop a
+				// proposal (ErrNotAvailable); the broker retries its
+				// registration, and so does the contract.
+				retryUnavailable(t, func() error {
+					_, err := cur.EnsureClusterID("")
+					return err
+				})
 				// A reopened store replays its log in the background; the
 				// broker reads it once caught up (CatchUp), and so does
 				// the contract.
-				if err := cur.CatchUp(); err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := cur.Broker(1); !ok {
-					if _, err := cur.RegisterBroker("127.0.0.1", 9092, "", true); err != nil {
-						t.Fatal(err)
+				retryUnavailable(t, cur.CatchUp)
+				retryUnavailable(t, func() error {
+					if _, ok := cur.Broker(1); ok {
+						return nil
 					}
-				}
+					_, err := cur.RegisterBroker("127.0.0.1", 9092, "", true)
+					return err
+				})
 				return cur
 			}
 			t.Cleanup(func() {
@@ -108,6 +112,23 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, open func() *Store)) {
 			})
 			fn(t, open)
 		})
+	}
+}
+
+// retryUnavailable runs op until it does not fail with ErrNotAvailable, for
+// at most 10 seconds, and fails the test on any other error.
+func retryUnavailable(t *testing.T, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotAvailable) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
