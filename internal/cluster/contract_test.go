@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster/raft"
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/model"
 )
 
 // backendKind opens stores of one backend for the contract suite: open
@@ -321,6 +322,43 @@ func TestContractBrokerFencing(t *testing.T) {
 		}
 		if _, stale := s.Superseded(); stale {
 			t.Fatal("the registering process is superseded by itself")
+		}
+	})
+}
+
+func TestContractACLs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		read := model.ACLBinding{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:alice",
+			Host: "*", Operation: 3, Permission: 3}
+		write := read
+		write.Operation = 4
+		group := model.ACLBinding{ResourceType: 3, ResourceName: "app-", PatternType: 4, Principal: "User:alice",
+			Host: "*", Operation: 3, Permission: 3}
+		if _, epoch := s.ACLs(); epoch != 0 {
+			t.Fatalf("a new cluster's ACL epoch %d", epoch)
+		}
+		if err := s.AlterACLs([]model.ACLBinding{read, write, group, read}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, epoch := s.ACLs()
+		if !slices.Equal(got, []model.ACLBinding{read, write, group}) || epoch == 0 || s.ACLsEpoch() != epoch {
+			t.Fatalf("ACLs %+v at epoch %d (%d)", got, epoch, s.ACLsEpoch())
+		}
+		// Creating what exists changes nothing, not even the epoch.
+		if err := s.AlterACLs([]model.ACLBinding{write}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, again := s.ACLs(); again != epoch {
+			t.Fatalf("a creation of an existing ACL moved the epoch from %d to %d", epoch, again)
+		}
+		if err := s.AlterACLs(nil, []model.ACLBinding{write, {ResourceName: "absent"}}); err != nil {
+			t.Fatal(err)
+		}
+		s = open()
+		got, _ = s.ACLs()
+		if !slices.Equal(got, []model.ACLBinding{read, group}) {
+			t.Fatalf("after a deletion and a restart: %+v", got)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/strandlog/strand/internal/model"
+
 	"encoding/base64"
 	"maps"
 	"slices"
@@ -117,6 +119,10 @@ type image struct {
 	// ScramCredentials are the users' SCRAM credentials, by user and
 	// mechanism: salts and keys, never passwords.
 	ScramCredentials map[string]map[int8]ScramCredential `json:"scram_credentials,omitempty"`
+	// ACLs are the access control lists, in the order they were created,
+	// and ACLsEpoch the index of the record that last changed them.
+	ACLs      []model.ACLBinding `json:"acls,omitempty"`
+	ACLsEpoch int64              `json:"acls_epoch,omitempty"`
 	// Applied is the index of the last record applied.
 	Applied uint64 `json:"applied,omitempty"`
 

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/strandlog/strand/internal/model"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +43,7 @@ const (
 	kindElectLeader       = "elect-leader"
 	kindReassignPartition = "reassign-partition"
 	kindScramCredentials  = "scram-credentials"
+	kindACLs              = "acls"
 )
 
 type clusterIDRecord struct {
@@ -148,6 +151,14 @@ type featuresRecord struct {
 type scramCredentialsRecord struct {
 	Upsertions []ScramCredentialChange `json:"upsertions,omitempty"`
 	Deletions  []ScramCredentialChange `json:"deletions,omitempty"`
+}
+
+// aclsRecord changes the access control lists: the deletions, then the
+// creations. Both name whole bindings; deleting one that is not there, or
+// creating one that is, changes nothing.
+type aclsRecord struct {
+	Creations []model.ACLBinding `json:"creations,omitempty"`
+	Deletions []model.ACLBinding `json:"deletions,omitempty"`
 }
 
 // ScramCredential is what is kept of a user's password for one SCRAM
@@ -328,6 +339,24 @@ func (im *image) applyKind(index uint64, rec record) result {
 				im.ScramCredentials[u.User] = map[int8]ScramCredential{}
 			}
 			im.ScramCredentials[u.User][u.Mechanism] = u.Credential
+		}
+		return result{}
+	case kindACLs:
+		r, err := decode[aclsRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		before := len(im.ACLs)
+		im.ACLs = slices.DeleteFunc(im.ACLs, func(b model.ACLBinding) bool { return slices.Contains(r.Deletions, b) })
+		changed := len(im.ACLs) != before
+		for _, b := range r.Creations {
+			if !slices.Contains(im.ACLs, b) {
+				im.ACLs = append(im.ACLs, b)
+				changed = true
+			}
+		}
+		if changed {
+			im.ACLsEpoch = int64(index)
 		}
 		return result{}
 	case kindFeatures:

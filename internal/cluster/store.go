@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // Errors the protocol layer maps to Kafka codes.
@@ -548,6 +550,28 @@ func (s *Store) ScramCredentials() map[string]map[int8]ScramCredential {
 // metadata record.
 func (s *Store) AlterScramCredentials(upsertions, deletions []ScramCredentialChange) error {
 	_, err := s.propose(kindScramCredentials, scramCredentialsRecord{Upsertions: upsertions, Deletions: deletions})
+	return err
+}
+
+// ACLs returns the access control lists and the epoch of their last
+// change: the same epoch means the same lists.
+func (s *Store) ACLs() ([]model.ACLBinding, int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.im.ACLs), s.im.ACLsEpoch
+}
+
+// ACLsEpoch is the epoch of the last change to the access control lists.
+func (s *Store) ACLsEpoch() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.im.ACLsEpoch
+}
+
+// AlterACLs deletes and creates access control entries in one metadata
+// record.
+func (s *Store) AlterACLs(creations, deletions []model.ACLBinding) error {
+	_, err := s.propose(kindACLs, aclsRecord{Creations: creations, Deletions: deletions})
 	return err
 }
 

@@ -53,6 +53,13 @@ type Broker struct {
 	// (sasl.enabled.mechanisms): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// all checked against the users' SCRAM credentials.
 	SASLMechanisms []string
+	// Authorizer is authorizer.class.name: empty for none, or acl (Kafka's
+	// ACL rules; Kafka's authorizer class names say the same). SuperUsers
+	// (super.users, semicolon-separated principals) pass every check;
+	// AllowEveryoneIfNoACL opens the resources no ACL names.
+	Authorizer           string
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
 	// ConnectionsMaxReauth is how long an authentication lasts
 	// (connections.max.reauth.ms, KIP-368): the client re-authenticates on
 	// its connection within it, or the connection closes. 0 is for ever.
@@ -291,6 +298,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("listener security protocol %q: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", b.ListenerProtocol)
 	case b.ListenerProtocol != "PLAINTEXT" && b.QuorumVoters != "":
 		return fmt.Errorf("a %s client listener in a cluster needs the brokers to authenticate to each other, which is not served yet", b.ListenerProtocol)
+	case b.Authorizer != "" && b.QuorumVoters != "":
+		return fmt.Errorf("an authorizer in a cluster needs the brokers to authenticate to each other, which is not served yet")
 	case b.UsesTLS() && b.SSLKeystore == "":
 		return fmt.Errorf("an SSL listener needs its certificate: ssl.keystore.location (--ssl-cert)")
 	case b.SSLClientAuth != "none" && b.SSLClientAuth != "requested" && b.SSLClientAuth != "required":
@@ -339,6 +348,14 @@ func (b Broker) Validate() error {
 	for _, m := range b.SASLMechanisms {
 		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m) {
 			return fmt.Errorf("sasl.enabled.mechanisms %q: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+		}
+	}
+	if _, err := b.AuthorizerKind(); err != nil {
+		return err
+	}
+	for _, u := range b.SuperUserList() {
+		if !strings.Contains(u, ":") {
+			return fmt.Errorf("super.users %q: principals are Type:name (User:admin), separated by semicolons", u)
 		}
 	}
 	if b.UsesSASL() && len(b.SASLMechanisms) == 0 {
@@ -431,3 +448,25 @@ func (b Broker) UsesTLS() bool {
 
 // UsesSASL says whether clients authenticate with SASL before being served.
 func (b Broker) UsesSASL() bool { return strings.HasPrefix(b.ListenerProtocol, "SASL_") }
+
+// AuthorizerKind is the authorizer configured: "" for none, or "acl".
+func (b Broker) AuthorizerKind() (string, error) {
+	switch b.Authorizer {
+	case "":
+		return "", nil
+	case "acl", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer":
+		return "acl", nil
+	}
+	return "", fmt.Errorf("authorizer.class.name %q: acl, or empty for none", b.Authorizer)
+}
+
+// SuperUserList is super.users as a list of principals.
+func (b Broker) SuperUserList() []string {
+	var out []string
+	for _, u := range strings.Split(b.SuperUsers, ";") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
@@ -51,6 +52,9 @@ import (
 //   - v8+: the error message names the reason.
 //   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
 //     only the coordinator writes them.
+//   - With an authorizer: WRITE on the transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
+//     each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
 //   - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; v10+
 //     names the leader and its listener (KIP-951's CurrentLeader and
 //     NodeEndpoints), so the client goes there without asking for metadata.
@@ -87,9 +91,23 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks
 	}
+	if fail == nil && req.TransactionID != nil && !b.allowed(r, acl.Write, acl.TransactionalID, *req.TransactionID) {
+		fail = kerr.TransactionalIDAuthorizationFailed
+	}
+	// The topics the principal may not write are refused before anything
+	// is done for them.
+	var denied map[string]bool
+	for _, rt := range req.Topics {
+		if fail == nil && !b.allowed(r, acl.Write, acl.Topic, rt.Topic) {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[rt.Topic] = true
+		}
+	}
 	var admitted map[model.TopicPartition]txnAdmission
 	if fail == nil && req.TransactionID != nil {
-		admitted = b.admitTxnPartitions(ctx, req)
+		admitted = b.admitTxnPartitions(ctx, req, denied)
 	}
 	var (
 		parts   []producePart
@@ -107,6 +125,10 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 			sp.Partition = rp.Partition
 			if fail != nil {
 				sp.ErrorCode, sp.BaseOffset = fail.Code, -1
+				continue
+			}
+			if denied[rt.Topic] {
+				sp.ErrorCode, sp.BaseOffset = kerr.TopicAuthorizationFailed.Code, -1
 				continue
 			}
 			pp, err := b.produceOne(ctx, req, admitted, rt.Topic, rp, sp)

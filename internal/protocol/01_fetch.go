@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
@@ -40,6 +41,10 @@ import (
 //     a wrong epoch INVALID_FETCH_SESSION_EPOCH. Followers' fetches use
 //     sessions too: a partition left out of an incremental fetch counts as
 //     fetched again at the offset the session holds.
+//
+// With an authorizer, a consumer's fetch needs READ on each topic and a
+// follower's CLUSTER_ACTION on the cluster; without, the partitions are
+// TOPIC_AUTHORIZATION_FAILED.
 //
 // Consumers' fetch offsets are reported to the group coordinator
 // (observeFetch) for its rebalance history. Rack-aware preferred read
@@ -75,14 +80,15 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	}
 	req = sf.request
 	at := time.Now()
-	first := b.fetchOnce(req)
+	may := b.fetchAccess(r, req)
+	first := b.fetchOnce(req, may)
 	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
 		b.observeFetch(r, first, at)
 		b.meterFetch(first)
 		return sf.finish(first), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		res := b.fetchWait(ctx, req, first)
+		res := b.fetchWait(ctx, req, may, first)
 		b.observeFetch(r, res, at)
 		b.meterFetch(res)
 		return sf.finish(res), nil
@@ -106,7 +112,7 @@ func (f *fetchResult) enough(req *kmsg.FetchRequest) bool {
 // answered once a high watermark it was told in first moves, so that
 // followers learn the high watermark (and a new leader among them starts
 // from it) without waiting for new data.
-func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, first *fetchResult) *fetchResult {
+func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func(topic string) bool, first *fetchResult) *fetchResult {
 	deadline := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer deadline.Stop()
 	w := replica.NewWaiter()
@@ -118,7 +124,7 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, first *f
 		}
 	}()
 	for {
-		res := b.fetchOnce(req)
+		res := b.fetchOnce(req, may)
 		if res.enough(req) || res.failed || res.empty || res.hwMoved || !slices.Equal(res.followerHWs, first.followerHWs) {
 			return res
 		}
@@ -135,9 +141,9 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, first *f
 		select {
 		case <-w.C:
 		case <-deadline.C:
-			return b.fetchOnce(req)
+			return b.fetchOnce(req, may)
 		case <-ctx.Done():
-			return b.fetchOnce(req)
+			return b.fetchOnce(req, may)
 		}
 	}
 }
@@ -166,8 +172,20 @@ func (f *fetchResult) response() *Response {
 	return &Response{Body: f.resp, Splices: f.splices}
 }
 
-// fetchOnce reads every requested partition once.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
+// fetchAccess returns whether the request's principal may fetch a topic:
+// a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's
+// READ on the topic. Answers are kept for the request's later reads.
+func (b *Broker) fetchAccess(r *Request, req *kmsg.FetchRequest) func(topic string) bool {
+	if fetchingReplica(req) >= 0 {
+		ok := b.allowedCluster(r, acl.ClusterAction)
+		return func(string) bool { return ok }
+	}
+	return b.topicCheck(r, acl.Read)
+}
+
+// fetchOnce reads every requested partition once, of the topics may
+// allows.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool) *fetchResult {
 	res := &fetchResult{resp: req.ResponseKind().(*kmsg.FetchResponse), empty: true}
 	var leaders endpoints
 	budget := fetchLimit(req)
@@ -214,6 +232,8 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 			switch {
 			case !found && req.Version >= 13:
 				sp.ErrorCode = kerr.UnknownTopicID.Code
+			case !may(fetchedName(rt.Topic, t, found)):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !found:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
@@ -245,6 +265,15 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) *fetchResult {
 		res.resp.Brokers = leaders.fetch()
 	}
 	return res
+}
+
+// fetchedName is the name of a fetched topic: its own when it is known (a
+// v13+ fetch names it by id), else the one the request gives.
+func fetchedName(asked string, t cluster.Topic, found bool) string {
+	if found {
+		return t.Name
+	}
+	return asked
 }
 
 // staleReplica reports whether a follower fetch names a broker epoch older

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -20,6 +21,8 @@ import (
 //     visible below the high watermark).
 //   - A CurrentLeaderEpoch (v4+) other than ours is fenced as in Fetch.
 //   - A partition named twice in one request is INVALID_REQUEST.
+//   - With an authorizer, each topic needs DESCRIBE
+//     (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(2, 1, 9, handleListOffsets) }
 
@@ -32,6 +35,7 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Response, err
 			seen[model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]++
 		}
 	}
+	may := b.topicCheck(r, acl.Describe)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -40,9 +44,12 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Response, err
 			sp.Partition = rp.Partition
 			sp.Offset, sp.Timestamp = -1, -1
 			tp := model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if seen[tp] > 1 {
+			switch {
+			case !may(rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case seen[tp] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
-			} else {
+			default:
 				sp.ErrorCode = errorCode(b.listOffset(tp, rp, req.IsolationLevel == 1, &sp))
 			}
 			st.Partitions = append(st.Partitions, sp)

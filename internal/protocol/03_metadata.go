@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
 )
@@ -30,8 +31,11 @@ import (
 //     the answer already lists them. __consumer_offsets is created as the
 //     group coordinator makes it.
 //   - v10+: topics may be named by id; an unknown id is UNKNOWN_TOPIC_ID.
-//
-// Not supported: authorized operations are not computed (no ACLs yet).
+//   - With an authorizer, as Kafka: all topics lists those the principal
+//     may DESCRIBE; a named one it may not is TOPIC_AUTHORIZATION_FAILED
+//     (whether or not it exists), and auto-creation needs CREATE on the
+//     cluster or the topic (UNKNOWN_TOPIC_OR_PARTITION without it).
+//     Authorized operations are given when asked (v8+).
 
 func init() { register(3, 0, 12, handleMetadata) }
 
@@ -56,10 +60,22 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.Config.NodeID
 
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = b.authorizedOperations(r, acl.Cluster, acl.ClusterName)
+	}
+	add := func(t cluster.Topic) {
+		mt := metadataTopic(t, live)
+		if req.IncludeTopicAuthorizedOperations {
+			mt.AuthorizedOperations = b.authorizedOperations(r, acl.Topic, t.Name)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.Cluster.Topics() {
-			resp.Topics = append(resp.Topics, metadataTopic(t, live))
+			if b.allowed(r, acl.Describe, acl.Topic, t.Name) {
+				add(t)
+			}
 		}
 		return reply(resp)
 	}
@@ -72,16 +88,29 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 		switch {
 		case rt.Topic == nil:
 			t, found = b.Cluster.TopicByID(rt.TopicID)
-			if !found {
+			if !found || !b.allowed(r, acl.Describe, acl.Topic, t.Name) {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID = rt.TopicID
 				mt.ErrorCode = kerr.UnknownTopicID.Code
+				if found {
+					mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
 		default:
+			if !b.allowed(r, acl.Describe, acl.Topic, *rt.Topic) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			t, found = b.Cluster.Topic(*rt.Topic)
 		}
+		// Creating a topic on the way needs CREATE, on the cluster or the
+		// topic.
+		autoCreate := autoCreate && rt.Topic != nil && (b.allowedCluster(r, acl.Create) || b.allowed(r, acl.Create, acl.Topic, *rt.Topic))
 		if !found && autoCreate && rt.Topic != nil && *rt.Topic == group.OffsetsTopic {
 			// Made as the group coordinator needs it (internal, compacted),
 			// as Kafka's AutoTopicCreationManager does.
@@ -113,7 +142,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(t, live))
+		add(t)
 	}
 	return reply(resp)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
 )
@@ -34,6 +36,9 @@ import (
 //     STALE_MEMBER_EPOCH. Its members must commit with v9
 //     (UNSUPPORTED_VERSION before).
 //
+//   - With an authorizer: READ on the group (GROUP_AUTHORIZATION_FAILED for
+//     every partition) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+//
 // Not supported: v10 (topic ids, Kafka 4.1).
 
 func init() { register(8, 2, 9, handleOffsetCommit) }
@@ -50,9 +55,21 @@ func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, er
 	// Partitions Kafka refuses before the coordinator sees them.
 	var early []int16
 	var index []int // per request partition: its place in cr.Offsets, or -1
+	groupAllowed := b.allowed(r, acl.Read, acl.Group, req.Group)
+	may := b.topicCheck(r, acl.Read)
 	for _, t := range req.Topics {
 		topic, known := b.Cluster.Topic(t.Topic)
 		for _, p := range t.Partitions {
+			switch {
+			case !groupAllowed:
+				early = append(early, kerr.GroupAuthorizationFailed.Code)
+				index = append(index, -1)
+				continue
+			case !may(t.Topic):
+				early = append(early, kerr.TopicAuthorizationFailed.Code)
+				index = append(index, -1)
+				continue
+			}
 			if !known || p.Partition < 0 || p.Partition >= topic.Partitions {
 				early = append(early, errorCode(cluster.ErrUnknownTopic))
 				index = append(index, -1)
@@ -86,6 +103,9 @@ func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, er
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
+	}
+	if !groupAllowed {
+		return reply(answer(nil))
 	}
 	gone := make([]error, len(cr.Offsets))
 	for i := range gone {

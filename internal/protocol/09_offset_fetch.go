@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"context"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -26,6 +29,11 @@ import (
 //   - v9: the member id and epoch (KIP-848) of a consumer group's member
 //     are checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the group's
 //     error); not for classic groups, as in Kafka.
+//
+//   - With an authorizer: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED
+//     as its error) and on each topic: a named topic without it is
+//     TOPIC_AUTHORIZATION_FAILED on its partitions, and all topics leaves
+//     such topics out.
 //
 // Not supported: v10 (topic ids, Kafka 4.1).
 
@@ -66,7 +74,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 		groups = append(groups, g)
 	}
 	if !req.RequireStable {
-		return reply(b.offsetFetchResponse(req, groups))
+		return reply(b.offsetFetchResponse(r, req, groups))
 	}
 	// Stable as of the request: the commits written before it.
 	var waits []<-chan struct{}
@@ -80,17 +88,24 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 			case <-ctx.Done():
 			}
 		}
-		return reply(b.offsetFetchResponse(req, groups))
+		return reply(b.offsetFetchResponse(r, req, groups))
 	}}, nil
 }
 
-func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
+func (b *Broker) offsetFetchResponse(r *Request, req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	may := b.topicCheck(r, acl.Describe)
 	for _, g := range groups {
-		err := b.Groups.CheckFetchMember(g.id, g.memberID, g.memberEpoch)
+		var err error
+		if !b.allowed(r, acl.Describe, acl.Group, g.id) {
+			err = kerr.GroupAuthorizationFailed
+		}
+		if err == nil {
+			err = b.Groups.CheckFetchMember(g.id, g.memberID, g.memberEpoch)
+		}
 		var offsets []group.FetchedOffset
 		if err == nil {
-			offsets, err = b.Groups.FetchOffsets(g.id, g.topics, req.RequireStable)
+			offsets, err = b.fetchAllowedOffsets(g, req.RequireStable, may)
 		}
 		if req.Version < 8 {
 			resp.ErrorCode = errorCode(err)
@@ -113,6 +128,34 @@ func (b *Broker) offsetFetchResponse(req *kmsg.OffsetFetchRequest, groups []offs
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp
+}
+
+// fetchAllowedOffsets fetches a group's offsets of the topics may allows:
+// the others named are TOPIC_AUTHORIZATION_FAILED, and left out of all.
+func (b *Broker) fetchAllowedOffsets(g offsetFetchGroup, requireStable bool, may func(string) bool) ([]group.FetchedOffset, error) {
+	if g.topics == nil {
+		offsets, err := b.Groups.FetchOffsets(g.id, nil, requireStable)
+		return slices.DeleteFunc(offsets, func(o group.FetchedOffset) bool { return !may(o.Topic) }), err
+	}
+	var allowed, denied []group.FetchTopic
+	for _, t := range g.topics {
+		if may(t.Topic) {
+			allowed = append(allowed, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if allowed == nil {
+		allowed = []group.FetchTopic{}
+	}
+	offsets, err := b.Groups.FetchOffsets(g.id, allowed, requireStable)
+	for _, t := range denied {
+		for _, p := range t.Partitions {
+			offsets = append(offsets, group.FetchedOffset{Topic: t.Topic, Partition: p, Offset: -1, LeaderEpoch: -1,
+				Err: kerr.TopicAuthorizationFailed})
+		}
+	}
+	return offsets, err
 }
 
 // offsetFetchTopics groups the offsets by topic, in the order given. A

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
@@ -25,6 +26,8 @@ import (
 //   - A partition without a leader is COORDINATOR_NOT_AVAILABLE; clients
 //     retry.
 //   - v4+: several keys per request, each answered (KIP-699).
+//   - With an authorizer: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
+//     or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //
 // Not supported: share groups (key type 2, v6) and unknown key types are
 // INVALID_REQUEST.
@@ -48,12 +51,18 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 		switch req.CoordinatorType {
 		case 0:
 			topic = group.OffsetsTopic
-			if b.Groups.EnsureTopic() != nil {
+			switch {
+			case !b.allowed(r, acl.Describe, acl.Group, key):
+				err = kerr.GroupAuthorizationFailed
+			case b.Groups.EnsureTopic() != nil:
 				err = kerr.CoordinatorNotAvailable
 			}
 		case 1:
 			topic = txn.StateTopic
-			if b.Txns.EnsureTopic() != nil {
+			switch {
+			case !b.allowed(r, acl.Describe, acl.TransactionalID, key):
+				err = kerr.TransactionalIDAuthorizationFailed
+			case b.Txns.EnsureTopic() != nil:
 				err = kerr.CoordinatorNotAvailable
 			}
 		default:

@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -30,6 +32,8 @@ import (
 // group.consumer.migration.policy=disabled it is INCONSISTENT_GROUP_PROTOCOL.
 //
 // Not supported: nothing of the classic protocol is left out.
+//
+// Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(11, 0, 9, handleJoinGroup) }
 
@@ -66,5 +70,8 @@ func handleJoinGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 		return resp
 	}
 	gone := group.JoinResult{Err: group.ErrNotCoordinator, MemberID: req.MemberID, Generation: -1}
+	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
+		return reply(answer(group.JoinResult{Err: kerr.GroupAuthorizationFailed, Generation: -1}))
+	}
 	return await(b.Groups.Join(jr), answer, gone)
 }

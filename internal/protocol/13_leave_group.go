@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -18,6 +20,8 @@ import (
 //     in Kafka) are the top-level error.
 //   - The members left are gone at once; the group rebalances.
 //   - v5: the reason is kept in the group's rebalance history.
+//
+// Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(13, 0, 5, handleLeaveGroup) }
 
@@ -50,6 +54,9 @@ func handleLeaveGroup(_ context.Context, b *Broker, r *Request) (*Response, erro
 			resp.Members = append(resp.Members, rm)
 		}
 		return resp
+	}
+	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
+		return reply(answer(group.LeaveResult{Err: kerr.GroupAuthorizationFailed}))
 	}
 	return await(b.Groups.Leave(lr), answer, group.LeaveResult{Err: group.ErrNotCoordinator})
 }

@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -18,6 +20,8 @@ import (
 //   - v3+: group.instance.id is checked (FENCED_INSTANCE_ID).
 //   - v5+: the protocol type and name, when given, must be the group's
 //     (INCONSISTENT_GROUP_PROTOCOL), and are answered.
+//
+// Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(14, 0, 5, handleSyncGroup) }
 
@@ -38,6 +42,9 @@ func handleSyncGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 			resp.MemberAssignment = []byte{}
 		}
 		return resp
+	}
+	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
+		return reply(answer(group.SyncResult{Err: kerr.GroupAuthorizationFailed}))
 	}
 	return await(b.Groups.Sync(sr), answer, group.SyncResult{Err: group.ErrNotCoordinator})
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -18,21 +20,27 @@ import (
 //   - An unknown group, and a consumer group (KIP-848: it answers
 //     ConsumerGroupDescribe), are answered in state Dead with no error, as
 //     Kafka does before v6; an empty group id is INVALID_GROUP_ID.
-//   - v3+: the authorized operations, when asked for, are every operation
-//     on a group (no authorizer yet: Kafka answers the same without one).
+//   - v3+: the authorized operations, when asked for.
+//   - With an authorizer, a group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED,
+//     and nothing else of it).
 //   - v4+: members' group.instance.id.
 
 func init() { register(15, 0, 5, handleDescribeGroups) }
 
-// groupOperations are Kafka's supported operations on a group resource,
-// as a bit field: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-const groupOperations = 1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationDelete | 1<<kmsg.ACLOperationDescribe |
-	1<<kmsg.ACLOperationDescribeConfigs | 1<<kmsg.ACLOperationAlterConfigs
-
 func handleDescribeGroups(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	for _, d := range b.Groups.Describe(req.Groups) {
+	var allowed []string
+	for _, id := range req.Groups {
+		if b.allowed(r, acl.Describe, acl.Group, id) {
+			allowed = append(allowed, id)
+			continue
+		}
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, rg)
+	}
+	for _, d := range b.Groups.Describe(allowed) {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.ErrorCode = d.Group, errorCode(d.Err)
 		if errors.Is(d.Err, group.ErrGroupIDNotFound) {
@@ -40,7 +48,7 @@ func handleDescribeGroups(_ context.Context, b *Broker, r *Request) (*Response, 
 		}
 		rg.State, rg.ProtocolType, rg.Protocol = d.State, d.ProtocolType, d.Protocol
 		if req.IncludeAuthorizedOperations && d.Err == nil {
-			rg.AuthorizedOperations = groupOperations
+			rg.AuthorizedOperations = b.authorizedOperations(r, acl.Group, d.Group)
 		}
 		for _, m := range d.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()

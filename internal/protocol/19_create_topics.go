@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 )
@@ -45,6 +46,10 @@ import (
 // Not supported: CreateTopicPolicy (no policies are configured) and
 // controller mutation quotas; TimeoutMillis is not needed (creation is done
 // when the answer is sent).
+//
+// Authorization: CREATE on the cluster or the topic
+// (TOPIC_AUTHORIZATION_FAILED); the configs in the answer need
+// DESCRIBE_CONFIGS on the topic.
 
 func init() { register(19, 2, 7, handleCreateTopics) }
 
@@ -71,6 +76,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 		}
 	}
 	tooMany := total > maxPartitionsPerRequest
+	createAny := b.allowedCluster(r, acl.Create)
 	layers := b.configLayers()
 	var dups []string
 	for _, rt := range req.Topics {
@@ -83,10 +89,17 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		if tooMany {
+		switch {
+		case !createAny && !b.allowed(r, acl.Create, acl.Topic, rt.Topic):
+			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
+		case tooMany:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
-		} else {
+		default:
 			err = b.createTopic(&rt, req.ValidateOnly, layers, &st)
+			if err == nil && !b.allowed(r, acl.DescribeConfigs, acl.Topic, rt.Topic) {
+				// Its configs are shown only to who may describe them.
+				st.Configs, st.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -25,6 +26,9 @@ import (
 // Not supported: delete.topic.enable (deletion is always allowed) and
 // controller mutation quotas. Answers are in a fixed order (Kafka shuffles
 // them, which clients must not rely on either).
+//
+// Authorization: DELETE on the topic (TOPIC_AUTHORIZATION_FAILED, whether or
+// not a topic named so exists; an unknown id stays UNKNOWN_TOPIC_ID).
 
 func init() { register(20, 1, 6, handleDeleteTopics) }
 
@@ -100,12 +104,20 @@ func handleDeleteTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 			answer(nil, id, newAPIError(errUnknownTopicID, "%s", kerr.UnknownTopicID.Description))
 			continue
 		}
+		if !b.allowed(r, acl.Delete, acl.Topic, t.Name) {
+			answer(nil, id, newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed."))
+			continue
+		}
 		byID[id] = len(targets)
 		targets = append(targets, target{t.Name, id})
 	}
 	dropped := map[int]bool{}
 	for _, n := range names {
 		if nameCount[n] > 1 {
+			continue
+		}
+		if !b.allowed(r, acl.Delete, acl.Topic, n) {
+			answer(kmsg.StringPtr(n), zero, newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed."))
 			continue
 		}
 		t, ok := b.Cluster.Topic(n)

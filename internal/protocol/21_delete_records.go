@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -24,19 +26,26 @@ import (
 //
 // Not supported: nothing beyond the single node (there are no followers
 // whose log start the answer would wait for, so TimeoutMillis is not used).
+//
+// Authorization: DELETE on the topic (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(21, 0, 2, handleDeleteRecords) }
 
 func handleDeleteRecords(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	may := b.topicCheck(r, acl.Delete)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			low, err := b.deleteRecords(model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Offset)
+			var low int64
+			err := error(kerr.TopicAuthorizationFailed)
+			if may(rt.Topic) {
+				low, err = b.deleteRecords(model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Offset)
+			}
 			sp.LowWatermark, sp.ErrorCode = low, errorCode(err)
 			if err != nil {
 				sp.LowWatermark = -1

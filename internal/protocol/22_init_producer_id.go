@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // InitProducerId: v0-5 (Kafka 4.0's range)
@@ -33,6 +35,10 @@ import (
 //     outside 1 ms .. transaction.max.timeout.ms is
 //     INVALID_TRANSACTION_TIMEOUT. An empty transactional id is
 //     INVALID_REQUEST, as in Kafka.
+//
+// Authorization: with a transactional id, WRITE on it
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without, IDEMPOTENT_WRITE on the
+// cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(22, 0, 5, handleInitProducerID) }
 
@@ -44,6 +50,11 @@ func handleInitProducerID(_ context.Context, b *Broker, r *Request) (*Response, 
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case (req.ProducerID == -1) != (req.ProducerEpoch == -1):
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.TransactionalID != nil && !b.allowed(r, acl.Write, acl.TransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID == nil && !b.allowedCluster(r, acl.IdempotentWrite) &&
+		!b.authorizer().AuthorizedByType(r.principal(), r.Host, acl.Write, acl.Topic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case req.TransactionalID != nil:
 		return &Response{Defer: func(ctx context.Context) (*Response, error) {
 			timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond

@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -23,12 +25,20 @@ import (
 //   - A CurrentLeaderEpoch other than ours is FENCED_LEADER_EPOCH (older) or
 //     UNKNOWN_LEADER_EPOCH (newer), as in Fetch; an unknown partition is
 //     UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Authorization: DESCRIBE on each topic, or CLUSTER_ACTION on the cluster
+// for a follower's request (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
 
 func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	may := b.topicCheck(r, acl.Describe)
+	if req.Version >= 3 && req.ReplicaID >= 0 {
+		ok := b.allowedCluster(r, acl.ClusterAction)
+		may = func(string) bool { return ok }
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -36,7 +46,10 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Resp
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			err := b.epochEndOffset(model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, &rp, &sp)
+			err := error(kerr.TopicAuthorizationFailed)
+			if may(rt.Topic) {
+				err = b.epochEndOffset(model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, &rp, &sp)
+			}
 			sp.ErrorCode = errorCode(err)
 			st.Partitions = append(st.Partitions, sp)
 		}

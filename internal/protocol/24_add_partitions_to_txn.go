@@ -2,10 +2,12 @@ package protocol
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -31,12 +33,23 @@ import (
 //     or, with VerifyOnly, checked (INVALID_TXN_STATE for a partition not
 //     in the ongoing transaction). It is answered by this broker's
 //     coordinator only, never passed on.
+//
+// Authorization: WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic
+// (TOPIC_AUTHORIZATION_FAILED, the other partitions
+// OPERATION_NOT_ATTEMPTED); v4+, sent by brokers, needs CLUSTER_ACTION
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
 
 func handleAddPartitionsToTxn(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.AddPartitionsToTxnRequest)
 	if req.Version >= 4 {
+		if !b.allowedCluster(r, acl.ClusterAction) {
+			resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return reply(resp)
+		}
 		return b.addPartitionsBatched(req), nil
 	}
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
@@ -67,6 +80,17 @@ func handleAddPartitionsToTxn(_ context.Context, b *Broker, r *Request) (*Respon
 	}
 	if err := checkTxnID(req.TransactionalID); err != nil {
 		return answer(func(model.TopicPartition) int16 { return errorCode(err) }), nil
+	}
+	if !b.allowed(r, acl.Write, acl.TransactionalID, req.TransactionalID) {
+		return answer(func(model.TopicPartition) int16 { return kerr.TransactionalIDAuthorizationFailed.Code }), nil
+	}
+	if may := b.topicCheck(r, acl.Write); slices.ContainsFunc(tps, func(tp model.TopicPartition) bool { return !may(tp.Topic) }) {
+		return answer(func(tp model.TopicPartition) int16 {
+			if !may(tp.Topic) {
+				return kerr.TopicAuthorizationFailed.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		}), nil
 	}
 	if len(unknown) > 0 {
 		return answer(func(tp model.TopicPartition) int16 {

@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -16,6 +18,10 @@ import (
 // led by another broker (the group's coordinator need not be the
 // transaction's). Errors as AddPartitionsToTxn's; PRODUCER_FENCED from v2
 // (INVALID_PRODUCER_EPOCH before).
+//
+// Authorization: WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(25, 0, 4, handleAddOffsetsToTxn) }
 
@@ -24,6 +30,14 @@ func handleAddOffsetsToTxn(_ context.Context, b *Broker, r *Request) (*Response,
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if err := checkTxnID(req.TransactionalID); err != nil {
 		resp.ErrorCode = errorCode(err)
+		return reply(resp)
+	}
+	switch {
+	case !b.allowed(r, acl.Write, acl.TransactionalID, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return reply(resp)
+	case !b.allowed(r, acl.Read, acl.Group, req.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply(resp)
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {

@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // EndTxn: v0-5 (Kafka 4.0's range)
@@ -28,6 +31,9 @@ import (
 //     is INVALID_TXN_STATE. PRODUCER_FENCED from v2 (INVALID_PRODUCER_EPOCH
 //     before). NOT_COORDINATOR when another broker coordinates the id,
 //     COORDINATOR_LOAD_IN_PROGRESS while this one loads it.
+//
+// Authorization: WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 func init() { register(26, 0, 5, handleEndTxn) }
 
@@ -37,6 +43,10 @@ func handleEndTxn(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if err := checkTxnID(req.TransactionalID); err != nil {
 		resp.ErrorCode = errorCode(err)
+		return reply(resp)
+	}
+	if !b.allowed(r, acl.Write, acl.TransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return reply(resp)
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {

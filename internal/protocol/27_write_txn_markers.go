@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -28,12 +30,16 @@ import (
 // markers and leave the producer's next transaction hanging.
 //
 // Not supported yet: authorisation (Kafka requires CLUSTER_ACTION).
+//
+// Authorization: CLUSTER_ACTION on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(27, 1, 1, handleWriteTxnMarkers) }
 
 func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	clusterAction := b.allowedCluster(r, acl.ClusterAction)
 	return &Response{Defer: func(context.Context) (*Response, error) {
 		for _, m := range req.Markers {
 			var tps []model.TopicPartition
@@ -43,7 +49,12 @@ func handleWriteTxnMarkers(_ context.Context, b *Broker, r *Request) (*Response,
 				}
 			}
 			var errs []error
-			if top := b.maxCoordinatorEpoch(); m.CoordinatorEpoch > top {
+			if !clusterAction {
+				errs = make([]error, len(tps))
+				for i := range errs {
+					errs[i] = kerr.ClusterAuthorizationFailed
+				}
+			} else if top := b.maxCoordinatorEpoch(); m.CoordinatorEpoch > top {
 				errs = make([]error, len(tps))
 				for i := range errs {
 					errs[i] = fmt.Errorf("%w: coordinator epoch %d is above every coordinator's (%d)", errInvalidRequest,

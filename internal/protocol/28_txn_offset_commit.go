@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
@@ -32,6 +33,11 @@ import (
 //     a zombie that lost its partitions cannot commit them.
 //   - A partition of a topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
 //   - PRODUCER_FENCED from v3 (INVALID_PRODUCER_EPOCH before).
+//
+// Authorization: WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
+// (GROUP_AUTHORIZATION_FAILED) and on each topic
+// (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(28, 0, 5, handleTxnOffsetCommit) }
 
@@ -46,10 +52,15 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response,
 	}
 	type slot struct{ t, p int }
 	var slots []slot
+	may := b.topicCheck(r, acl.Read)
 	for i, t := range req.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 		_, known := b.Cluster.Topic(t.Topic)
 		for j, p := range t.Partitions {
+			if !may(t.Topic) {
+				codes[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue
@@ -79,6 +90,14 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response,
 	}
 	if err := checkTxnID(req.TransactionalID); err != nil {
 		failAll(errorCode(err))
+		return answer()
+	}
+	switch {
+	case !b.allowed(r, acl.Write, acl.TransactionalID, req.TransactionalID):
+		failAll(kerr.TransactionalIDAuthorizationFailed.Code)
+		return answer()
+	case !b.allowed(r, acl.Read, acl.Group, req.Group):
+		failAll(kerr.GroupAuthorizationFailed.Code)
 		return answer()
 	}
 	if len(slots) == 0 {

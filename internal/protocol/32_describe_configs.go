@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -33,6 +34,10 @@ import (
 //     INVALID_REQUEST "Unsupported resource type".
 //
 // Not supported: sensitive configs (there are none), authorisation.
+//
+// Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
+// the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
+// loggers (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(32, 1, 4, handleDescribeConfigs) }
 
@@ -43,7 +48,11 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Response,
 	for _, rr := range req.Resources {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, err := b.describeResource(layers, rr.ResourceType, rr.ResourceName, rr.ConfigNames)
+		var entries []configEntry
+		err := b.configAccess(r, acl.DescribeConfigs, rr.ResourceType, rr.ResourceName)
+		if err == nil {
+			entries, err = b.describeResource(layers, rr.ResourceType, rr.ResourceName, rr.ConfigNames)
+		}
 		if err != nil {
 			res.ErrorCode, res.ErrorMessage = errorCode(err), errorMessage(err)
 			res.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}

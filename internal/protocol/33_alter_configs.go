@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/config"
 )
 
@@ -28,6 +29,10 @@ import (
 //     resource types (BROKER_LOGGER, ...) are INVALID_REQUEST.
 //
 // Not supported: AlterConfigPolicy.
+//
+// Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
+// the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
+// loggers (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(33, 0, 2, handleAlterConfigs) }
 
@@ -67,14 +72,16 @@ func handleAlterConfigs(_ context.Context, b *Broker, r *Request) (*Response, er
 			}
 			configs[c.Name] = *c.Value
 		}
-		var err error
-		if len(nulls) > 0 {
+		err := b.configAccess(r, acl.AlterConfigs, rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case len(nulls) > 0:
 			what := "topic"
 			if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
 				what = "broker"
 			}
 			err = newAPIError(config.ErrInvalidConfig, "Null value not supported for %s configs: %s", what, strings.Join(nulls, ","))
-		} else {
+		default:
 			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, req.ValidateOnly,
 				func(map[string]string, func(string) string) (map[string]string, error) { return configs, nil })
 		}

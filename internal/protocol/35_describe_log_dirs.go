@@ -7,8 +7,10 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -22,12 +24,19 @@ import (
 //   - Null topics: every partition; otherwise those named that are held
 //     here (others are left out, as Kafka leaves them).
 //   - v4+: the directory's total and usable bytes, from its file system.
+//
+// Authorization: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED, v3+;
+// no directories before).
 
 func init() { register(35, 0, 4, handleDescribeLogDirs) }
 
 func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !b.allowedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	wanted := func(topic string, partition int32) bool {
 		if req.Topics == nil {
 			return true

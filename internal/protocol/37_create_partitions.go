@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -26,6 +27,8 @@ import (
 //     every topic of it (the limit Kafka's controller applies to creations).
 //
 // Not supported: controller mutation quotas; TimeoutMillis is not needed.
+//
+// Authorization: ALTER on the topic (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(37, 0, 3, handleCreatePartitions) }
 
@@ -61,9 +64,12 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *Request) (*Response
 			continue
 		}
 		var err error
-		if added > maxPartitionsPerRequest {
+		switch {
+		case !b.allowed(r, acl.Alter, acl.Topic, rt.Topic):
+			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
+		case added > maxPartitionsPerRequest:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
-		} else {
+		default:
 			err = b.createPartitions(&rt, req.ValidateOnly)
 		}
 		answer(rt.Topic, err)

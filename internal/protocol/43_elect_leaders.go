@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -25,6 +27,9 @@ import (
 //   - An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION. Each
 //     election goes through the metadata quorum; any broker takes the
 //     request.
+//
+// Authorization: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED, for the
+// request and each partition).
 
 func init() { register(43, 0, 2, handleElectLeaders) }
 
@@ -34,6 +39,20 @@ func handleElectLeaders(_ context.Context, b *Broker, r *Request) (*Response, er
 	unclean := req.Version >= 1 && req.ElectionType == 1
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
 		resp.ErrorCode = errorCode(errInvalidRequest)
+		return reply(resp)
+	}
+	if !b.allowedCluster(r, acl.Alter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, rt := range req.Topics {
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewElectLeadersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 		return reply(resp)
 	}
 	all := req.Topics == nil

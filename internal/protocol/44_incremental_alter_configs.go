@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/config"
 )
 
@@ -31,6 +32,10 @@ import (
 //
 // Not supported: BROKER_LOGGER (log levels), CLIENT_METRICS and GROUP
 // resources; AlterConfigPolicy.
+//
+// Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
+// the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
+// loggers (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 
@@ -46,10 +51,13 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, r *Request) (*R
 		count[key{rr.ResourceType, rr.ResourceName}]++
 	}
 	for _, rr := range req.Resources {
-		var err error
+		err := b.configAccess(r, acl.AlterConfigs, rr.ResourceType, rr.ResourceName)
 		if count[key{rr.ResourceType, rr.ResourceName}] > 1 {
 			err = newAPIError(errInvalidRequest, "Each resource must appear at most once.")
-		} else if err = checkIncremental(rr.Configs); err == nil {
+		} else if err == nil {
+			err = checkIncremental(rr.Configs)
+		}
+		if err == nil {
 			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, req.ValidateOnly,
 				func(current map[string]string, inForce func(string) string) (map[string]string, error) {
 					return applyIncremental(rr.ResourceType, current, inForce, rr.Configs)

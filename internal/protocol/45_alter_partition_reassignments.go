@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -29,12 +31,18 @@ import (
 //     follower.replication.throttled.replicas with the broker config
 //     follower.replication.throttled.rate), as kafka-reassign-partitions.sh
 //     --throttle sets them.
+//
+// Authorization: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(45, 0, 0, handleAlterPartitionReassignments) }
 
 func handleAlterPartitionReassignments(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	if !b.allowedCluster(r, acl.Alter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic

@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // ListPartitionReassignments: v0
@@ -15,12 +18,18 @@ import (
 //   - Null topics: every partition being reassigned. Named partitions that
 //     are not being reassigned, or do not exist, are left out, as Kafka
 //     does.
+//
+// Authorization: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(46, 0, 0, handleListPartitionReassignments) }
 
 func handleListPartitionReassignments(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !b.allowedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	add := func(topic string, partitions []int32) {
 		st := kmsg.NewListPartitionReassignmentsResponseTopic()
 		st.Topic = topic

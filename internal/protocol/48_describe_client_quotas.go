@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // DescribeClientQuotas: v0-1
@@ -17,12 +19,19 @@ import (
 //   - A filter is checked as Kafka checks it: entity types user, client-id
 //     and ip, each at most once; an exact match with a name, a default or
 //     any match without one. Else INVALID_REQUEST.
+//
+// Authorization: DESCRIBE_CONFIGS on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(48, 0, 1, handleDescribeClientQuotas) }
 
 func handleDescribeClientQuotas(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !b.allowedCluster(r, acl.DescribeConfigs) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	seen := map[string]bool{}
 	for _, c := range req.Components {
 		msg := ""

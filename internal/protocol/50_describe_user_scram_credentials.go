@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // DescribeUserScramCredentials: v0
@@ -17,12 +19,18 @@ import (
 //     counts; never a salt or a key.
 //   - A user without a credential is RESOURCE_NOT_FOUND, a user named twice
 //     DUPLICATE_RESOURCE, as Kafka answers.
+//
+// Authorization: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(50, 0, 0, handleDescribeUserScramCredentials) }
 
 func handleDescribeUserScramCredentials(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !b.allowedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	creds := b.Cluster.ScramCredentials()
 	var users []string
 	if req.Users == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/scram"
 )
@@ -25,6 +26,9 @@ import (
 //     DUPLICATE_RESOURCE, the deletion of a credential that does not exist
 //     RESOURCE_NOT_FOUND. The users without an error are changed together,
 //     in one metadata record.
+//
+// Authorization: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for
+// every user).
 
 func init() { register(51, 0, 0, handleAlterUserScramCredentials) }
 
@@ -51,11 +55,14 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, r *Request) (
 			failed[user], messages[user] = err, msg
 		}
 	}
+	alterAllowed := b.allowedCluster(r, acl.Alter)
 	check := func(user string, mech int8) {
 		if _, ok := failed[user]; !ok && !slices.Contains(order, user) {
 			order = append(order, user)
 		}
 		switch {
+		case !alterAllowed:
+			fail(user, kerr.ClusterAuthorizationFailed, kerr.ClusterAuthorizationFailed.Description)
 		case user == "":
 			fail(user, kerr.UnacceptableCredential, "Username must not be empty")
 		case !scram.Mechanism(mech).Known():

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 )
 
@@ -29,12 +30,18 @@ import (
 //     log knows it (a single node has none).
 //
 // Not supported: replica directory ids (v2) are zero.
+//
+// Authorization: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 func init() { register(55, 0, 2, handleDescribeQuorum) }
 
 func handleDescribeQuorum(ctx context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeQuorumRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	if !b.allowedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
+	}
 	if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
 		req.Topics[0].Topic != "__cluster_metadata" || req.Topics[0].Partitions[0].Partition != 0 {
 		resp.ErrorCode = kerr.UnknownTopicOrPartition.Code

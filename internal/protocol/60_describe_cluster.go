@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/acl"
 )
 
 // DescribeCluster: v0-2
@@ -20,25 +22,12 @@ import (
 //     MISMATCHED_ENDPOINT_TYPE, as on a Kafka broker's listener; any other is
 //     UNSUPPORTED_ENDPOINT_TYPE.
 //   - Cluster authorized operations are -2147483648 (not computed) unless
-//     asked for; asked, every operation on CLUSTER, as Kafka answers
-//     without an authorizer.
+//     asked for; asked, what the principal may do on the cluster (every
+//     operation without an authorizer, as Kafka answers).
+//
+// Authorization: none needed, as in Kafka.
 
 func init() { register(60, 0, 2, handleDescribeCluster) }
-
-// clusterOperations are the ACL operations on the CLUSTER resource (Kafka's
-// AclEntry.supportedOperations: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), as a bit field.
-var clusterOperations = func() int32 {
-	var bits int32
-	for _, op := range []kmsg.ACLOperation{
-		kmsg.ACLOperationCreate, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe,
-		kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
-		kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite,
-	} {
-		bits |= 1 << int32(op)
-	}
-	return bits
-}()
 
 func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeClusterRequest)
@@ -70,7 +59,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response,
 	}
 	resp.ClusterAuthorizedOperations = math.MinInt32
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperations
+		resp.ClusterAuthorizedOperations = b.authorizedOperations(r, acl.Cluster, acl.ClusterName)
 	}
 	return reply(resp)
 }

@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"context"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -14,16 +17,26 @@ import (
 // (state name, timeout, start time of the ongoing transaction or -1,
 // producer id and epoch, partitions). An id the coordinator does not know
 // is TRANSACTIONAL_ID_NOT_FOUND.
+//
+// Authorization: DESCRIBE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the topics the principal may not
+// DESCRIBE are left out of the transaction's partitions.
 
 func init() { register(65, 0, 0, handleDescribeTransactions) }
 
 func handleDescribeTransactions(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	may := b.topicCheck(r, acl.Describe)
 	for _, id := range req.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
 		st.StartTimestamp, st.ProducerID, st.ProducerEpoch = -1, -1, -1
+		if !b.allowed(r, acl.Describe, acl.TransactionalID, id) {
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
 		info, err := b.Txns.Describe(id)
 		if err != nil {
 			st.ErrorCode = errorCode(err)
@@ -35,7 +48,9 @@ func handleDescribeTransactions(_ context.Context, b *Broker, r *Request) (*Resp
 			st.StartTimestamp = info.Start.UnixMilli()
 		}
 		st.ProducerID, st.ProducerEpoch = info.ProducerID, info.ProducerEpoch
-		st.Topics = describeTxnTopics(info)
+		st.Topics = slices.DeleteFunc(describeTxnTopics(info), func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+			return !may(t.Topic)
+		})
 		resp.TransactionStates = append(resp.TransactionStates, st)
 	}
 	return reply(resp)

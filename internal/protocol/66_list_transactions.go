@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -19,6 +20,9 @@ import (
 // it does not compile). State
 // filters that name no Kafka state are listed in UnknownStateFilters and
 // ignored, as Kafka does.
+//
+// Authorization: only the transactional ids the principal may DESCRIBE are
+// listed.
 
 func init() { register(66, 0, 2, handleListTransactions) }
 
@@ -52,6 +56,9 @@ func handleListTransactions(_ context.Context, b *Broker, r *Request) (*Response
 		f.IDPattern = re
 	}
 	for _, t := range b.Txns.List(f) {
+		if !b.allowed(r, acl.Describe, acl.TransactionalID, t.ID) {
+			continue
+		}
 		st := kmsg.NewListTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.TransactionState = t.ID, t.ProducerID, t.State
 		resp.TransactionStates = append(resp.TransactionStates, st)

@@ -2,10 +2,13 @@ package protocol
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -31,6 +34,9 @@ import (
 // otherwise upgraded to a consumer group), and the coordinator errors. The
 // answer is sent once the state it reports is durable in
 // __consumer_offsets.
+//
+// Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE
+// on each subscribed topic named (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 
@@ -77,5 +83,13 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Re
 		return resp
 	}
 	gone := group.ConsumerHeartbeatResult{Err: group.ErrNotCoordinator}
+	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
+		return reply(answer(group.ConsumerHeartbeatResult{Err: kerr.GroupAuthorizationFailed}))
+	}
+	may := b.topicCheck(r, acl.Describe)
+	if slices.ContainsFunc(req.SubscribedTopicNames, func(t string) bool { return !may(t) }) {
+		return reply(answer(group.ConsumerHeartbeatResult{Err: newAPIError(kerr.TopicAuthorizationFailed,
+			"The group subscribed to topics the principal may not describe.")}))
+	}
 	return await(b.Groups.ConsumerHeartbeat(greq), answer, gone)
 }

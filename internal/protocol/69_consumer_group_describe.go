@@ -4,8 +4,10 @@ import (
 	"context"
 	"math"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -17,8 +19,8 @@ import (
 // that does not exist, is GROUP_ID_NOT_FOUND, as Kafka answers it (the
 // admin client then describes it with DescribeGroups).
 //   - v1: the member type, always 1 (a member of the consumer protocol).
-//
-// Not supported: authorized operations (always "not requested").
+//   - With an authorizer, a group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED);
+//     its authorized operations are given when asked.
 
 func init() { register(69, 0, 1, handleConsumerGroupDescribe) }
 
@@ -32,9 +34,22 @@ const (
 func handleConsumerGroupDescribe(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	for _, d := range b.Groups.DescribeConsumerGroups(req.Groups) {
+	var allowed []string
+	for _, id := range req.Groups {
+		if b.allowed(r, acl.Describe, acl.Group, id) {
+			allowed = append(allowed, id)
+			continue
+		}
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.AuthorizedOperations, rg.ErrorCode = id, math.MinInt32, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, rg)
+	}
+	for _, d := range b.Groups.DescribeConsumerGroups(allowed) {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		rg.Group, rg.AuthorizedOperations = d.Group, math.MinInt32
+		if req.IncludeAuthorizedOperations {
+			rg.AuthorizedOperations = b.authorizedOperations(r, acl.Group, d.Group)
+		}
 		if d.Err != nil {
 			rg.ErrorCode = errorCode(d.Err)
 			msg := d.Err.Error()

@@ -113,6 +113,10 @@ func errorCode(err error) int16 {
 	if err == nil {
 		return 0
 	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) { // a check that answers Kafka's code itself
+		return ke.Code
+	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			return c.code

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,6 +25,10 @@ type Request struct {
 	Correlation int32
 	ClientID    string
 	Client      string // remote address, for logs
+	// Principal is who the connection authenticated as (User:name, or
+	// User:ANONYMOUS), and Host its address, for the authorizer.
+	Principal string
+	Host      string
 	// Software is the client's software name and version, from the
 	// connection's ApiVersions (v3+); empty when it sent none.
 	Software Software
@@ -122,6 +127,9 @@ type Metadata interface {
 	ReassignPartition(topic string, partition int32, target []int32) (cluster.Partition, error)
 	ScramCredentials() map[string]map[int8]cluster.ScramCredential
 	AlterScramCredentials(upsertions, deletions []cluster.ScramCredentialChange) error
+	ACLs() ([]model.ACLBinding, int64)
+	ACLsEpoch() int64
+	AlterACLs(creations, deletions []model.ACLBinding) error
 }
 
 // Replicas finds the partitions this broker holds (replica.Manager).
@@ -190,6 +198,8 @@ type Broker struct {
 	LeaderThrottle *replica.Throttle
 	// Meter, when set, counts the bytes produced and fetched per topic.
 	Meter Meter
+
+	authz atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)

@@ -114,7 +114,7 @@ type txnAdmission struct {
 // another broker coordinates the transaction, one request to it. It
 // returns the outcome per partition; partitions it could not judge (not
 // led here, not one whole batch) are left to produceOne.
-func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[model.TopicPartition]txnAdmission {
+func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest, denied map[string]bool) map[model.TopicPartition]txnAdmission {
 	type producer struct {
 		id    int64
 		epoch int16
@@ -125,7 +125,7 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			tp := model.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if oneBatch(rp.Records) != nil || internalTopic(rt.Topic) {
+			if oneBatch(rp.Records) != nil || internalTopic(rt.Topic) || denied[rt.Topic] {
 				continue
 			}
 			batch := model.Batch(rp.Records)

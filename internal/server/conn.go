@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
@@ -46,6 +47,23 @@ type conn struct {
 	// sasl is the authentication of a SASL listener's connection; nil on
 	// other listeners.
 	sasl *saslConn
+	// certPrincipal is the principal of the client's TLS certificate
+	// (User: and its subject, as Kafka's default principal builder names
+	// it); empty without one. host is the client's address, for ACLs.
+	certPrincipal string
+	host          string
+}
+
+// principal is who the connection's requests come from: its SASL user,
+// else its certificate's subject, else ANONYMOUS.
+func (c *conn) principal() string {
+	switch {
+	case c.sasl != nil && c.sasl.done:
+		return "User:" + c.sasl.user
+	case c.certPrincipal != "":
+		return c.certPrincipal
+	}
+	return acl.Anonymous
 }
 
 type pending struct {
@@ -81,6 +99,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			return
 		}
 		tc.SetDeadline(time.Time{})
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			c.certPrincipal = "User:" + certs[0].Subject.String()
+		}
+	}
+	c.host = c.remote
+	if h, _, err := net.SplitHostPort(c.remote); err == nil {
+		c.host = h
 	}
 	// The writer's context also ends when the reader stops (the client
 	// went away or sent something we close on), so that its parked long
@@ -172,7 +197,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.warn(c.clientID, c.software, "closing connection: bad request", "err", err)
 			return
 		}
-		req.Client = c.remote
+		req.Client, req.Host = c.remote, c.host
 		if av, ok := req.Body.(*kmsg.ApiVersionsRequest); ok && av.Version >= 3 {
 			c.software = protocol.Software{Name: av.ClientSoftwareName, Version: av.ClientSoftwareVersion}
 		}
@@ -212,6 +237,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			continue
 		}
 		if resp == nil {
+			req.Principal = c.principal()
 			resp, err = c.handle(ctx, req)
 		}
 		// Always queued, even while shutting down: the request has taken

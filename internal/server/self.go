@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/scram"
 )
 
@@ -24,7 +25,7 @@ import (
 
 // selfUser is the internal user's name; no user of the cluster metadata
 // can take it (its credential is looked up here first).
-const selfUser = "__strand_broker"
+const selfUser = acl.InternalUser
 
 // selfIdentity is the internal user's password and credentials, made at
 // start.
