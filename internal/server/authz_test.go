@@ -805,3 +805,48 @@ func TestACLAdmin(t *testing.T) {
 		t.Fatalf("without an authorizer: %v %+v", err, resp)
 	}
 }
+
+// TestCertificatePrincipal: on a mutual TLS listener the principal is the
+// client certificate's subject, as Kafka's default principal builder
+// names it (User:CN=client-1); a client without a certificate is
+// ANONYMOUS, and the ACLs of the certificate's principal do not apply to
+// it.
+func TestCertificatePrincipal(t *testing.T) {
+	files := testutil.NewTLSFiles(t)
+	b := sslBroker(t, files, func(c *config.Broker) {
+		c.SSLClientAuth, c.SSLTruststore = "requested", files.CA
+		c.Authorizer = "acl"
+	})
+	md := b.Server().Metadata()
+	if _, err := md.CreateTopic(cluster.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(withCert bool) int16 {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DialTLSConfig(files.ClientConfig(t, files.CA, withCert)),
+			kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Broker(int(b.Config.NodeID)).Request(ctx, produceOne("orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(true); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("without an ACL the certificate's principal got %s", codeName(code))
+	}
+	grant := allowACL(aclTopic, "orders", kmsg.ACLOperationWrite)
+	grant.Principal = "User:CN=client-1"
+	setACLs(t, md, []model.ACLBinding{grant})
+	if code := produce(true); code != 0 {
+		t.Fatalf("with an ACL for User:CN=client-1 the client's certificate got %s", codeName(code))
+	}
+	if code := produce(false); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("a client without a certificate got %s with User:CN=client-1's ACL", codeName(code))
+	}
+}
