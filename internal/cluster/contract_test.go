@@ -362,3 +362,29 @@ func TestContractACLs(t *testing.T) {
 		}
 	})
 }
+
+func TestContractClientQuotas(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		alice := []QuotaEntityPart{{Type: "user", Name: "alice"}}
+		anyClient := []QuotaEntityPart{{Type: "client-id", Default: true}}
+		if err := s.AlterClientQuotas([]ClientQuotaChange{
+			{Entity: alice, Set: map[string]float64{"producer_byte_rate": 1024, "consumer_byte_rate": 2048}},
+			{Entity: anyClient, Set: map[string]float64{"request_percentage": 50}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AlterClientQuotas([]ClientQuotaChange{
+			{Entity: alice, Remove: []string{"consumer_byte_rate"}},
+			{Entity: anyClient, Remove: []string{"request_percentage"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s = open()
+		got, epoch := s.ClientQuotas()
+		if len(got) != 1 || !slices.Equal(got[0].Entity, alice) || !maps.Equal(got[0].Values, map[string]float64{"producer_byte_rate": 1024}) ||
+			epoch == 0 || s.ClientQuotasEpoch() != epoch {
+			t.Fatalf("quotas %+v at epoch %d", got, epoch)
+		}
+	})
+}

@@ -123,6 +123,10 @@ type image struct {
 	// and ACLsEpoch the index of the record that last changed them.
 	ACLs      []model.ACLBinding `json:"acls,omitempty"`
 	ACLsEpoch int64              `json:"acls_epoch,omitempty"`
+	// ClientQuotas are the client quotas set, by entity, and
+	// ClientQuotasEpoch the index of the record that last changed them.
+	ClientQuotas      []ClientQuota `json:"client_quotas,omitempty"`
+	ClientQuotasEpoch int64         `json:"client_quotas_epoch,omitempty"`
 	// Applied is the index of the last record applied.
 	Applied uint64 `json:"applied,omitempty"`
 

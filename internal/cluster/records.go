@@ -44,6 +44,7 @@ const (
 	kindReassignPartition = "reassign-partition"
 	kindScramCredentials  = "scram-credentials"
 	kindACLs              = "acls"
+	kindClientQuotas      = "client-quotas"
 )
 
 type clusterIDRecord struct {
@@ -159,6 +160,36 @@ type scramCredentialsRecord struct {
 type aclsRecord struct {
 	Creations []model.ACLBinding `json:"creations,omitempty"`
 	Deletions []model.ACLBinding `json:"deletions,omitempty"`
+}
+
+// clientQuotasRecord changes client quotas: for each entity, the values
+// set and the keys removed. An entity left with no value is dropped.
+type clientQuotasRecord struct {
+	Changes []ClientQuotaChange `json:"changes"`
+}
+
+// QuotaEntityPart is one part of what a client quota applies to: a user,
+// a client id or an IP (Type, as Kafka names them), by Name, or the
+// default of that type (Default, and no name).
+type QuotaEntityPart struct {
+	Type    string `json:"type"`
+	Name    string `json:"name,omitempty"`
+	Default bool   `json:"default,omitempty"`
+}
+
+// ClientQuota is the quota values (by Kafka's keys: producer_byte_rate,
+// consumer_byte_rate, request_percentage, ...) of one entity, whose parts
+// are sorted by type.
+type ClientQuota struct {
+	Entity []QuotaEntityPart  `json:"entity"`
+	Values map[string]float64 `json:"values"`
+}
+
+// ClientQuotaChange sets and removes quota values of one entity.
+type ClientQuotaChange struct {
+	Entity []QuotaEntityPart  `json:"entity"`
+	Set    map[string]float64 `json:"set,omitempty"`
+	Remove []string           `json:"remove,omitempty"`
 }
 
 // ScramCredential is what is kept of a user's password for one SCRAM
@@ -340,6 +371,31 @@ func (im *image) applyKind(index uint64, rec record) result {
 			}
 			im.ScramCredentials[u.User][u.Mechanism] = u.Credential
 		}
+		return result{}
+	case kindClientQuotas:
+		r, err := decode[clientQuotasRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		for _, c := range r.Changes {
+			i := slices.IndexFunc(im.ClientQuotas, func(q ClientQuota) bool { return slices.Equal(q.Entity, c.Entity) })
+			if i < 0 {
+				if len(c.Set) == 0 {
+					continue
+				}
+				im.ClientQuotas = append(im.ClientQuotas, ClientQuota{Entity: c.Entity, Values: map[string]float64{}})
+				i = len(im.ClientQuotas) - 1
+			}
+			q := &im.ClientQuotas[i]
+			for _, k := range c.Remove {
+				delete(q.Values, k)
+			}
+			maps.Copy(q.Values, c.Set)
+			if len(q.Values) == 0 {
+				im.ClientQuotas = slices.Delete(im.ClientQuotas, i, i+1)
+			}
+		}
+		im.ClientQuotasEpoch = int64(index)
 		return result{}
 	case kindACLs:
 		r, err := decode[aclsRecord](rec.Body)

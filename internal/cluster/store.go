@@ -575,6 +575,31 @@ func (s *Store) AlterACLs(creations, deletions []model.ACLBinding) error {
 	return err
 }
 
+// ClientQuotas returns the client quotas and the epoch of their last
+// change.
+func (s *Store) ClientQuotas() ([]ClientQuota, int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ClientQuota, len(s.im.ClientQuotas))
+	for i, q := range s.im.ClientQuotas {
+		out[i] = ClientQuota{Entity: slices.Clone(q.Entity), Values: maps.Clone(q.Values)}
+	}
+	return out, s.im.ClientQuotasEpoch
+}
+
+// ClientQuotasEpoch is the epoch of the last change to the client quotas.
+func (s *Store) ClientQuotasEpoch() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.im.ClientQuotasEpoch
+}
+
+// AlterClientQuotas applies quota changes in one metadata record.
+func (s *Store) AlterClientQuotas(changes []ClientQuotaChange) error {
+	_, err := s.propose(kindClientQuotas, clientQuotasRecord{Changes: changes})
+	return err
+}
+
 // FeatureLevel returns a finalized feature's level and the epoch of the
 // last feature change.
 func (s *Store) FeatureLevel(name string) (level int16, epoch int64, ok bool) {

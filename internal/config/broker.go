@@ -57,6 +57,11 @@ type Broker struct {
 	// ACL rules; Kafka's authorizer class names say the same). SuperUsers
 	// (super.users, semicolon-separated principals) pass every check;
 	// AllowEveryoneIfNoACL opens the resources no ACL names.
+	// QuotaWindowNum windows of QuotaWindowSize each measure a client's
+	// use against its quotas (quota.window.num,
+	// quota.window.size.seconds).
+	QuotaWindowNum       int32
+	QuotaWindowSize      time.Duration
 	Authorizer           string
 	SuperUsers           string
 	AllowEveryoneIfNoACL bool
@@ -182,6 +187,8 @@ func Defaults() Broker {
 		SASLMechanisms:                    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
 		QueuedMaxRequestBytes:             512 << 20,
 		SSLClientAuth:                     "none",
+		QuotaWindowNum:                    11,
+		QuotaWindowSize:                   time.Second,
 		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,
 		DefaultPartitions:                 1,
@@ -298,6 +305,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("listener security protocol %q: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", b.ListenerProtocol)
 	case b.ListenerProtocol != "PLAINTEXT" && b.QuorumVoters != "":
 		return fmt.Errorf("a %s client listener in a cluster needs the brokers to authenticate to each other, which is not served yet", b.ListenerProtocol)
+	case b.QuotaWindowNum < 2 || b.QuotaWindowSize <= 0:
+		return fmt.Errorf("quota.window.num %d, quota.window.size.seconds %v: at least 2 windows of a positive size", b.QuotaWindowNum, b.QuotaWindowSize)
 	case b.Authorizer != "" && b.QuorumVoters != "":
 		return fmt.Errorf("an authorizer in a cluster needs the brokers to authenticate to each other, which is not served yet")
 	case b.UsesTLS() && b.SSLKeystore == "":

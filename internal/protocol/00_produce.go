@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -149,6 +150,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	if req.Version >= 10 {
 		resp.Brokers = leaders.produce()
 	}
+	SetThrottle(resp, b.throttle(r, quota.Produce, float64(r.Size)))
 	return &Response{Body: resp, Defer: func(ctx context.Context) (*Response, error) {
 		timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
 		syncParts(parts)

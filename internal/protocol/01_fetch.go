@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -82,17 +83,43 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	at := time.Now()
 	may := b.fetchAccess(r, req)
 	first := b.fetchOnce(req, may)
-	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
-		b.observeFetch(r, first, at)
-		b.meterFetch(first)
-		return sf.finish(first), nil
-	}
-	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		res := b.fetchWait(ctx, req, may, first)
+	answer := func(res *fetchResult) *Response {
+		if throttled := b.fetchThrottled(r, req, sf, res); throttled != nil {
+			return throttled
+		}
 		b.observeFetch(r, res, at)
 		b.meterFetch(res)
-		return sf.finish(res), nil
+		return sf.finish(res)
+	}
+	if first.enough(req) || req.MaxWaitMillis <= 0 || first.failed || first.empty || first.hwMoved {
+		return answer(first), nil
+	}
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		return answer(b.fetchWait(ctx, req, may, first)), nil
 	}}, nil
+}
+
+// fetchThrottled counts a consumer's fetch against its byte-rate quota.
+// A consumer already over it is answered empty with the time it owes, as
+// Kafka answers, its session unchanged; otherwise the answer is counted,
+// and nil returned. Asking first, rather than counting the answer and then
+// dropping it as Kafka does, holds the consumer at its quota rather than
+// below it.
+func (b *Broker) fetchThrottled(r *Request, req *kmsg.FetchRequest, sf *sessionFetch, res *fetchResult) *Response {
+	if !b.Quotas.Active() || fetchingReplica(req) >= 0 || res.bytes == 0 {
+		return nil
+	}
+	d := b.Quotas.Owed(quota.Fetch, r.QuotaUser(), r.ClientID, time.Now())
+	if d <= 0 {
+		b.throttle(r, quota.Fetch, float64(res.bytes))
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if sf.s != nil {
+		resp.SessionID = sf.s.id
+	}
+	SetThrottle(resp, d)
+	return &Response{Body: resp}
 }
 
 // fetchLimit is the request's MaxBytes capped as Kafka caps it.

@@ -2,20 +2,23 @@ package protocol
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/acl"
+	"github.com/strandlog/strand/internal/cluster"
 )
 
 // DescribeClientQuotas: v0-1
 //
 // Behaviour:
-//   - Strand enforces no client quotas yet and AlterClientQuotas is not
-//     served, so no quota is ever set: every valid filter matches no
-//     entity, and the answer lists none (what kafka-configs.sh --describe
-//     --entity-type users reads beside the users' SCRAM credentials).
+//   - The quotas set (AlterClientQuotas) of the entities the filter
+//     matches: each component names a type the entity has, exactly by
+//     name, as the type's default, or any; with Strict the entity has no
+//     other type. An empty filter without Strict matches every entity.
 //   - A filter is checked as Kafka checks it: entity types user, client-id
 //     and ip, each at most once; an exact match with a name, a default or
 //     any match without one. Else INVALID_REQUEST.
@@ -54,5 +57,50 @@ func handleDescribeClientQuotas(_ context.Context, b *Broker, r *Request) (*Resp
 		}
 	}
 	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+	quotas, _ := b.Cluster.ClientQuotas()
+	for _, q := range quotas {
+		if !quotaMatches(req, q.Entity) {
+			continue
+		}
+		e := kmsg.NewDescribeClientQuotasResponseEntry()
+		for _, p := range q.Entity {
+			ep := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+			ep.Type = p.Type
+			if !p.Default {
+				ep.Name = kmsg.StringPtr(p.Name)
+			}
+			e.Entity = append(e.Entity, ep)
+		}
+		for _, k := range slices.Sorted(maps.Keys(q.Values)) {
+			v := kmsg.NewDescribeClientQuotasResponseEntryValue()
+			v.Key, v.Value = k, q.Values[k]
+			e.Values = append(e.Values, v)
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
 	return &Response{Body: resp}, nil
+}
+
+// quotaMatches reports whether the filter selects the entity.
+func quotaMatches(req *kmsg.DescribeClientQuotasRequest, entity []cluster.QuotaEntityPart) bool {
+	if req.Strict && len(entity) != len(req.Components) {
+		return false
+	}
+	for _, c := range req.Components {
+		i := slices.IndexFunc(entity, func(p cluster.QuotaEntityPart) bool { return p.Type == c.EntityType })
+		if i < 0 {
+			return false
+		}
+		switch p := entity[i]; c.MatchType {
+		case kmsg.QuotasMatchTypeExact:
+			if p.Default || p.Name != *c.Match {
+				return false
+			}
+		case kmsg.QuotasMatchTypeDefault:
+			if !p.Default {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -25,6 +26,8 @@ type Request struct {
 	Correlation int32
 	ClientID    string
 	Client      string // remote address, for logs
+	// Size is the request's frame, in bytes, as a produce quota counts it.
+	Size int
 	// Principal is who the connection authenticated as (User:name, or
 	// User:ANONYMOUS), and Host its address, for the authorizer.
 	Principal string
@@ -130,6 +133,8 @@ type Metadata interface {
 	ACLs() ([]model.ACLBinding, int64)
 	ACLsEpoch() int64
 	AlterACLs(creations, deletions []model.ACLBinding) error
+	ClientQuotas() ([]cluster.ClientQuota, int64)
+	AlterClientQuotas(changes []cluster.ClientQuotaChange) error
 }
 
 // Replicas finds the partitions this broker holds (replica.Manager).
@@ -198,6 +203,8 @@ type Broker struct {
 	LeaderThrottle *replica.Throttle
 	// Meter, when set, counts the bytes produced and fetched per topic.
 	Meter Meter
+	// Quotas, when set, throttles clients over their quotas.
+	Quotas *quota.Manager
 
 	authz atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -52,6 +54,9 @@ type conn struct {
 	// it); empty without one. host is the client's address, for ACLs.
 	certPrincipal string
 	host          string
+	// mutedUntil is when the client's throttle ends (unix nanoseconds):
+	// until then nothing more is read from it (KIP-219).
+	mutedUntil atomic.Int64
 }
 
 // principal is who the connection's requests come from: its SASL user,
@@ -133,6 +138,17 @@ func (c *conn) readLoop(ctx context.Context) {
 	var sizeBuf [4]byte
 	idle := c.srv.cfg.ConnectionsMaxIdle
 	for {
+		if until := c.mutedUntil.Load(); until > 0 {
+			// Throttled: the client waits too, and what it sends
+			// meanwhile stays in the socket.
+			if d := time.Until(time.Unix(0, until)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
 		if idle > 0 {
 			// A client that sends nothing, or a frame too slowly, for
 			// connections.max.idle.ms is closed.
@@ -197,7 +213,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.warn(c.clientID, c.software, "closing connection: bad request", "err", err)
 			return
 		}
-		req.Client, req.Host = c.remote, c.host
+		req.Client, req.Host, req.Size = c.remote, c.host, int(size)
 		if av, ok := req.Body.(*kmsg.ApiVersionsRequest); ok && av.Version >= 3 {
 			c.software = protocol.Software{Name: av.ClientSoftwareName, Version: av.ClientSoftwareVersion}
 		}
@@ -238,7 +254,20 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		if resp == nil {
 			req.Principal = c.principal()
+			quotas := c.srv.broker.Quotas.Active()
+			var began time.Time
+			if quotas {
+				began = time.Now()
+			}
 			resp, err = c.handle(ctx, req)
+			if quotas && resp != nil && resp.Body != nil {
+				// The request-time quota counts the handler's own time.
+				protocol.SetThrottle(resp.Body, c.srv.broker.Quotas.Record(quota.Request, req.QuotaUser(),
+					req.ClientID, float64(time.Since(began)), time.Now()))
+				// A throttle known now (a produce's) holds the reading
+				// from now, not from when the answer is written.
+				c.muteFor(resp.Body)
+			}
 		}
 		// Always queued, even while shutting down: the request has taken
 		// effect (a write may be stored), so its answer must go out. The
@@ -373,7 +402,26 @@ func (w *answerer) answer(ctx context.Context, p pending) {
 		w.fail()
 		return
 	}
+	c.muteFor(resp.Body)
 	c.served(p)
+}
+
+// muteFor holds the reading for the answer's throttle time, if it has one
+// and it ends later than the hold already set.
+func (c *conn) muteFor(body kmsg.Response) {
+	tr, ok := body.(kmsg.ThrottleResponse)
+	if !ok {
+		return
+	}
+	if ms, _ := tr.Throttle(); ms > 0 {
+		until := time.Now().Add(time.Duration(ms) * time.Millisecond).UnixNano()
+		for {
+			cur := c.mutedUntil.Load()
+			if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+				return
+			}
+		}
+	}
 }
 
 // fail closes the connection, which unblocks its reader.

@@ -24,6 +24,7 @@ import (
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -159,6 +160,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if s.metrics != nil {
 		s.broker.Meter = s.metrics
 	}
+	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that
 	// were deciding when the broker stopped get their markers (written
 	// through the broker, or sent to the partitions' leaders) once their
