@@ -53,6 +53,18 @@ type Broker struct {
 	// (sasl.enabled.mechanisms): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// all checked against the users' SCRAM credentials.
 	SASLMechanisms []string
+	// OAuthJWKS is where OAUTHBEARER tokens' verification keys are: a
+	// JWKS file, by path or file: URL (sasl.oauthbearer.jwks.endpoint.url).
+	// OAuthAudience and OAuthIssuer, when set, must be the tokens' aud
+	// and iss; OAuthSubClaim names the principal's claim; OAuthClockSkew
+	// is allowed on their times. OAuthUnsecured accepts tokens signed
+	// with nothing (Kafka's unsecured validator): for development only.
+	OAuthJWKS      string
+	OAuthAudience  []string
+	OAuthIssuer    string
+	OAuthSubClaim  string
+	OAuthClockSkew time.Duration
+	OAuthUnsecured bool
 	// Authorizer is authorizer.class.name: empty for none, or acl (Kafka's
 	// ACL rules; Kafka's authorizer class names say the same). SuperUsers
 	// (super.users, semicolon-separated principals) pass every check;
@@ -188,6 +200,8 @@ func Defaults() Broker {
 		QueuedMaxRequestBytes:             512 << 20,
 		SSLClientAuth:                     "none",
 		QuotaWindowNum:                    11,
+		OAuthSubClaim:                     "sub",
+		OAuthClockSkew:                    30 * time.Second,
 		QuotaWindowSize:                   time.Second,
 		AdminConsoleSample:                10 * time.Second,
 		NodeID:                            0,
@@ -355,8 +369,11 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("node %d is a controller quorum voter: it needs a controller listener", b.NodeID)
 	}
 	for _, m := range b.SASLMechanisms {
-		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m) {
-			return fmt.Errorf("sasl.enabled.mechanisms %q: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}, m) {
+			return fmt.Errorf("sasl.enabled.mechanisms %q: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
+		}
+		if m == "OAUTHBEARER" && b.OAuthJWKS == "" && !b.OAuthUnsecured {
+			return fmt.Errorf("OAUTHBEARER needs the keys tokens are signed with: sasl.oauthbearer.jwks.endpoint.url (--sasl-oauthbearer-jwks)")
 		}
 	}
 	if _, err := b.AuthorizerKind(); err != nil {

@@ -2,12 +2,16 @@ package server
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/oauth"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/scram"
 )
@@ -29,6 +33,9 @@ type saslConn struct {
 	user       string    // who is authenticating, or authenticated
 	principal  string    // who authenticated last (kept by a re-authentication)
 	expires    time.Time // when the authentication ends (zero: never)
+	// tokenExpires is when an OAUTHBEARER token ends: the session ends
+	// then too, with re-authentication on.
+	tokenExpires time.Time
 }
 
 // answerSASL serves a SASL request of a connection not yet authenticated;
@@ -65,9 +72,13 @@ func (c *conn) answerSASL(req *protocol.Request) (resp *protocol.Response, close
 		out.SASLAuthBytes = answer
 		if s.done {
 			s.reauth, s.principal = false, s.user
-			if max := c.srv.cfg.ConnectionsMaxReauth; max > 0 {
-				s.expires = time.Now().Add(max)
-				out.SessionLifetimeMillis = max.Milliseconds()
+			if lifetime := c.srv.cfg.ConnectionsMaxReauth; lifetime > 0 {
+				now := time.Now()
+				s.expires = now.Add(lifetime)
+				if !s.tokenExpires.IsZero() && s.tokenExpires.Before(s.expires) {
+					s.expires = s.tokenExpires // KIP-368: no longer than the token
+				}
+				out.SessionLifetimeMillis = max(s.expires.Sub(now).Milliseconds(), 1)
 			}
 		}
 		return &protocol.Response{Body: out}, false
@@ -98,6 +109,14 @@ func (c *conn) stepSASL(clientID string, sw protocol.Software, token []byte) (an
 			return fail(kerr.SaslAuthenticationFailed.Code, "Authentication failed: Invalid username or password")
 		}
 		s.done = true
+	case "OAUTHBEARER":
+		tok, err := c.checkBearer(token)
+		s.user = tok.Principal
+		if err != nil {
+			cause = err
+			return fail(kerr.SaslAuthenticationFailed.Code, "Authentication failed: Invalid token")
+		}
+		s.done, s.tokenExpires = true, tok.Expires
 	default:
 		mech, _ := scram.ParseMechanism(s.mechanism)
 		if s.scram == nil {
@@ -161,10 +180,40 @@ func parsePlain(msg []byte) (user, password string, ok bool) {
 	return user, password, true
 }
 
+// checkBearer validates an OAUTHBEARER client message's token.
+func (c *conn) checkBearer(msg []byte) (oauth.Token, error) {
+	if c.srv.oauth == nil {
+		return oauth.Token{}, errors.New("OAUTHBEARER is not configured")
+	}
+	token, _, err := oauth.ParseMessage(msg)
+	if err != nil {
+		return oauth.Token{}, err
+	}
+	return c.srv.oauth.Validate(token, time.Now())
+}
+
+// oauthConfig is how OAUTHBEARER tokens are validated, when the mechanism
+// is offered.
+func oauthConfig(cfg config.Broker) (*oauth.Config, error) {
+	if !slices.Contains(cfg.SASLMechanisms, "OAUTHBEARER") {
+		return nil, nil
+	}
+	oc := &oauth.Config{Audience: cfg.OAuthAudience, Issuer: cfg.OAuthIssuer, SubClaim: cfg.OAuthSubClaim,
+		ClockSkew: cfg.OAuthClockSkew, AllowUnsecured: cfg.OAuthUnsecured}
+	if cfg.OAuthJWKS != "" {
+		keys, err := oauth.LoadJWKS(cfg.OAuthJWKS)
+		if err != nil {
+			return nil, fmt.Errorf("sasl.oauthbearer.jwks.endpoint.url: %w", err)
+		}
+		oc.Keys = keys
+	}
+	return oc, nil
+}
+
 // beginReauth starts a re-authentication (KIP-368): the client sent
 // SaslHandshake again on a connection that had authenticated.
 func (s *saslConn) beginReauth() {
-	s.done, s.reauth, s.mechanism, s.scram = false, true, "", nil
+	s.done, s.reauth, s.mechanism, s.scram, s.tokenExpires = false, true, "", nil, time.Time{}
 }
 
 // expired says whether the authentication has ended.

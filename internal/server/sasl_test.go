@@ -2,6 +2,10 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"io"
 	"net/http"
 	"strings"
@@ -230,5 +234,86 @@ func TestSASLReauthentication(t *testing.T) {
 			t.Fatalf("producing across re-authentications: %v", err)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestOAuthBearer: a token signed with a key of the JWKS authenticates,
+// and its subject is the principal the ACLs name; an expired token, one
+// signed with another key, one for another audience and an unsecured one
+// are refused; the session lasts no longer than the token.
+func TestOAuthBearer(t *testing.T) {
+	iss := testutil.NewIssuer(t, "key-1")
+	other := testutil.NewIssuer(t, "key-1")
+	b := saslBroker(t, "SASL_PLAINTEXT", func(c *config.Broker) {
+		c.SASLMechanisms = []string{"OAUTHBEARER", "SCRAM-SHA-512"}
+		c.OAuthJWKS, c.OAuthAudience = "file://"+iss.JWKS, []string{"strand"}
+		c.ConnectionsMaxReauth = time.Hour
+		c.Authorizer = "acl"
+	})
+	claims := func(edit func(map[string]any)) map[string]any {
+		c := map[string]any{"sub": "svc-orders", "aud": "strand", "exp": time.Now().Add(time.Hour).Unix()}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	bearer := func(token string) sasl.Mechanism { return oauth.Auth{Token: token}.AsMechanism() }
+	if err := saslPing(t, b.Addr, bearer(iss.Token(t, claims(nil)))); err != nil {
+		t.Fatalf("a good token: %v", err)
+	}
+	for name, token := range map[string]string{
+		"expired":          iss.Token(t, claims(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() })),
+		"another key":      other.Token(t, claims(nil)),
+		"another audience": iss.Token(t, claims(func(c map[string]any) { c["aud"] = "elsewhere" })),
+		"unsecured":        testutil.UnsecuredToken(claims(nil)),
+	} {
+		if err := saslPing(t, b.Addr, bearer(token)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("%s: %v, want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+
+	// The principal is the token's subject.
+	md := b.Server().Metadata()
+	if _, err := md.CreateTopic(cluster.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	produce := func() int16 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.SASL(bearer(iss.Token(t, claims(nil)))), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Broker(int(b.Config.NodeID)).Request(ctx, produceOne("orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("without an ACL: %s", codeName(code))
+	}
+	grant := allowACL(aclTopic, "orders", kmsg.ACLOperationWrite)
+	grant.Principal = "User:svc-orders"
+	setACLs(t, md, []model.ACLBinding{grant})
+	if code := produce(); code != 0 {
+		t.Fatalf("with an ACL for the token's subject: %s", codeName(code))
+	}
+
+	// A token ending in a minute makes a session of at most a minute.
+	raw := dialRaw(t, b.Addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "OAUTHBEARER"
+	hs.SetVersion(1)
+	if r := raw.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", r)
+	}
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SetVersion(2)
+	auth.SASLAuthBytes = []byte("n,,\x01auth=Bearer " + iss.Token(t, claims(func(c map[string]any) { c["exp"] = time.Now().Add(time.Minute).Unix() })) + "\x01\x01")
+	r := raw.do(auth).(*kmsg.SASLAuthenticateResponse)
+	if r.ErrorCode != 0 || r.SessionLifetimeMillis <= 0 || r.SessionLifetimeMillis > time.Minute.Milliseconds() {
+		t.Fatalf("session lifetime %d ms for a token of a minute (error %d)", r.SessionLifetimeMillis, r.ErrorCode)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/oauth"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/quota"
@@ -65,6 +66,7 @@ type Server struct {
 	requestBytes      *byteBudget      // queued.max.request.bytes
 	certs             *certReloader    // the TLS listener's certificate
 	self              *selfIdentity    // the broker's own clients' SASL user
+	oauth             *oauth.Config    // how OAUTHBEARER tokens are validated; nil without
 
 	ln         net.Listener
 	goroutines sync.WaitGroup
@@ -246,6 +248,10 @@ func (s *Server) Start() error {
 	}
 	if s.cfg.UsesSASL() {
 		if s.self, err = newSelfIdentity(); err != nil {
+			ln.Close()
+			return err
+		}
+		if s.oauth, err = oauthConfig(s.cfg); err != nil {
 			ln.Close()
 			return err
 		}
