@@ -77,6 +77,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 	}
 	tooMany := total > maxPartitionsPerRequest
 	createAny := b.allowedCluster(r, acl.Create)
+	gate := b.mutations(r, req.Version >= 6)
 	layers := b.configLayers()
 	var dups []string
 	for _, rt := range req.Topics {
@@ -94,8 +95,13 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case tooMany:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
+		case !req.ValidateOnly && gate.refused() != nil:
+			err = gate.refused()
 		default:
 			err = b.createTopic(&rt, req.ValidateOnly, layers, &st)
+			if err == nil && !req.ValidateOnly {
+				gate.count(int(st.NumPartitions))
+			}
 			if err == nil && !b.allowed(r, acl.DescribeConfigs, acl.Topic, rt.Topic) {
 				// Its configs are shown only to who may describe them.
 				st.Configs, st.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
@@ -114,6 +120,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 		st.ErrorMessage = kmsg.StringPtr("Duplicate topic name.")
 		resp.Topics = append(resp.Topics, st)
 	}
+	gate.finish(resp)
 	return reply(resp)
 }
 

@@ -134,21 +134,31 @@ func handleDeleteTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 		targets = append(targets, target{n, t.ID})
 	}
 
+	gate := b.mutations(r, req.Version >= 5)
 	for i, t := range targets {
 		if dropped[i] {
 			continue
 		}
 		// Deleting by name, check the id still names the topic: it may
 		// have been deleted and created again meanwhile.
-		if cur, ok := b.Cluster.Topic(t.name); !ok || cur.ID != t.id {
+		cur, ok := b.Cluster.Topic(t.name)
+		if !ok || cur.ID != t.id {
 			answer(kmsg.StringPtr(t.name), t.id, newAPIError(errUnknownTopicID, "%s", kerr.UnknownTopicID.Description))
+			continue
+		}
+		if err := gate.refused(); err != nil {
+			answer(kmsg.StringPtr(t.name), t.id, err)
 			continue
 		}
 		_, err := b.Topics.DeleteTopic(t.name)
 		if errors.Is(err, cluster.ErrUnknownTopic) {
 			err = newAPIError(errUnknownTopicID, "%s", kerr.UnknownTopicID.Description)
 		}
+		if err == nil {
+			gate.count(int(cur.Partitions))
+		}
 		answer(kmsg.StringPtr(t.name), t.id, err)
 	}
+	gate.finish(resp)
 	return reply(resp)
 }

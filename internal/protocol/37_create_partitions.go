@@ -54,6 +54,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *Request) (*Response
 			added += int(rt.Count - t.Partitions)
 		}
 	}
+	gate := b.mutations(r, req.Version >= 3)
 	for _, rt := range req.Topics {
 		switch n := count[rt.Topic]; {
 		case n > 1:
@@ -69,11 +70,17 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *Request) (*Response
 			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case added > maxPartitionsPerRequest:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
+		case !req.ValidateOnly && gate.refused() != nil:
+			err = gate.refused()
 		default:
-			err = b.createPartitions(&rt, req.ValidateOnly)
+			before, _ := b.Cluster.Topic(rt.Topic)
+			if err = b.createPartitions(&rt, req.ValidateOnly); err == nil && !req.ValidateOnly {
+				gate.count(int(rt.Count - before.Partitions))
+			}
 		}
 		answer(rt.Topic, err)
 	}
+	gate.finish(resp)
 	return reply(resp)
 }
 

@@ -28,9 +28,11 @@ import (
 //     named twice, an IP with a user or client id, an empty entity, an
 //     invalid IP, an unknown key, a key named twice, a value that is not
 //     positive or (for the byte and connection rates) not whole.
-//   - Produce and fetch byte rates and the request percentage are enforced
-//     (internal/quota); controller mutation and connection creation rates
-//     are stored and described only.
+//   - All are enforced (internal/quota): the byte rates and request
+//     percentage with throttle times, the controller mutation rate on
+//     CreateTopics, CreatePartitions and DeleteTopics (KIP-599), the
+//     connection creation rate by closing an IP's new connections over it
+//     (KIP-612).
 //
 // Authorization: ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED
 // for each entry).

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/quota"
@@ -45,3 +46,42 @@ func SetThrottle(body kmsg.Response, d time.Duration) {
 		tr.SetThrottle(max(cur, ms))
 	}
 }
+
+// mutationGate is a request's controller_mutation_rate check (KIP-599):
+// before each topic, a client already over its quota is refused with
+// THROTTLING_QUOTA_EXCEEDED when its version knows that error (else the
+// topic goes ahead and the answer is only throttled), and the partitions
+// each topic creates or deletes are counted.
+type mutationGate struct {
+	b      *Broker
+	r      *Request
+	strict bool
+	owed   time.Duration
+}
+
+func (b *Broker) mutations(r *Request, strict bool) *mutationGate {
+	return &mutationGate{b: b, r: r, strict: strict}
+}
+
+// refused is the error for the next topic, nil when it may go ahead.
+func (g *mutationGate) refused() error {
+	if !g.b.Quotas.Active() {
+		return nil
+	}
+	d := g.b.Quotas.Owed(quota.Mutation, g.r.QuotaUser(), g.r.ClientID, time.Now())
+	g.owed = max(g.owed, d)
+	if d > 0 && g.strict {
+		return newAPIError(kerr.ThrottlingQuotaExceeded, "The throttling quota has been exceeded.")
+	}
+	return nil
+}
+
+// count counts partitions created or deleted.
+func (g *mutationGate) count(partitions int) {
+	if partitions > 0 {
+		g.owed = max(g.owed, g.b.throttle(g.r, quota.Mutation, float64(partitions)))
+	}
+}
+
+// finish gives the answer the time the client owes.
+func (g *mutationGate) finish(body kmsg.Response) { SetThrottle(body, g.owed) }

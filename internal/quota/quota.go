@@ -14,13 +14,16 @@ import (
 type Kind int
 
 const (
-	Produce Kind = iota // producer_byte_rate: bytes of produce requests a second
-	Fetch               // consumer_byte_rate: bytes of fetch responses a second
-	Request             // request_percentage: percent of one thread's time in handlers
+	Produce    Kind = iota // producer_byte_rate: bytes of produce requests a second
+	Fetch                  // consumer_byte_rate: bytes of fetch responses a second
+	Request                // request_percentage: percent of one thread's time in handlers
+	Connection             // connection_creation_rate: new connections a second, per IP
+	Mutation               // controller_mutation_rate: partitions created or deleted a second
 )
 
 // Keys are Kafka's quota keys of the kinds, by kind.
-var Keys = [...]string{Produce: "producer_byte_rate", Fetch: "consumer_byte_rate", Request: "request_percentage"}
+var Keys = [...]string{Produce: "producer_byte_rate", Fetch: "consumer_byte_rate", Request: "request_percentage",
+	Connection: "connection_creation_rate", Mutation: "controller_mutation_rate"}
 
 // Source gives the client quotas and the epoch of their last change
 // (cluster.Store).
@@ -93,6 +96,36 @@ func (m *Manager) Record(kind Kind, user, clientID string, amount float64, now t
 	r.record(amount, now)
 	m.sweepLocked(now)
 	return r.throttle(bound, now)
+}
+
+// Connect counts a new connection from ip and reports whether it stays
+// within the IP's connection_creation_rate (the IP's own, else the
+// default IP's, each IP measured apart, as Kafka's KIP-612).
+func (m *Manager) Connect(ip string, now time.Time) bool {
+	if !m.Active() {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loadLocked()
+	for _, e := range []cluster.QuotaEntityPart{{Type: "ip", Name: ip}, {Type: "ip", Default: true}} {
+		bound, ok := m.table[entityKey([]cluster.QuotaEntityPart{e})+"\x00"+Keys[Connection]]
+		if !ok {
+			continue
+		}
+		key := sensorKey{kind: Connection, user: ip}
+		r := m.sensors[key]
+		if r == nil {
+			r = newRate(m.cfg)
+			m.sensors[key] = r
+		}
+		if r.throttle(bound, now) > 0 {
+			return false // refused connections are not counted
+		}
+		r.record(1, now)
+		return true
+	}
+	return true
 }
 
 // Owed is how long the client must wait before it may use more of kind:

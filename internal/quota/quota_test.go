@@ -93,3 +93,27 @@ func TestRequestPercentage(t *testing.T) {
 		t.Fatalf("a default client-id quota is each client's own, yet c2 was throttled %v", w)
 	}
 }
+
+func TestConnectionRate(t *testing.T) {
+	m := New(fixed{
+		{Entity: []cluster.QuotaEntityPart{part("ip", "10.0.0.1")}, Values: map[string]float64{"connection_creation_rate": 2}},
+		{Entity: []cluster.QuotaEntityPart{part("ip", "")}, Values: map[string]float64{"connection_creation_rate": 100}},
+	}, DefaultConfig)
+	now := time.Unix(1_000_000, 0)
+	accepted := 0
+	for i := range 100 {
+		if m.Connect("10.0.0.1", now.Add(time.Duration(i)*100*time.Millisecond)) {
+			accepted++
+		}
+	}
+	// 10 s at 2 a second, and the new IP's allowance of the windows but
+	// one (Kafka counts a new rate over at least 10 s).
+	if accepted < 18 || accepted > 24 {
+		t.Fatalf("10.0.0.1 opened %d connections in 10 s at 2 a second", accepted)
+	}
+	for range 50 {
+		if !m.Connect("10.0.0.2", now) {
+			t.Fatal("the default IP quota of 100 a second refused the 50th connection of another IP")
+		}
+	}
+}

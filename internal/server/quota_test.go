@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,89 @@ func TestClientQuotaAdmin(t *testing.T) {
 	}
 	if got := describe(true, anyOf("client-id")); len(got) != 0 {
 		t.Fatalf("after removing its only value: %v", got)
+	}
+}
+
+// TestConnectionCreationRate: an IP's connection_creation_rate quota
+// closes its new connections over the rate at once (KIP-612), and the
+// ones within it are served.
+func TestConnectionCreationRate(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.Entries = []kmsg.AlterClientQuotasRequestEntry{{
+		Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "ip", Name: kmsg.StringPtr("127.0.0.1")}},
+		Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "connection_creation_rate", Value: 1}}}}
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("setting the quota: %v %+v", err, resp)
+	}
+	served := 0
+	for range 30 {
+		c := dialRaw(t, b.Addr)
+		c.send(kmsg.NewPtrApiVersionsRequest())
+		if _, err := c.readFrame(2 * time.Second); err == nil {
+			served++
+		}
+		c.nc.Close()
+	}
+	// A new rate counts over at least 10 of its 11 windows: about 10
+	// connections pass at once, then one a second.
+	if served < 5 || served > 13 {
+		t.Fatalf("%d of 30 connections opened at once were served at 1 a second", served)
+	}
+}
+
+// TestControllerMutationRate: with controller_mutation_rate, topics
+// created past the quota are THROTTLING_QUOTA_EXCEEDED (KIP-599) and the
+// answer carries the time to wait; the ones within it are created.
+func TestControllerMutationRate(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	set := kmsg.NewPtrAlterClientQuotasRequest()
+	set.Entries = []kmsg.AlterClientQuotasRequestEntry{{
+		Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "client-id"}},
+		Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "controller_mutation_rate", Value: 1}}}}
+	if resp, err := set.RequestWith(ctx, cl); err != nil || resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("setting the quota: %v %+v", err, resp)
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	for i := range 20 {
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = fmt.Sprintf("mut-%d", i), 1, 1
+		create.Topics = append(create.Topics, ct)
+	}
+	resp, err := create.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, throttled := 0, 0
+	for _, st := range resp.Topics {
+		switch st.ErrorCode {
+		case 0:
+			created++
+		case kerr.ThrottlingQuotaExceeded.Code:
+			throttled++
+		default:
+			t.Fatalf("%s: %s", st.Topic, kerr.ErrorForCode(st.ErrorCode))
+		}
+	}
+	// A new rate counts over at least 10 s: about 10 partitions pass.
+	if created < 8 || created > 12 || throttled != 20-created || resp.ThrottleMillis <= 0 {
+		t.Fatalf("%d created, %d throttled, throttle %d ms", created, throttled, resp.ThrottleMillis)
+	}
+	if _, ok := b.Server().Metadata().Topic("mut-19"); ok {
+		t.Fatal("a throttled topic was created")
 	}
 }

@@ -325,7 +325,11 @@ func (s *Server) acceptLoop() {
 			nc.Close()
 			return
 		}
-		if why := s.overConnectionLimit(host); why != "" {
+		why := s.overConnectionLimit(host)
+		if why == "" && !s.broker.Quotas.Connect(host, time.Now()) {
+			why = "connection_creation_rate quota reached for " + host
+		}
+		if why != "" {
 			s.mu.Unlock()
 			nc.Close()
 			if ok, left := s.warnings.allow("closing a new connection: "+why, host); ok {
