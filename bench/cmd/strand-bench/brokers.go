@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -45,6 +46,8 @@ var brokerKinds = map[string]brokerKind{
 		Durability: "fsync before every acknowledgement (default)"},
 	"strand-nofsync": {Name: "strand-nofsync", Label: "Strand --fsync never",
 		Durability: "fsync left to the OS"},
+	"strand-tls": {Name: "strand-tls", Label: "Strand over TLS",
+		Durability: "fsync before every acknowledgement (default); clients over TLS 1.3"},
 	"kafka": {Name: "kafka", Label: "Kafka",
 		Durability: "fsync left to the OS (Kafka's default)"},
 	"kafka-flush": {Name: "kafka-flush", Label: "Kafka flush.messages=1",
@@ -60,6 +63,7 @@ type strandBroker struct {
 	dataDir string
 	logPath string
 	extra   []string
+	tls     bool   // serve the client listener over TLS
 	addr    string // set before Start for a cluster member, else chosen
 	proc    *brokerproc.Process
 }
@@ -76,8 +80,16 @@ func (b *strandBroker) Start(context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr,
-		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort)}, b.extra...)
+	args := []string{"serve", "--data-dir", b.dataDir, "--listen", b.addr, "--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort)}
+	if b.tls {
+		cert, key, pool, err := writeCertificate(filepath.Join(filepath.Dir(b.dataDir), "tls"))
+		if err != nil {
+			return time.Time{}, err
+		}
+		args = append(args, "--listeners", "SSL://"+b.addr, "--ssl-cert", cert, "--ssl-key", key)
+		tlsBrokers.Store(b.addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	args = append(args, b.extra...)
 	start := time.Now()
 	b.proc, err = brokerproc.Start(b.bin, args, "", b.logPath, nil)
 	return start, err
@@ -133,8 +145,9 @@ type brokerFactory struct {
 
 func (f brokerFactory) make(kind, dir string) (benchBroker, error) {
 	switch kind {
-	case "strand", "strand-nofsync":
-		b := &strandBroker{bin: f.strandBin, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "strand.log")}
+	case "strand", "strand-nofsync", "strand-tls":
+		b := &strandBroker{bin: f.strandBin, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "strand.log"),
+			tls: kind == "strand-tls"}
 		if kind == "strand-nofsync" {
 			b.extra = append(b.extra, "--fsync", "never")
 		}
@@ -150,5 +163,5 @@ func (f brokerFactory) make(kind, dir string) (benchBroker, error) {
 	case "kfake":
 		return &kfakeBroker{}, nil
 	}
-	return nil, fmt.Errorf("unknown broker %q (want strand, strand-nofsync, kafka, kafka-flush or kfake)", kind)
+	return nil, fmt.Errorf("unknown broker %q (want strand, strand-nofsync, strand-tls, kafka, kafka-flush or kfake)", kind)
 }

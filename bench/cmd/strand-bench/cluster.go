@@ -176,7 +176,7 @@ func (c *memberCluster) Kill(node int32) error { return c.members[node].Process(
 // the broker at addr itself each time (a client would answer from its
 // cache).
 func waitBrokers(ctx context.Context, addr string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), dialer)
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func measureFailover(ctx context.Context, b clusterBroker, configs map[string]st
 	if err := createTopicRF(ctx, b.Addr(), topic, int32(b.Size()), int16(b.Size()), configs); err != nil {
 		return res, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic(topic), kgo.MetadataMinAge(100*time.Millisecond),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), dialer, kgo.DefaultProduceTopic(topic), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return res, err
@@ -318,7 +318,7 @@ func measureFailover(ctx context.Context, b clusterBroker, configs map[string]st
 			break
 		}
 	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+	rd, err := kgo.NewClient(kgo.SeedBrokers(seed), dialer, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 		topic: {partition: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		return res, err

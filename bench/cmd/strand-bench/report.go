@@ -162,6 +162,10 @@ func reportColumns(rep *suiteReport) []column {
 	if have["strand-nofsync"] && have["kafka"] {
 		cols = append(cols, column{Head: "ratio, both OS", Num: "strand-nofsync", Denom: "kafka"})
 	}
+	add("strand-tls")
+	if have["strand"] && have["strand-tls"] {
+		cols = append(cols, column{Head: "ratio, TLS to plain", Num: "strand-tls", Denom: "strand"})
+	}
 	add("kfake")
 	return cols
 }

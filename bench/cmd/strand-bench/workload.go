@@ -317,7 +317,7 @@ func producerOpts(addr string, w benchWorkload) []kgo.Opt {
 	acks, _ := parseAcks(w.Acks)
 	codec, _ := parseCodec(w.Compression)
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(addr), dialer,
 		kgo.RequiredAcks(acks),
 		kgo.ProducerLinger(w.Linger),
 		kgo.ProducerBatchCompression(codec),
@@ -365,7 +365,7 @@ func clientLogger() []kgo.Opt {
 // createTopicRF creates the workload's topic and waits until every partition
 // is online at its leader, so the run does not time topic creation.
 func createTopicRF(ctx context.Context, addr, topic string, partitions int32, rf int16, configs map[string]string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), dialer)
 	if err != nil {
 		return err
 	}
@@ -627,7 +627,7 @@ func newConsumer(addr, topic string, w benchWorkload, counts []int64) (*consumer
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(addr), dialer,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchMaxBytes(64 << 20),
@@ -742,7 +742,7 @@ func (c *consumer) run(ctx context.Context) error {
 // marker per transaction that wrote to the partition), so nothing was stored
 // twice.
 func checkEndOffsets(ctx context.Context, addr, topic string, counts, markers []int64) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), dialer)
 	if err != nil {
 		return err
 	}
@@ -802,7 +802,7 @@ func firstProduce(ctx context.Context, addr string) (time.Time, error) {
 		time.Sleep(time.Millisecond)
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(addr), dialer,
 		kgo.AllowAutoTopicCreation(),
 		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
 		kgo.MetadataMinAge(10*time.Millisecond),
