@@ -261,7 +261,7 @@ func brokerDefs() []BrokerDef {
 			Doc:   "When set, an OAUTHBEARER token's iss must be this.",
 			Field: func(b *Broker) any { return &b.OAuthIssuer }},
 		{Name: "sasl.oauthbearer.jwks.endpoint.url", Flag: "sasl-oauthbearer-jwks", Type: TypeString,
-			Doc:   "The JWKS file (a path or a file: URL) holding the keys OAUTHBEARER tokens are signed with (RS, PS and ES algorithms).",
+			Doc:   "The JWKS file (a path or a file: URL) holding the keys OAUTHBEARER tokens are signed with (RS, PS and ES algorithms); read again when it changes.",
 			Field: func(b *Broker) any { return &b.OAuthJWKS }},
 		{Name: "sasl.oauthbearer.sub.claim.name", Flag: "sasl-oauthbearer-sub-claim", Type: TypeString,
 			Doc:   "The OAUTHBEARER token claim naming the principal.",

@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,8 +30,10 @@ func invalid(format string, args ...any) error {
 
 // Config is what a token is validated against.
 type Config struct {
-	// Keys are the verification keys by key id (a JWKS's).
-	Keys map[string]crypto.PublicKey
+	// Keys are the verification keys by key id (a JWKS's); KeyFile, when
+	// set, gives them instead, read again when the file changes.
+	Keys    map[string]crypto.PublicKey
+	KeyFile *JWKSFile
 	// Audience, when set, must be among the token's aud; Issuer, when
 	// set, its iss.
 	Audience []string
@@ -110,7 +113,7 @@ func (c Config) Validate(token string, now time.Time) (Token, error) {
 		if !c.AllowUnsecured {
 			return Token{}, invalid("unsecured tokens are not accepted")
 		}
-	} else if err := c.verify(header.Alg, header.Kid, parts[0]+"."+parts[1], parts[2]); err != nil {
+	} else if err := c.verify(header.Alg, header.Kid, parts[0]+"."+parts[1], parts[2], now); err != nil {
 		return Token{}, err
 	}
 	return c.checkClaims(claims, now)
@@ -193,14 +196,18 @@ var algs = map[string]struct {
 	"ES256": {hash: crypto.SHA256, ec: true}, "ES384": {hash: crypto.SHA384, ec: true}, "ES512": {hash: crypto.SHA512, ec: true},
 }
 
-func (c Config) verify(alg, kid, signed, sig64 string) error {
+func (c Config) verify(alg, kid, signed, sig64 string, now time.Time) error {
 	a, ok := algs[alg]
 	if !ok {
 		return invalid("algorithm %q is not served", alg)
 	}
-	key, ok := c.Keys[kid]
-	if !ok && kid == "" && len(c.Keys) == 1 {
-		for _, k := range c.Keys {
+	keys := c.Keys
+	if c.KeyFile != nil {
+		keys = c.KeyFile.Current(now)
+	}
+	key, ok := keys[kid]
+	if !ok && kid == "" && len(keys) == 1 {
+		for _, k := range keys {
 			key, ok = k, true
 		}
 	}
@@ -240,6 +247,53 @@ func (c Config) verify(alg, kid, signed, sig64 string) error {
 		return invalid("key %q of an unknown type", kid)
 	}
 	return nil
+}
+
+// JWKSFile is a JWKS file whose keys are read again when it changes
+// (looked at once a second at most), so keys rotate without a restart.
+type JWKSFile struct {
+	path string
+
+	mu      sync.Mutex
+	keys    map[string]crypto.PublicKey
+	mod     time.Time
+	size    int64
+	checked time.Time
+}
+
+// OpenJWKS reads a JWKS file (a path, or a file: URL as Kafka's
+// sasl.oauthbearer.jwks.endpoint.url takes it).
+func OpenJWKS(location string) (*JWKSFile, error) {
+	f := &JWKSFile{path: strings.TrimPrefix(strings.TrimPrefix(location, "file://"), "file:")}
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := LoadJWKS(f.path)
+	if err != nil {
+		return nil, err
+	}
+	f.keys, f.mod, f.size, f.checked = keys, fi.ModTime(), fi.Size(), time.Now()
+	return f, nil
+}
+
+// Current returns the file's keys, read again if it changed since. A file
+// that no longer reads as a JWKS leaves the keys it last had.
+func (f *JWKSFile) Current(now time.Time) map[string]crypto.PublicKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Sub(f.checked) < time.Second {
+		return f.keys
+	}
+	f.checked = now
+	fi, err := os.Stat(f.path)
+	if err != nil || (fi.ModTime().Equal(f.mod) && fi.Size() == f.size) {
+		return f.keys
+	}
+	if keys, err := LoadJWKS(f.path); err == nil {
+		f.keys, f.mod, f.size = keys, fi.ModTime(), fi.Size()
+	}
+	return f.keys
 }
 
 // LoadJWKS reads the verification keys of a JWKS file (a path, or a

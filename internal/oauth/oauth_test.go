@@ -2,6 +2,8 @@ package oauth_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -79,4 +81,51 @@ func FuzzParseMessage(f *testing.F) {
 			cfg.Validate(token, time.Now())
 		}
 	})
+}
+
+// A rotated JWKS file is read again: tokens of the new key pass, the old
+// key's no longer do.
+func TestJWKSRotation(t *testing.T) {
+	old, next := testutil.NewIssuer(t, "old"), testutil.NewIssuer(t, "new")
+	b, err := os.ReadFile(old.JWKS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := oauth.OpenJWKS(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := oauth.Config{KeyFile: f}
+	claims := map[string]any{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}
+	if _, err := cfg.Validate(old.Token(t, claims), time.Now()); err != nil {
+		t.Fatalf("the old key before the rotation: %v", err)
+	}
+	nb, err := os.ReadFile(next.JWKS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(2 * time.Second)
+	if f.Current(later)["new"] == nil {
+		t.Fatal("the rotated file was not read again")
+	}
+	if _, err := cfg.Validate(next.Token(t, claims), later); err != nil {
+		t.Fatalf("the new key after the rotation: %v", err)
+	}
+	if _, err := cfg.Validate(old.Token(t, claims), later); err == nil {
+		t.Fatal("the old key still passes after the rotation")
+	}
+	// A broken file keeps the keys the last good one had.
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f.Current(later.Add(2*time.Second))["new"] == nil {
+		t.Fatal("a broken JWKS file dropped the keys")
+	}
 }

@@ -201,11 +201,11 @@ func oauthConfig(cfg config.Broker) (*oauth.Config, error) {
 	oc := &oauth.Config{Audience: cfg.OAuthAudience, Issuer: cfg.OAuthIssuer, SubClaim: cfg.OAuthSubClaim,
 		ClockSkew: cfg.OAuthClockSkew, AllowUnsecured: cfg.OAuthUnsecured}
 	if cfg.OAuthJWKS != "" {
-		keys, err := oauth.LoadJWKS(cfg.OAuthJWKS)
+		f, err := oauth.OpenJWKS(cfg.OAuthJWKS)
 		if err != nil {
 			return nil, fmt.Errorf("sasl.oauthbearer.jwks.endpoint.url: %w", err)
 		}
-		oc.Keys = keys
+		oc.KeyFile = f
 	}
 	return oc, nil
 }
