@@ -125,7 +125,7 @@ func TestJWKSRotation(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if f.Current(later.Add(2*time.Second))["new"] == nil {
+	if f.Current(later.Add(2 * time.Second))["new"] == nil {
 		t.Fatal("a broken JWKS file dropped the keys")
 	}
 }

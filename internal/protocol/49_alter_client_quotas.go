@@ -73,6 +73,7 @@ func handleAlterClientQuotas(_ context.Context, b *Broker, r *Request) (*Respons
 				errs[i] = err
 			}
 		}
+		b.Quotas.Changed()
 	}
 	for i, e := range req.Entries {
 		re := kmsg.NewAlterClientQuotasResponseEntry()

@@ -20,7 +20,11 @@ type builtAuthorizer struct {
 // authorizer returns the ACL rules in force; nil (everything allowed) when
 // no authorizer is configured.
 func (b *Broker) authorizer() *acl.Authorizer {
-	if kind, _ := b.Config.AuthorizerKind(); kind == "" {
+	b.aclOnce.Do(func() {
+		kind, _ := b.Config.AuthorizerKind()
+		b.aclOn = kind != ""
+	})
+	if !b.aclOn {
 		return nil
 	}
 	epoch := b.Cluster.ACLsEpoch()

@@ -25,7 +25,7 @@ func (r *Request) QuotaUser() string {
 // throttle counts amount of kind for the request's client and returns its
 // throttle time.
 func (b *Broker) throttle(r *Request, kind quota.Kind, amount float64) time.Duration {
-	if b.Quotas == nil {
+	if !b.Quotas.Active() {
 		return 0
 	}
 	return b.Quotas.Record(kind, r.QuotaUser(), r.ClientID, amount, time.Now())

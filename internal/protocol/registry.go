@@ -206,7 +206,9 @@ type Broker struct {
 	// Quotas, when set, throttles clients over their quotas.
 	Quotas *quota.Manager
 
-	authz atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
+	authz   atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
+	aclOnce sync.Once                       // reads the static setting once: Config is large to copy
+	aclOn   bool
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)

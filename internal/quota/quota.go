@@ -154,14 +154,29 @@ func (m *Manager) Active() bool {
 	if m == nil {
 		return false
 	}
-	epoch := m.src.ClientQuotasEpoch()
-	if s := m.state.Load(); s != nil && s.epoch == epoch {
+	// Every request asks: the metadata is looked at every 100 ms at most,
+	// so a quota set applies within that.
+	now := time.Now().UnixNano()
+	s := m.state.Load()
+	if s != nil && now-s.checked < int64(100*time.Millisecond) {
+		return s.active
+	}
+	if s != nil && s.epoch == m.src.ClientQuotasEpoch() {
+		m.state.Store(&loadedState{epoch: s.epoch, active: s.active, checked: now})
 		return s.active
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.loadLocked()
 	return len(m.table) > 0
+}
+
+// Changed tells the manager the quotas changed here, so that Active looks
+// at once rather than within 100 ms.
+func (m *Manager) Changed() {
+	if m != nil {
+		m.state.Store(nil)
+	}
 }
 
 // Bound is the client's quota of kind, if it has one.
@@ -214,13 +229,14 @@ func (m *Manager) loadLocked() {
 			m.table[entityKey(q.Entity)+"\x00"+k] = v
 		}
 	}
-	m.state.Store(&loadedState{epoch: epoch, active: len(m.table) > 0})
+	m.state.Store(&loadedState{epoch: epoch, active: len(m.table) > 0, checked: time.Now().UnixNano()})
 }
 
 // loadedState is what Active reads without the lock.
 type loadedState struct {
-	epoch  int64
-	active bool
+	epoch   int64
+	active  bool
+	checked int64 // unix nanoseconds
 }
 
 // entityKey names an entity whose parts are sorted by type.
