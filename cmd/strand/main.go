@@ -33,6 +33,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(migrateCommand())
 	root.AddCommand(profileCommand())
 	root.AddCommand(userCommand())
+	root.AddCommand(aclCommand())
 	// The tools that talk to a cluster take a profile; the broker's own
 	// commands do not.
 	for _, c := range root.Commands() {
