@@ -95,17 +95,19 @@ func handleCreateTopics(_ context.Context, b *Broker, r *Request) (*Response, er
 			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case tooMany:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
-		case !req.ValidateOnly && gate.refused() != nil:
-			err = gate.refused()
+		case req.ValidateOnly:
+			err = b.createTopic(&rt, true, layers, &st)
 		default:
-			err = b.createTopic(&rt, req.ValidateOnly, layers, &st)
-			if err == nil && !req.ValidateOnly {
+			if err = gate.refused(); err == nil {
+				err = b.createTopic(&rt, false, layers, &st)
+			}
+			if err == nil {
 				gate.count(int(st.NumPartitions))
 			}
-			if err == nil && !b.allowed(r, acl.DescribeConfigs, acl.Topic, rt.Topic) {
-				// Its configs are shown only to who may describe them.
-				st.Configs, st.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
-			}
+		}
+		if err == nil && !b.allowed(r, acl.DescribeConfigs, acl.Topic, rt.Topic) {
+			// Its configs are shown only to who may describe them.
+			st.Configs, st.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
 		}
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)

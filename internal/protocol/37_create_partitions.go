@@ -70,11 +70,14 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *Request) (*Response
 			err = newAPIError(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case added > maxPartitionsPerRequest:
 			err = newAPIError(errPolicyViolation, "Excessively large number of partitions per request.")
-		case !req.ValidateOnly && gate.refused() != nil:
-			err = gate.refused()
+		case req.ValidateOnly:
+			err = b.createPartitions(&rt, true)
 		default:
 			before, _ := b.Cluster.Topic(rt.Topic)
-			if err = b.createPartitions(&rt, req.ValidateOnly); err == nil && !req.ValidateOnly {
+			if err = gate.refused(); err == nil {
+				err = b.createPartitions(&rt, false)
+			}
+			if err == nil {
 				gate.count(int(rt.Count - before.Partitions))
 			}
 		}

@@ -85,17 +85,23 @@ func (m *Manager) Record(kind Kind, user, clientID string, amount float64, now t
 	if !ok {
 		return 0
 	}
-	r := m.sensors[key]
-	if r == nil {
-		r = newRate(m.cfg)
-		m.sensors[key] = r
-	}
+	r := m.sensorLocked(key)
 	if kind == Request {
 		amount = amount * 100 / float64(time.Second) // percent-seconds
 	}
 	r.record(amount, now)
 	m.sweepLocked(now)
 	return r.throttle(bound, now)
+}
+
+// sensorLocked is the rate measured for key, made on first use.
+func (m *Manager) sensorLocked(key sensorKey) *rate {
+	r := m.sensors[key]
+	if r == nil {
+		r = newRate(m.cfg)
+		m.sensors[key] = r
+	}
+	return r
 }
 
 // Connect counts a new connection from ip and reports whether it stays
@@ -113,12 +119,7 @@ func (m *Manager) Connect(ip string, now time.Time) bool {
 		if !ok {
 			continue
 		}
-		key := sensorKey{kind: Connection, user: ip}
-		r := m.sensors[key]
-		if r == nil {
-			r = newRate(m.cfg)
-			m.sensors[key] = r
-		}
+		r := m.sensorLocked(sensorKey{kind: Connection, user: ip})
 		if r.throttle(bound, now) > 0 {
 			return false // refused connections are not counted
 		}

@@ -138,20 +138,8 @@ func TestClientQuotaAdmin(t *testing.T) {
 // ones within it are served.
 func TestConnectionCreationRate(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrAlterClientQuotasRequest()
-	req.Entries = []kmsg.AlterClientQuotasRequestEntry{{
-		Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "ip", Name: kmsg.StringPtr("127.0.0.1")}},
-		Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "connection_creation_rate", Value: 1}}}}
-	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Entries[0].ErrorCode != 0 {
-		t.Fatalf("setting the quota: %v %+v", err, resp)
-	}
+	setQuota(t, b.Addr, kmsg.AlterClientQuotasRequestEntryEntity{Type: "ip", Name: kmsg.StringPtr("127.0.0.1")},
+		"connection_creation_rate", 1)
 	served := 0
 	for range 30 {
 		c := dialRaw(t, b.Addr)
@@ -173,20 +161,9 @@ func TestConnectionCreationRate(t *testing.T) {
 // answer carries the time to wait; the ones within it are created.
 func TestControllerMutationRate(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := setQuota(t, b.Addr, kmsg.AlterClientQuotasRequestEntryEntity{Type: "client-id"}, "controller_mutation_rate", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	set := kmsg.NewPtrAlterClientQuotasRequest()
-	set.Entries = []kmsg.AlterClientQuotasRequestEntry{{
-		Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "client-id"}},
-		Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "controller_mutation_rate", Value: 1}}}}
-	if resp, err := set.RequestWith(ctx, cl); err != nil || resp.Entries[0].ErrorCode != 0 {
-		t.Fatalf("setting the quota: %v %+v", err, resp)
-	}
 	create := kmsg.NewPtrCreateTopicsRequest()
 	for i := range 20 {
 		ct := kmsg.NewCreateTopicsRequestTopic()
@@ -215,4 +192,24 @@ func TestControllerMutationRate(t *testing.T) {
 	if _, ok := b.Server().Metadata().Topic("mut-19"); ok {
 		t.Fatal("a throttled topic was created")
 	}
+}
+
+// setQuota sets one quota value of an entity and returns the client that
+// set it.
+func setQuota(t *testing.T, addr string, entity kmsg.AlterClientQuotasRequestEntryEntity, key string, value float64) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.Entries = []kmsg.AlterClientQuotasRequestEntry{{Entity: []kmsg.AlterClientQuotasRequestEntryEntity{entity},
+		Ops: []kmsg.AlterClientQuotasRequestEntryOp{{Key: key, Value: value}}}}
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("setting %s: %v %+v", key, err, resp)
+	}
+	return cl
 }
