@@ -259,6 +259,16 @@ func featureLevels(cfg config.Broker) map[string]int16 {
 	return map[string]int16{protocol.TransactionVersionFeature: cfg.TransactionVersion}
 }
 
+// quorumSilence is how long a broker started at started has gone without
+// contact with the quorum, last made at last (zero before any): a broker
+// that has not heard from a leader yet counts from its start.
+func quorumSilence(last, started, now time.Time) time.Duration {
+	if last.IsZero() {
+		last = started
+	}
+	return now.Sub(last)
+}
+
 // watchQuorumContact makes a broker cut off from the metadata quorum for
 // longer than the session timeout lead nothing. By then the active controller may have
 // fenced it and moved its partitions, and a leader that went on as before
@@ -279,13 +289,14 @@ func (s *Server) watchQuorumContact() {
 	// twice its election timeout of 1 s, without contact all the while.
 	limit := s.cfg.BrokerSessionTimeout + 2*time.Second
 	cut := false
+	started := time.Now()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		silent := time.Since(s.cluster.QuorumContact())
+		silent := quorumSilence(s.cluster.QuorumContact(), started, time.Now())
 		switch {
 		case !cut && silent >= limit && s.rec.caughtUp.Load():
 			cut = true

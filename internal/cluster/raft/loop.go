@@ -114,6 +114,11 @@ func (n *Node) setLeader(lead uint64) {
 	}
 	n.lastLead = lead
 	n.leader.Store(lead)
+	// The message that told this node of its leader came before the leader
+	// was known here, so it was not counted as contact then.
+	if at, ok := n.contact[lead]; ok && lead != 0 {
+		n.touchQuorum(at)
+	}
 	n.leaderMu.Lock()
 	close(n.leaderCh)
 	n.leaderCh = make(chan struct{})
