@@ -33,6 +33,7 @@ func serveCommand() *cobra.Command {
 		cpuProfile    string
 		listeners     string
 		advertised    string
+		protocolMap   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,7 +49,7 @@ wins over the file. docs/settings.md lists every setting.`,
 			if err := applyEnvAndFile(cmd.Flags(), configFile); err != nil {
 				return err
 			}
-			if err := applyListeners(&cfg, listeners, advertised); err != nil {
+			if err := config.ApplyListeners(&cfg, listeners, advertised, protocolMap); err != nil {
 				return err
 			}
 			p, err := log.ParseFlushPolicy(fsync)
@@ -80,10 +81,11 @@ wins over the file. docs/settings.md lists every setting.`,
 	// The broker's settings, each declared once in config.BrokerDefs.
 	config.BindFlags(f, &cfg)
 	// What is not a setting of one broker config: Kafka's listener syntax
-	// (it sets listeners and the controller's listener), the fsync
+	// (it sets the listeners and the controller's listener), the fsync
 	// policy, and the process's own options.
-	f.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the other the clients' (overrides --listen)")
-	f.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port for the clients' listener (overrides --advertise)")
+	f.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
+	f.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
+	f.StringVar(&protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")
 	f.StringVar(&fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
 	f.Int64Var(&fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -91,57 +93,6 @@ wins over the file. docs/settings.md lists every setting.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
 	f.MarkHidden("cpuprofile")
 	return cmd
-}
-
-// applyListeners reads Kafka's listener syntax into the listen and
-// controller addresses: the listener named CONTROLLER takes the metadata
-// quorum's traffic, the other one the clients'.
-func applyListeners(cfg *config.Broker, listeners, advertised string) error {
-	protocol := ""
-	parse := func(list, flag string) (client, controller string, err error) {
-		for _, l := range strings.Split(list, ",") {
-			l = strings.TrimSpace(l)
-			if l == "" {
-				continue
-			}
-			name, addr, ok := strings.Cut(l, "://")
-			if !ok || addr == "" {
-				return "", "", fmt.Errorf("--%s: %q is not NAME://host:port", flag, l)
-			}
-			switch {
-			case strings.EqualFold(name, "CONTROLLER"):
-				controller = addr
-			case client != "":
-				return "", "", fmt.Errorf("--%s: one client listener is served, got a second: %q", flag, l)
-			default:
-				client = addr
-				if flag == "listeners" {
-					protocol = strings.ToUpper(name)
-				}
-			}
-		}
-		return client, controller, nil
-	}
-	client, controller, err := parse(listeners, "listeners")
-	if err != nil {
-		return err
-	}
-	if client != "" {
-		cfg.Listen = client
-		// The listener's name is its security protocol (Kafka's default
-		// listener.security.protocol.map).
-		cfg.ListenerProtocol = protocol
-	}
-	if controller != "" {
-		cfg.ControllerListen = controller
-	}
-	if client, _, err = parse(advertised, "advertised-listeners"); err != nil {
-		return err
-	}
-	if client != "" {
-		cfg.Advertise = client
-	}
-	return nil
 }
 
 func msDuration(ms int64) time.Duration {

@@ -80,10 +80,14 @@ func (t Topic) clone() Topic {
 
 // Broker is one registered broker.
 type Broker struct {
-	NodeID int32  `json:"node_id"`
-	Host   string `json:"host"`
-	Port   int32  `json:"port"`
-	Rack   string `json:"rack,omitempty"`
+	NodeID int32 `json:"node_id"`
+	// Host and Port are the inter-broker listener's address: where peers
+	// connect. Endpoints are every listener's, by name (Kafka's broker
+	// registration endpoints); none in a registration that named none.
+	Host      string     `json:"host"`
+	Port      int32      `json:"port"`
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	Rack      string     `json:"rack,omitempty"`
 	// Incarnation is the registering process's random id: a restart
 	// registers again with a new one.
 	Incarnation string `json:"incarnation,omitempty"`
@@ -96,6 +100,29 @@ type Broker struct {
 	// ShuttingDown: the broker fenced itself before stopping (controlled
 	// shutdown); only a new registration unfences it.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
+}
+
+// Endpoint is where one of a broker's listeners takes connections.
+type Endpoint struct {
+	Listener string `json:"listener"`
+	Host     string `json:"host"`
+	Port     int32  `json:"port"`
+}
+
+// Endpoint returns where the broker's listener takes connections: a
+// client is told of the brokers on the listener it came through, as in
+// Kafka. A registration without endpoints has one listener, at Host and
+// Port.
+func (b Broker) Endpoint(listener string) (Endpoint, bool) {
+	if len(b.Endpoints) == 0 || listener == "" {
+		return Endpoint{Listener: listener, Host: b.Host, Port: b.Port}, true
+	}
+	for _, e := range b.Endpoints {
+		if strings.EqualFold(e.Listener, listener) {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // image is the cluster metadata as of one point of the metadata log. Every

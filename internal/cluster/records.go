@@ -52,11 +52,12 @@ type clusterIDRecord struct {
 }
 
 type registerBrokerRecord struct {
-	NodeID      int32  `json:"node_id"`
-	Incarnation string `json:"incarnation"`
-	Host        string `json:"host"`
-	Port        int32  `json:"port"`
-	Rack        string `json:"rack,omitempty"`
+	NodeID      int32      `json:"node_id"`
+	Incarnation string     `json:"incarnation"`
+	Host        string     `json:"host"`
+	Port        int32      `json:"port"`
+	Endpoints   []Endpoint `json:"endpoints,omitempty"`
+	Rack        string     `json:"rack,omitempty"`
 	// Unfenced registers the broker ready to lead at once: the single-node
 	// store does so, being its own controller.
 	Unfenced bool `json:"unfenced,omitempty"`
@@ -464,7 +465,7 @@ func (im *image) applyKind(index uint64, rec record) result {
 }
 
 func (im *image) registerBroker(index uint64, r registerBrokerRecord) result {
-	nb := Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation,
+	nb := Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Endpoints: r.Endpoints, Rack: r.Rack, Incarnation: r.Incarnation,
 		Epoch: int64(index), Fenced: !r.Unfenced}
 	if b := im.broker(r.NodeID); b != nil {
 		// Another process of the node may register only once the old one's

@@ -416,10 +416,12 @@ func (s *Store) NextProducerID() (int64, error) {
 // another process of the node holds a live registration it fails with
 // ErrDuplicateBrokerRegistration. A single node's store is the only
 // process of its node, so it replaces whatever its last run registered.
-func (s *Store) RegisterBroker(host string, port int32, rack string, unfenced bool) (Broker, error) {
+// host and port are the inter-broker listener's; endpoints are every
+// listener's.
+func (s *Store) RegisterBroker(host string, port int32, rack string, unfenced bool, endpoints ...Endpoint) (Broker, error) {
 	_, clustered := s.Quorum()
 	v, err := s.propose(kindRegisterBroker, registerBrokerRecord{NodeID: s.node, Incarnation: s.incarnation,
-		Host: host, Port: port, Rack: rack, Unfenced: unfenced, Takeover: !clustered})
+		Host: host, Port: port, Endpoints: endpoints, Rack: rack, Unfenced: unfenced, Takeover: !clustered})
 	if err != nil {
 		return Broker{}, err
 	}

@@ -42,13 +42,28 @@ type Broker struct {
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides string
 	ConnectionsMaxIdle           time.Duration
-	// ListenerProtocol is the client listener's security protocol,
-	// PLAINTEXT or SSL (its name in --listeners). With SSL the listener
-	// serves TLS 1.2 and 1.3 with the PEM certificate chain in
-	// SSLKeystore and its key in SSLKey (or in SSLKeystore too); with
-	// SSLClientAuth requested or required it asks clients for a
-	// certificate signed by a CA of SSLTruststore.
+	// ListenerProtocol is the first listener's security protocol:
+	// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, and ListenerName its
+	// name (the protocol when empty). MoreListeners are the others
+	// (Listeners lists them all). An SSL listener serves TLS 1.2 and 1.3
+	// with the PEM certificate chain in SSLKeystore and its key in SSLKey
+	// (or in SSLKeystore too); with SSLClientAuth requested or required it
+	// asks clients for a certificate signed by a CA of SSLTruststore.
 	ListenerProtocol string
+	ListenerName     string
+	MoreListeners    []Listener
+	// InterBrokerListener names the listener other brokers connect to
+	// (inter.broker.listener.name; the first when empty). Over SASL they
+	// authenticate as InterBrokerSASLUser with InterBrokerSASLPassword, by
+	// InterBrokerSASLMechanism; over TLS they present the broker's own
+	// certificate and check the peer's against SSLTruststore.
+	InterBrokerListener      string
+	InterBrokerSASLMechanism string
+	InterBrokerSASLUser      string
+	InterBrokerSASLPassword  string
+	// ControllerListenerNames are the names of controller listeners in
+	// listeners (controller.listener.names).
+	ControllerListenerNames string
 	// SASLMechanisms are the mechanisms a SASL listener offers
 	// (sasl.enabled.mechanisms): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// all checked against the users' SCRAM credentials.
@@ -195,6 +210,7 @@ func Defaults() Broker {
 		AdminListen:                       "127.0.0.1:9644",
 		AdminConsole:                      true,
 		ListenerProtocol:                  "PLAINTEXT",
+		ControllerListenerNames:           "CONTROLLER",
 		ConnectionsMaxIdle:                10 * time.Minute,
 		SASLMechanisms:                    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
 		QueuedMaxRequestBytes:             512 << 20,
@@ -252,12 +268,15 @@ func Defaults() Broker {
 	}
 }
 
-// AdvertisedAddr returns the address clients are told about, split.
+// AdvertisedAddr returns the address clients of the first listener are
+// told about, split.
 func (b Broker) AdvertisedAddr() (string, int32, error) {
-	addr := b.Advertise
-	if addr == "" {
-		addr = b.Listen
-	}
+	return splitAdvertised(b.Listeners()[0].AdvertisedAddr())
+}
+
+// splitAdvertised splits an advertised address, which clients must be
+// able to connect to.
+func splitAdvertised(addr string) (string, int32, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, fmt.Errorf("advertise address %q: %w", addr, err)
@@ -315,14 +334,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("connections.max.reauth.ms %v: must not be negative (0 is no re-authentication)", b.ConnectionsMaxReauth)
 	case b.ConnectionsMaxIdle < 0:
 		return fmt.Errorf("connections.max.idle.ms %v: must not be negative (0 is never)", b.ConnectionsMaxIdle)
-	case !slices.Contains([]string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, b.ListenerProtocol):
-		return fmt.Errorf("listener security protocol %q: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", b.ListenerProtocol)
-	case b.ListenerProtocol != "PLAINTEXT" && b.QuorumVoters != "":
-		return fmt.Errorf("a %s client listener in a cluster needs the brokers to authenticate to each other, which is not served yet", b.ListenerProtocol)
 	case b.QuotaWindowNum < 2 || b.QuotaWindowSize <= 0:
 		return fmt.Errorf("quota.window.num %d, quota.window.size.seconds %v: at least 2 windows of a positive size", b.QuotaWindowNum, b.QuotaWindowSize)
-	case b.Authorizer != "" && b.QuorumVoters != "":
-		return fmt.Errorf("an authorizer in a cluster needs the brokers to authenticate to each other, which is not served yet")
 	case b.UsesTLS() && b.SSLKeystore == "":
 		return fmt.Errorf("an SSL listener needs its certificate: ssl.keystore.location (--ssl-cert)")
 	case b.SSLClientAuth != "none" && b.SSLClientAuth != "requested" && b.SSLClientAuth != "required":
@@ -355,8 +368,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("transaction max timeout %v, id expiration %v, abort check %v: must be positive",
 			b.TransactionMaxTimeout, b.TransactionalIDExpiration, b.TransactionAbortCheck)
 	}
-	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
-		return fmt.Errorf("listen address %q: %w", b.Listen, err)
+	if err := b.validateListeners(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(b.AdminListen); b.AdminListen != "" && err != nil {
 		return fmt.Errorf("admin listen address %q: %w", b.AdminListen, err)
@@ -393,11 +406,6 @@ func (b Broker) Validate() error {
 	if b.ControllerListen != "" {
 		if _, _, err := net.SplitHostPort(b.ControllerListen); err != nil {
 			return fmt.Errorf("controller listener %q: %w", b.ControllerListen, err)
-		}
-	}
-	if b.Advertise != "" {
-		if _, _, err := b.AdvertisedAddr(); err != nil {
-			return err
 		}
 	}
 	return b.Log.Validate()
@@ -466,14 +474,6 @@ func (b Broker) ConnectionOverrides() (map[string]int32, error) {
 	}
 	return out, nil
 }
-
-// UsesTLS says whether the client listener serves TLS (SSL or SASL_SSL).
-func (b Broker) UsesTLS() bool {
-	return b.ListenerProtocol == "SSL" || b.ListenerProtocol == "SASL_SSL"
-}
-
-// UsesSASL says whether clients authenticate with SASL before being served.
-func (b Broker) UsesSASL() bool { return strings.HasPrefix(b.ListenerProtocol, "SASL_") }
 
 // AuthorizerKind is the authorizer configured: "" for none, or "acl".
 func (b Broker) AuthorizerKind() (string, error) {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,9 +98,9 @@ func brokerDefs() []BrokerDef {
 			Doc:   "The admin HTTP listener's host:port (web console at /, JSON API under /api, Prometheus metrics at /metrics); empty for none.",
 			Field: func(b *Broker) any { return &b.AdminListen }},
 		{Name: "advertised.listeners", Flag: "advertise", Type: TypeString,
-			Doc:   "The host:port clients are told to connect to (default: the listen address).",
+			Doc:   "The host:port clients of the first listener are told to connect to (default: its listen address); --advertised-listeners NAME://host:port,... sets it per listener.",
 			Field: func(b *Broker) any { return &b.Advertise },
-			Get:   func(b Broker) string { return b.ListenerProtocol + "://" + advertised(b) }},
+			Get:   func(b Broker) string { return b.listenersSetting(true) }},
 		{Name: "allow.everyone.if.no.acl.found", Flag: "allow-everyone-if-no-acl-found", Type: TypeBoolean,
 			Doc:   "With an authorizer, whether a resource that no ACL names is open to everyone.",
 			Field: func(b *Broker) any { return &b.AllowEveryoneIfNoACL }},
@@ -191,9 +190,27 @@ func brokerDefs() []BrokerDef {
 			Doc:   "How often leadership is given back to preferred replicas.",
 			Field: func(b *Broker) any { return &b.LeaderImbalanceCheck }},
 		{Name: "listeners", Flag: "listen", Type: TypeString,
-			Doc:   "The host:port the broker accepts Kafka clients on.",
+			Doc:   "The host:port the first listener accepts Kafka clients on; --listeners NAME://host:port,... gives every listener, the controller's among them.",
 			Field: func(b *Broker) any { return &b.Listen },
-			Get:   func(b Broker) string { return b.ListenerProtocol + "://" + b.Listen }},
+			Get:   func(b Broker) string { return b.listenersSetting(false) }},
+		{Name: "listener.security.protocol.map", Type: TypeString,
+			Doc: "Each listener's security protocol, NAME:PROTOCOL,... (--listener-security-protocol-map); a listener named PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL speaks that protocol unless mapped otherwise.",
+			Get: func(b Broker) string { return b.protocolMapSetting() }},
+		{Name: "inter.broker.listener.name", Flag: "inter-broker-listener-name", Type: TypeString,
+			Doc:   "The listener other brokers connect to (default: the first in listeners); security.inter.broker.protocol in a config file names it too.",
+			Field: func(b *Broker) any { return &b.InterBrokerListener }},
+		{Name: "inter.broker.sasl.username", Flag: "inter-broker-sasl-username", Type: TypeString,
+			Doc:   "The user brokers authenticate to each other as when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL; it needs a SCRAM credential, and super.users should name it under an authorizer.",
+			Field: func(b *Broker) any { return &b.InterBrokerSASLUser }},
+		{Name: "inter.broker.sasl.password", Flag: "inter-broker-sasl-password", Type: TypePassword,
+			Doc:   "The password of inter.broker.sasl.username.",
+			Field: func(b *Broker) any { return &b.InterBrokerSASLPassword }},
+		{Name: "sasl.mechanism.inter.broker.protocol", Flag: "sasl-mechanism-inter-broker-protocol", Type: TypeString,
+			Doc:   "The SASL mechanism brokers authenticate to each other with: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: the strongest of sasl.enabled.mechanisms).",
+			Field: func(b *Broker) any { return &b.InterBrokerSASLMechanism }},
+		{Name: "controller.listener.names", Flag: "controller-listener-names", Type: TypeString,
+			Doc:   "The names of the controller listeners in listeners, whose address takes the metadata quorum's traffic (served as PLAINTEXT).",
+			Field: func(b *Broker) any { return &b.ControllerListenerNames }},
 		{Name: "log.dirs", Flag: "data-dir", Type: TypeString,
 			Doc:   "The directory holding the partitions and the cluster metadata.",
 			Field: func(b *Broker) any { return &b.DataDir }},
@@ -270,7 +287,7 @@ func brokerDefs() []BrokerDef {
 			Doc:   "Accept OAUTHBEARER tokens signed with nothing (alg none), as Kafka's unsecured validator does: for development only.",
 			Field: func(b *Broker) any { return &b.OAuthUnsecured }},
 		{Name: "security.protocol", Type: TypeString,
-			Doc:   "The client listener's security protocol, from its name in --listeners: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+			Doc:   "The first listener's security protocol (listener.security.protocol.map gives every listener's): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
 			Field: func(b *Broker) any { return &b.ListenerProtocol }},
 		{Name: "ssl.client.auth", Flag: "ssl-client-auth", Type: TypeString,
 			Doc:   "Whether an SSL listener asks clients for a certificate: none, requested or required (mutual TLS).",
@@ -340,20 +357,6 @@ func brokerDefs() []BrokerDef {
 	}
 	slices.SortFunc(defs, func(a, b BrokerDef) int { return strings.Compare(a.Name, b.Name) })
 	return defs
-}
-
-func advertised(b Broker) string {
-	if b.Advertise != "" {
-		return b.Advertise
-	}
-	return b.Listen
-}
-
-// WithAdvertised returns b advertising host:port (the address resolved when
-// the broker started listening).
-func (b Broker) WithAdvertised(host string, port int32) Broker {
-	b.Advertise = net.JoinHostPort(host, strconv.FormatInt(int64(port), 10))
-	return b
 }
 
 // LookupBrokerDef finds a broker config by name.

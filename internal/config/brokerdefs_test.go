@@ -56,7 +56,7 @@ func TestBrokerDefsCoverTopicDefaults(t *testing.T) {
 func TestBrokerDefValues(t *testing.T) {
 	b := Defaults()
 	b.NodeID, b.DataDir, b.DefaultPartitions = 3, "/data/x", 6
-	b = b.WithAdvertised("example.com", 9093)
+	b.Advertise = "example.com:9093"
 	want := map[string]string{
 		"node.id": "3", "broker.id": "3", "log.dirs": "/data/x", "num.partitions": "6",
 		"advertised.listeners": "PLAINTEXT://example.com:9093", "listeners": "PLAINTEXT://127.0.0.1:9092",

@@ -114,7 +114,7 @@ func (f *msFlag) Type() string { return "ms" }
 
 // typeNames are Kafka's names of the config types.
 var typeNames = map[Type]string{TypeBoolean: "boolean", TypeString: "string", TypeInt: "int", TypeShort: "short",
-	TypeLong: "long", TypeList: "list"}
+	TypeLong: "long", TypeList: "list", TypePassword: "password"}
 
 // SettingsMarkdown is docs/settings.md: every broker setting with its flag,
 // type, default and whether it changes at run time.
@@ -166,10 +166,12 @@ var kafkaFileKeys = map[string]struct {
 	flag  string
 	scale time.Duration // the value's unit, for a -ms flag; 0 to pass it as it is
 }{
-	"advertised.listeners":  {"advertised-listeners", 0},
-	"log.retention.hours":   {"retention-ms", time.Hour},
-	"log.retention.minutes": {"retention-ms", time.Minute},
-	"log.roll.hours":        {"segment-ms", time.Hour},
+	"advertised.listeners":           {"advertised-listeners", 0},
+	"listener.security.protocol.map": {"listener-security-protocol-map", 0},
+	"security.inter.broker.protocol": {"inter-broker-listener-name", 0},
+	"log.retention.hours":            {"retention-ms", time.Hour},
+	"log.retention.minutes":          {"retention-ms", time.Minute},
+	"log.roll.hours":                 {"segment-ms", time.Hour},
 }
 
 // FileSetting reads a config file line given under a setting's Kafka name

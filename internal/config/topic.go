@@ -28,6 +28,8 @@ const (
 	TypeShort   Type = 4
 	TypeLong    Type = 5
 	TypeList    Type = 7
+	// TypePassword is a secret: described as sensitive, its value never shown.
+	TypePassword Type = 9
 )
 
 // TopicDef defines one topic-level config.

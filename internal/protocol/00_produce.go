@@ -140,7 +140,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 					if leaders == nil {
 						leaders = endpoints{}
 					}
-					b.addEndpoint(leaders, leader)
+					b.addEndpoint(leaders, leader, r.Listener)
 				}
 				continue
 			}

@@ -82,7 +82,7 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req = sf.request
 	at := time.Now()
 	may := b.fetchAccess(r, req)
-	first := b.fetchOnce(req, may)
+	first := b.fetchOnce(req, may, r.Listener)
 	answer := func(res *fetchResult) *Response {
 		if throttled := b.fetchThrottled(r, req, sf, res); throttled != nil {
 			return throttled
@@ -95,7 +95,7 @@ func handleFetch(_ context.Context, b *Broker, r *Request) (*Response, error) {
 		return answer(first), nil
 	}
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
-		return answer(b.fetchWait(ctx, req, may, first)), nil
+		return answer(b.fetchWait(ctx, req, may, r.Listener, first)), nil
 	}}, nil
 }
 
@@ -139,7 +139,7 @@ func (f *fetchResult) enough(req *kmsg.FetchRequest) bool {
 // answered once a high watermark it was told in first moves, so that
 // followers learn the high watermark (and a new leader among them starts
 // from it) without waiting for new data.
-func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func(topic string) bool, first *fetchResult) *fetchResult {
+func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func(topic string) bool, listener string, first *fetchResult) *fetchResult {
 	deadline := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer deadline.Stop()
 	w := replica.NewWaiter()
@@ -151,7 +151,7 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func
 		}
 	}()
 	for {
-		res := b.fetchOnce(req, may)
+		res := b.fetchOnce(req, may, listener)
 		if res.enough(req) || res.failed || res.empty || res.hwMoved || !slices.Equal(res.followerHWs, first.followerHWs) {
 			return res
 		}
@@ -168,9 +168,9 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func
 		select {
 		case <-w.C:
 		case <-deadline.C:
-			return b.fetchOnce(req, may)
+			return b.fetchOnce(req, may, listener)
 		case <-ctx.Done():
-			return b.fetchOnce(req, may)
+			return b.fetchOnce(req, may, listener)
 		}
 	}
 }
@@ -212,7 +212,7 @@ func (b *Broker) fetchAccess(r *Request, req *kmsg.FetchRequest) func(topic stri
 
 // fetchOnce reads every requested partition once, of the topics may
 // allows.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool) *fetchResult {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool, listener string) *fetchResult {
 	res := &fetchResult{resp: req.ResponseKind().(*kmsg.FetchResponse), empty: true}
 	var leaders endpoints
 	budget := fetchLimit(req)
@@ -275,7 +275,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool) 
 					if leaders == nil {
 						leaders = endpoints{}
 					}
-					b.addEndpoint(leaders, leader)
+					b.addEndpoint(leaders, leader, listener)
 				}
 			}
 			if sp.ErrorCode != 0 {

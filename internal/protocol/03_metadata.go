@@ -49,8 +49,12 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 			continue
 		}
 		live[cb.NodeID] = true
+		ep, ok := cb.Endpoint(r.Listener)
+		if !ok {
+			continue // a broker without this listener is not reachable through it
+		}
 		br := kmsg.NewMetadataResponseBroker()
-		br.NodeID, br.Host, br.Port = cb.NodeID, cb.Host, cb.Port
+		br.NodeID, br.Host, br.Port = cb.NodeID, ep.Host, ep.Port
 		if cb.Rack != "" {
 			br.Rack = kmsg.StringPtr(cb.Rack)
 		}

@@ -71,7 +71,7 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 		var coordinator cluster.Broker
 		if err == nil {
 			var ok bool
-			if coordinator, ok = b.coordinator(topic, key); !ok {
+			if coordinator, ok = b.coordinator(topic, key, r.Listener); !ok {
 				err = kerr.CoordinatorNotAvailable
 			}
 		}
@@ -92,17 +92,18 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 }
 
 // coordinator returns the broker leading key's partition of a
-// coordinator's topic (this broker's advertised address when it is the
-// one, so that a listener on port 0 is named as it was bound).
-func (b *Broker) coordinator(topic, key string) (cluster.Broker, bool) {
+// coordinator's topic, at its endpoint on listener.
+func (b *Broker) coordinator(topic, key, listener string) (cluster.Broker, bool) {
 	t, ok := b.Cluster.Topic(topic)
 	if !ok {
 		return cluster.Broker{}, false
 	}
 	st := t.States[model.CoordinatorPartition(key, t.Partitions)]
-	if st.Leader == b.Config.NodeID {
-		return cluster.Broker{NodeID: st.Leader, Host: b.Host, Port: b.Port}, true
-	}
 	br, ok := b.Cluster.Broker(st.Leader)
-	return br, ok && !br.Fenced
+	if !ok || br.Fenced {
+		return cluster.Broker{}, false
+	}
+	ep, ok := br.Endpoint(listener)
+	br.Host, br.Port = ep.Host, ep.Port
+	return br, ok
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
 )
 
 // DescribeConfigs: v1-4
@@ -62,6 +63,11 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Response,
 		for _, e := range entries {
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly = e.name, kmsg.StringPtr(e.value), e.readOnly
+			// A secret is never shown, as Kafka hides passwords.
+			sensitive := e.typ == config.TypePassword
+			if sensitive {
+				c.Value, c.IsSensitive = nil, true
+			}
 			c.Source = kmsg.ConfigSource(e.source)
 			c.ConfigType = kmsg.ConfigType(e.typ)
 			if req.IncludeDocumentation {
@@ -71,6 +77,9 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Response,
 				for _, s := range e.synonyms {
 					cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 					cs.Name, cs.Value, cs.Source = s.Name, kmsg.StringPtr(s.Value), kmsg.ConfigSource(s.Source)
+					if sensitive {
+						cs.Value = nil
+					}
 					c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
 				}
 			}

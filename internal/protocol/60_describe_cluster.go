@@ -50,8 +50,12 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Response,
 		if cb.Fenced && !req.IncludeFencedBrokers {
 			continue
 		}
+		ep, ok := cb.Endpoint(r.Listener)
+		if !ok {
+			continue
+		}
 		br := kmsg.NewDescribeClusterResponseBroker()
-		br.NodeID, br.Host, br.Port, br.IsFenced = cb.NodeID, cb.Host, cb.Port, cb.Fenced
+		br.NodeID, br.Host, br.Port, br.IsFenced = cb.NodeID, ep.Host, ep.Port, cb.Fenced
 		if cb.Rack != "" {
 			br.Rack = kmsg.StringPtr(cb.Rack)
 		}

@@ -59,7 +59,7 @@ type nodeConfigAdmin interface {
 }
 
 // configLayers are the levels a config is set at, read once per request:
-// the broker's static settings (with the advertised address it resolved),
+// the broker's static settings (with the advertised addresses it resolved),
 // the cluster-wide dynamic configs and this broker's own.
 type configLayers struct {
 	static  config.Broker
@@ -69,7 +69,7 @@ type configLayers struct {
 
 func (b *Broker) configLayers() configLayers {
 	return configLayers{
-		static:  b.Config.WithAdvertised(b.Host, b.Port),
+		static:  b.Config,
 		cluster: b.Cluster.BrokerConfigs(),
 		node:    b.Cluster.NodeConfigs(b.Config.NodeID),
 	}

@@ -60,12 +60,15 @@ func leaderHint(err error) (leader, epoch int32, ok bool) {
 // NodeEndpoints), each broker once.
 type endpoints map[int32]cluster.Broker
 
-func (b *Broker) addEndpoint(eps endpoints, node int32) {
+func (b *Broker) addEndpoint(eps endpoints, node int32, listener string) {
 	if _, ok := eps[node]; ok {
 		return
 	}
 	if br, ok := b.Cluster.Broker(node); ok {
-		eps[node] = br
+		if ep, ok := br.Endpoint(listener); ok {
+			br.Host, br.Port = ep.Host, ep.Port
+			eps[node] = br
+		}
 	}
 }
 

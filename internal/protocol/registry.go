@@ -32,6 +32,9 @@ type Request struct {
 	// User:ANONYMOUS), and Host its address, for the authorizer.
 	Principal string
 	Host      string
+	// Listener is the name of the listener the request came through: the
+	// brokers it is told of are their endpoints on it.
+	Listener string
 	// Software is the client's software name and version, from the
 	// connection's ApiVersions (v3+); empty when it sent none.
 	Software Software
@@ -181,9 +184,9 @@ type Txns interface {
 // Broker is what the handlers reach: the broker's settings and, through
 // interfaces, the packages that own its state.
 type Broker struct {
+	// Config holds every listener with the address it advertises as
+	// resolved when it was bound.
 	Config   config.Broker
-	Host     string // advertised
-	Port     int32
 	Cluster  Metadata
 	Replicas Replicas
 	Topics   TopicAdmin

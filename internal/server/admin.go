@@ -30,7 +30,7 @@ func (s *Server) startAdmin() error {
 	if s.cfg.AdminConsole {
 		// The console reads the cluster through this broker's own
 		// listener, as a client would.
-		c, err := console.New(console.Config{Brokers: []string{net.JoinHostPort(s.broker.Host, strconv.Itoa(int(s.broker.Port)))},
+		c, err := console.New(console.Config{Brokers: []string{s.selfAddr()},
 			ClientOpts: s.selfClientOpts(),
 			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
 		if err != nil {
@@ -181,8 +181,7 @@ func (a adminPartitions) remoteBatch(ctx context.Context, tp model.TopicPartitio
 type adminLedger struct{ s *Server }
 
 func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([]ledger.Entry, error) {
-	addr := net.JoinHostPort(a.s.broker.Host, strconv.Itoa(int(a.s.broker.Port)))
-	return reader.Read(ctx, []string{addr}, group, since, a.s.selfClientOpts()...)
+	return reader.Read(ctx, []string{a.s.selfAddr()}, group, since, a.s.selfClientOpts()...)
 }
 
 // adminHealth reports the cluster as this broker's metadata shows it.

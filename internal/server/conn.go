@@ -54,6 +54,7 @@ type conn struct {
 	// it); empty without one. host is the client's address, for ACLs.
 	certPrincipal string
 	host          string
+	listener      string // the name of the listener it came through
 	// mutedUntil is when the client's throttle ends (unix nanoseconds):
 	// until then nothing more is read from it (KIP-219).
 	mutedUntil atomic.Int64
@@ -87,10 +88,10 @@ func (c *conn) giveBack(n int64) {
 	c.srv.requestBytes.release(n)
 }
 
-func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, l *listener) {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), queue: make(chan pending, maxInFlight),
-		budget: newByteBudget(int64(s.cfg.MaxRequestBytes))}
-	if s.cfg.UsesSASL() {
+		budget: newByteBudget(int64(s.cfg.MaxRequestBytes)), listener: l.cfg.Name}
+	if l.cfg.SASL() {
 		c.sasl = &saslConn{mechanisms: s.cfg.SASLMechanisms}
 	}
 	c.logger = s.logger.With("client", c.remote)
@@ -213,7 +214,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.warn(c.clientID, c.software, "closing connection: bad request", "err", err)
 			return
 		}
-		req.Client, req.Host, req.Size = c.remote, c.host, int(size)
+		req.Client, req.Host, req.Size, req.Listener = c.remote, c.host, int(size), c.listener
 		if av, ok := req.Body.(*kmsg.ApiVersionsRequest); ok && av.Version >= 3 {
 			c.software = protocol.Software{Name: av.ClientSoftwareName, Version: av.ClientSoftwareVersion}
 		}

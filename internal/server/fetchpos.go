@@ -89,7 +89,7 @@ func (f *fetchPositionsTopic) leader(partition int32) (int32, *peer.Client, erro
 	}
 	cl := f.readers[partition]
 	if cl == nil {
-		cl = peer.New(f.s.cfg.NodeID, f.s.resolvePeer)
+		cl = f.s.newPeerClient()
 		f.readers[partition] = cl
 	}
 	return p.Leader, cl, nil

@@ -82,11 +82,11 @@ func (s *Server) clustered() bool {
 // and registers this process at its address, fenced until the active
 // controller sees it caught up. It retries until it succeeds (true) or the
 // server stops or belongs elsewhere (false).
-func (s *Server) register(host string, port int32) bool {
+func (s *Server) register(host string, port int32, endpoints []cluster.Endpoint) bool {
 	const backoff = 200 * time.Millisecond
 	var warned time.Time
 	for {
-		err := s.registerOnce(host, port)
+		err := s.registerOnce(host, port, endpoints)
 		if err == nil {
 			return true
 		}
@@ -117,7 +117,7 @@ func (s *Server) register(host string, port int32) bool {
 
 var errWrongCluster = errors.New("the metadata quorum belongs to another cluster")
 
-func (s *Server) registerOnce(host string, port int32) error {
+func (s *Server) registerOnce(host string, port int32, endpoints []cluster.Endpoint) error {
 	want := s.cfg.ClusterID
 	if meta, err := readMetaProperties(s.cfg.DataDir); err == nil && meta.clusterID != "" {
 		want = meta.clusterID
@@ -137,7 +137,10 @@ func (s *Server) registerOnce(host string, port int32) error {
 	if err := s.cluster.SetFeatures(featureLevels(s.cfg), true); err != nil {
 		return err
 	}
-	b, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, false)
+	if err := s.ensureInterBrokerUser(); err != nil {
+		return err
+	}
+	b, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, false, endpoints...)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,11 +66,13 @@ type Server struct {
 	connsPerIP        map[string]int   // open connections by client host, under mu
 	connOverrides     map[string]int32 // max.connections.per.ip.overrides
 	requestBytes      *byteBudget      // queued.max.request.bytes
-	certs             *certReloader    // the TLS listener's certificate
+	certs             *certReloader    // the TLS listeners' certificate
+	serverTLS         *tls.Config      // the TLS listeners' configuration
+	peerOpts          peer.Options     // how peers' inter-broker listeners are spoken to
 	self              *selfIdentity    // the broker's own clients' SASL user
 	oauth             *oauth.Config    // how OAUTHBEARER tokens are validated; nil without
 
-	ln         net.Listener
+	listeners  []*listener // in the order of cfg.Listeners
 	goroutines sync.WaitGroup
 	cancel     context.CancelFunc
 	ctx        context.Context
@@ -106,6 +110,9 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
 		connsPerIP: map[string]int{}, connOverrides: connOverrides, requestBytes: newByteBudget(cfg.QueuedMaxRequestBytes),
 		rec: newReconciler(), failed: make(chan error, 1)}
+	if err := s.initSecurity(); err != nil {
+		return nil, err
+	}
 	var err error
 	if s.cluster, err = openMetadata(cfg, logger); err != nil {
 		return nil, err
@@ -119,7 +126,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s.leaderRate.Store(cfg.LeaderThrottleRate)
 	s.followerRate.Store(cfg.FollowerThrottleRate)
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
-		Client: peer.New(cfg.NodeID, s.resolvePeer), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
+		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
 	if err := s.openPartitions(); err != nil {
 		s.logs.Close()
 		return nil, err
@@ -155,7 +162,7 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		s.logs.Close()
 		return nil, err
 	}
-	s.peers = peer.New(cfg.NodeID, s.resolvePeer)
+	s.peers = s.newPeerClient()
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
 		Groups: s.groups, FetchObserver: observer, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
 		Logger: logger.With("component", "protocol")}
@@ -221,55 +228,26 @@ func (s *Server) openPartitions() error {
 
 // Start listens and serves until Shutdown.
 func (s *Server) Start() error {
-	host, port, err := s.cfg.AdvertisedAddr()
-	ln, lerr := net.Listen("tcp", s.cfg.Listen)
-	if lerr != nil {
-		return lerr
-	}
-	if err != nil && s.cfg.Advertise == "" {
-		// Listening on port 0 or a wildcard: advertise what we got.
-		addr := ln.Addr().(*net.TCPAddr)
-		host, port, err = addr.IP.String(), int32(addr.Port), nil
-		if addr.IP.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-	}
-	if err != nil {
-		ln.Close()
+	if err := s.listen(); err != nil {
 		return err
 	}
-	if s.cfg.UsesTLS() {
-		tc, certs, err := tlsConfig(s.cfg, s.logger)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln, s.certs = tls.NewListener(ln, tc), certs
-	}
-	if s.cfg.UsesSASL() {
-		if s.self, err = newSelfIdentity(); err != nil {
-			ln.Close()
-			return err
-		}
-		if s.oauth, err = oauthConfig(s.cfg); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	s.broker.Host, s.broker.Port = host, port
+	host, port, endpoints := s.endpoints()
 	if !s.clustered() {
-		if b, ok := s.cluster.Broker(s.cfg.NodeID); !ok || b.Host != host || b.Port != port {
-			if _, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, true); err != nil {
-				ln.Close()
+		if err := s.ensureInterBrokerUser(); err != nil {
+			s.closeListeners()
+			return err
+		}
+		if b, ok := s.cluster.Broker(s.cfg.NodeID); !ok || b.Host != host || b.Port != port || !slices.Equal(b.Endpoints, endpoints) {
+			if _, err := s.cluster.RegisterBroker(host, port, s.cfg.Rack, true, endpoints...); err != nil {
+				s.closeListeners()
 				return fmt.Errorf("registering broker %d: %w", s.cfg.NodeID, err)
 			}
 		}
 	}
 	if err := s.startAdmin(); err != nil {
-		ln.Close()
+		s.closeListeners()
 		return err
 	}
-	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goroutines.Go(s.followMetadata)
 	if s.clustered() {
@@ -280,7 +258,7 @@ func (s *Server) Start() error {
 		s.positionFollower = fetchpos.NewFollower(s.positions, s.cfg.NodeID, s.groups.FetchedElsewhere, s.logger)
 	}
 	if !s.clustered() {
-		s.goroutines.Go(s.acceptLoop)
+		s.acceptAll()
 		return nil
 	}
 	// A cluster member takes clients once it has caught up with the
@@ -288,8 +266,8 @@ func (s *Server) Start() error {
 	// it leader of what has moved on. Connections wait in the backlog
 	// meanwhile, as Kafka's broker keeps its listener closed until then.
 	s.goroutines.Go(func() {
-		if s.register(host, port) {
-			s.acceptLoop()
+		if s.register(host, port, endpoints) {
+			s.acceptAll()
 		}
 	})
 	return nil
@@ -306,12 +284,29 @@ func (s *Server) FetchSessions() []protocol.FetchSessionStatus { return s.broker
 // Metadata is this broker's view of the cluster metadata.
 func (s *Server) Metadata() *cluster.Store { return s.cluster }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// Addr is the address the first listener listens on.
+func (s *Server) Addr() net.Addr { return s.listeners[0].ln.Addr() }
 
-func (s *Server) acceptLoop() {
+// ListenerAddr is the address the listener called name listens on.
+func (s *Server) ListenerAddr(name string) (net.Addr, bool) {
+	for _, l := range s.listeners {
+		if strings.EqualFold(l.cfg.Name, name) {
+			return l.ln.Addr(), true
+		}
+	}
+	return nil, false
+}
+
+// acceptAll takes connections on every listener.
+func (s *Server) acceptAll() {
+	for _, l := range s.listeners {
+		s.goroutines.Go(func() { s.acceptLoop(l) })
+	}
+}
+
+func (s *Server) acceptLoop(l *listener) {
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
 				s.logger.Error("accept failed", "err", err)
@@ -345,7 +340,7 @@ func (s *Server) acceptLoop() {
 		s.connsPerIP[host]++
 		s.mu.Unlock()
 		s.goroutines.Go(func() {
-			s.serveConn(s.ctx, nc)
+			s.serveConn(s.ctx, nc, l)
 			s.mu.Lock()
 			delete(s.conns, nc)
 			if s.connsPerIP[host]--; s.connsPerIP[host] <= 0 {
@@ -387,12 +382,15 @@ func hostOf(addr string) string {
 // (up to ctx's deadline, then connections are closed), stops the group
 // coordinator once its writes are durable, and syncs and closes every log.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.ln != nil && s.clustered() {
+	started := len(s.listeners) > 0
+	if started && s.clustered() {
 		s.controlledShutdown()
 	}
 	s.stopAdmin(ctx)
-	if s.ln != nil {
-		s.ln.Close()
+	if started {
+		for _, l := range s.listeners {
+			l.ln.Close()
+		}
 		s.mu.Lock()
 		conns := s.conns
 		s.conns = nil

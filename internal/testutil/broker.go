@@ -87,6 +87,16 @@ func (b *Broker) Restart(t testing.TB) {
 	b.start(t)
 }
 
+// ListenerAddr is where the running broker's listener called name listens.
+func (b *Broker) ListenerAddr(t testing.TB, name string) string {
+	t.Helper()
+	a, ok := b.srv.ListenerAddr(name)
+	if !ok {
+		t.Fatalf("broker %d has no listener %s", b.Config.NodeID, name)
+	}
+	return a.String()
+}
+
 // Server is the running broker (nil while stopped).
 func (b *Broker) Server() *server.Server { return b.srv }
 

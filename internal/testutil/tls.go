@@ -41,7 +41,8 @@ func NewTLSFiles(t testing.TB) *TLSFiles {
 }
 
 // Issue writes a certificate for cn signed by the CA (a server's for
-// 127.0.0.1 and localhost, or a client's) and its key, as name.pem and
+// 127.0.0.1 and localhost, good for client authentication too, or a
+// client's) and its key, as name.pem and
 // name-key.pem.
 func (f *TLSFiles) Issue(t testing.TB, name, cn string, server bool) (cert, key string) {
 	t.Helper()
@@ -54,7 +55,8 @@ func (f *TLSFiles) Issue(t testing.TB, name, cn string, server bool) (cert, key 
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature}
 	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		// A broker's certificate also identifies it to its peers.
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
 		tmpl.DNSNames = []string{"localhost"}
 	} else {
