@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,10 @@ type RaftConfig struct {
 	Voters map[int32]string
 	// Listen is this node's controller listener.
 	Listen string
+	// TLS and DialTLS, when set, carry the quorum's traffic over TLS: the
+	// listener serves TLS with TLS, and connections to the other members
+	// are made with DialTLS.
+	TLS, DialTLS *tls.Config
 	// Dir is the data directory; the metadata log lives in its
 	// __cluster_metadata-0 directory, as Kafka's does.
 	Dir string
@@ -93,7 +98,7 @@ func OpenRaft(cfg RaftConfig) (*Store, error) {
 	_, voter := cfg.Voters[cfg.NodeID]
 	tr, addr := cfg.Transport, cfg.Listen
 	if tr == nil {
-		tcp, err := raft.NewTCPTransport(raft.TCPConfig{Listen: cfg.Listen, Logger: logger})
+		tcp, err := raft.NewTCPTransport(raft.TCPConfig{Listen: cfg.Listen, TLS: cfg.TLS, DialTLS: cfg.DialTLS, Logger: logger})
 		if err != nil {
 			return nil, err
 		}

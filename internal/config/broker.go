@@ -193,6 +193,10 @@ type Broker struct {
 	// ControllerListen is the controller listener's host:port: where this
 	// node takes the metadata quorum's traffic.
 	ControllerListen string
+	// ControllerProtocol is the controller listener's security protocol:
+	// PLAINTEXT, or SSL with mutual TLS, so that only holders of a
+	// certificate of the truststore take part in the quorum.
+	ControllerProtocol string
 	// ClusterID, when set, is the id the cluster must have: a new cluster
 	// takes it, and a data directory of another cluster is refused.
 	ClusterID string
@@ -211,6 +215,7 @@ func Defaults() Broker {
 		AdminConsole:                      true,
 		ListenerProtocol:                  "PLAINTEXT",
 		ControllerListenerNames:           "CONTROLLER",
+		ControllerProtocol:                "PLAINTEXT",
 		ConnectionsMaxIdle:                10 * time.Minute,
 		SASLMechanisms:                    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
 		QueuedMaxRequestBytes:             512 << 20,

@@ -209,7 +209,7 @@ func brokerDefs() []BrokerDef {
 			Doc:   "The SASL mechanism brokers authenticate to each other with: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: the strongest of sasl.enabled.mechanisms).",
 			Field: func(b *Broker) any { return &b.InterBrokerSASLMechanism }},
 		{Name: "controller.listener.names", Flag: "controller-listener-names", Type: TypeString,
-			Doc:   "The names of the controller listeners in listeners, whose address takes the metadata quorum's traffic (served as PLAINTEXT).",
+			Doc:   "The names of the controller listeners in listeners, whose address takes the metadata quorum's traffic (PLAINTEXT, or SSL with mutual TLS as listener.security.protocol.map says).",
 			Field: func(b *Broker) any { return &b.ControllerListenerNames }},
 		{Name: "log.dirs", Flag: "data-dir", Type: TypeString,
 			Doc:   "The directory holding the partitions and the cluster metadata.",

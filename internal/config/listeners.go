@@ -74,7 +74,15 @@ func (b Broker) InterBroker() Listener {
 
 // UsesTLS says whether some listener serves TLS, and so needs the
 // broker's certificate.
-func (b Broker) UsesTLS() bool { return slices.ContainsFunc(b.Listeners(), Listener.TLS) }
+func (b Broker) UsesTLS() bool {
+	return slices.ContainsFunc(b.Listeners(), Listener.TLS) || b.ControllerTLS()
+}
+
+// ControllerTLS says whether the metadata quorum's traffic goes over
+// mutual TLS.
+func (b Broker) ControllerTLS() bool {
+	return b.QuorumVoters != "" && strings.EqualFold(b.ControllerProtocol, "SSL")
+}
 
 // UsesSASL says whether some listener authenticates its clients with SASL.
 func (b Broker) UsesSASL() bool { return slices.ContainsFunc(b.Listeners(), Listener.SASL) }
@@ -110,6 +118,9 @@ func ApplyListeners(b *Broker, listeners, advertised, protocolMap string) error 
 				e, strings.Join(securityProtocols, ", "))
 		}
 		protocols[name] = proto
+		if slices.Contains(b.controllerNames(), name) {
+			b.ControllerProtocol = proto
+		}
 	}
 	protocolOf := func(name string) (string, error) {
 		if p, ok := protocols[name]; ok {
@@ -119,7 +130,7 @@ func ApplyListeners(b *Broker, listeners, advertised, protocolMap string) error 
 			return name, nil
 		}
 		if slices.Contains(b.controllerNames(), name) {
-			return "PLAINTEXT", nil
+			return b.ControllerProtocol, nil
 		}
 		return "", fmt.Errorf("listener %s has no security protocol: name it in listener.security.protocol.map (--listener-security-protocol-map %s:SASL_SSL)", name, name)
 	}
@@ -130,10 +141,8 @@ func ApplyListeners(b *Broker, listeners, advertised, protocolMap string) error 
 	var clients []Listener
 	for _, l := range parsed {
 		if slices.Contains(b.controllerNames(), l.Name) {
-			if p, err := protocolOf(l.Name); err != nil {
+			if _, err := protocolOf(l.Name); err != nil {
 				return err
-			} else if p != "PLAINTEXT" {
-				return fmt.Errorf("controller listener %s: the metadata quorum's traffic is served as PLAINTEXT only, not %s", l.Name, p)
 			}
 			b.ControllerListen = l.Addr
 			continue
@@ -234,6 +243,14 @@ func (b Broker) validateListeners() error {
 	if b.InterBrokerListener != "" && !seen[strings.ToUpper(b.InterBrokerListener)] {
 		return fmt.Errorf("inter.broker.listener.name %s: not a listener in listeners", b.InterBrokerListener)
 	}
+	switch p := strings.ToUpper(b.ControllerProtocol); {
+	case p != "PLAINTEXT" && p != "SSL":
+		return fmt.Errorf("controller listener %s: the metadata quorum's traffic is served as PLAINTEXT or SSL (mutual TLS), not %s",
+			b.controllerNames()[0], b.ControllerProtocol)
+	case p == "SSL" && b.QuorumVoters != "" && (b.SSLKeystore == "" || b.SSLTruststore == ""):
+		return fmt.Errorf("controller listener %s is SSL: the quorum's members present and check certificates, so it needs "+
+			"ssl.keystore.location and ssl.truststore.location", b.controllerNames()[0])
+	}
 	ib := b.InterBroker()
 	if !ib.SASL() || b.QuorumVoters == "" {
 		return nil
@@ -292,7 +309,7 @@ func (b Broker) protocolMapSetting() string {
 		parts = append(parts, l.Name+":"+l.Protocol)
 	}
 	for _, n := range b.controllerNames() {
-		parts = append(parts, n+":PLAINTEXT")
+		parts = append(parts, n+":"+strings.ToUpper(b.ControllerProtocol))
 	}
 	return strings.Join(parts, ",")
 }

@@ -45,6 +45,19 @@ func TestApplyListeners(t *testing.T) {
 		}
 	}
 
+	// The map gives the controller listener's protocol too.
+	b = Defaults()
+	b.QuorumVoters = "0@10.0.0.5:9094"
+	if err := ApplyListeners(&b, "PLAINTEXT://10.0.0.5:9092,CONTROLLER://10.0.0.5:9094", "", "CONTROLLER:SSL"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.ControllerTLS() || !b.UsesTLS() {
+		t.Fatalf("controller protocol %q", b.ControllerProtocol)
+	}
+	if d, _ := LookupBrokerDef("listener.security.protocol.map"); d.Get(b) != "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL" {
+		t.Fatalf("listener.security.protocol.map = %q", d.Get(b))
+	}
+
 	// A listener named after its protocol needs no map entry.
 	b = Defaults()
 	if err := ApplyListeners(&b, "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092", "", ""); err != nil {
@@ -66,7 +79,6 @@ func TestApplyListenersRefuses(t *testing.T) {
 		{"PLAINTEXT:/127.0.0.1:9092", "", "", "is not NAME://host:port"},
 		{"PLAINTEXT://127.0.0.1:9092", "OTHER://x:1", "", "OTHER is not a listener"},
 		{"CLIENT://127.0.0.1:9092", "", "CLIENT:TLS", "is not NAME:PROTOCOL"},
-		{"PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "", "CONTROLLER:SSL", "served as PLAINTEXT only"},
 	} {
 		b := Defaults()
 		err := ApplyListeners(&b, c.listeners, c.advertised, c.protocols)
@@ -103,6 +115,17 @@ func TestValidateInterBroker(t *testing.T) {
 		}, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"},
 		{func(b *Broker) { b.InterBrokerListener = "REPLICATION" }, "not a listener"},
 		{func(b *Broker) { b.ListenerName = "CONTROLLER" }, "is a controller listener"},
+		// The quorum's traffic is PLAINTEXT or mutual TLS.
+		{func(b *Broker) {
+			b.InterBrokerSASLUser, b.InterBrokerSASLPassword, b.ControllerProtocol = "broker", "pw", "SASL_SSL"
+		}, "PLAINTEXT or SSL (mutual TLS), not SASL_SSL"},
+		{func(b *Broker) {
+			b.InterBrokerSASLUser, b.InterBrokerSASLPassword, b.ControllerProtocol = "broker", "pw", "SSL"
+		}, "needs ssl.keystore.location and ssl.truststore.location"},
+		{func(b *Broker) {
+			b.InterBrokerSASLUser, b.InterBrokerSASLPassword, b.ControllerProtocol = "broker", "pw", "SSL"
+			b.SSLTruststore = "/etc/ca.pem"
+		}, ""},
 	} {
 		err := cluster(c.edit)
 		switch {

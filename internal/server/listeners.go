@@ -142,6 +142,21 @@ func (s *Server) interBrokerTLS() (*tls.Config, error) {
 	return tc, nil
 }
 
+// quorumTLS are the two sides of TLS on the controller listener when it
+// is SSL: its members must present a certificate of the truststore, and
+// present this broker's to the others.
+func (s *Server) quorumTLS() (serve, dial *tls.Config, err error) {
+	if !s.cfg.ControllerTLS() {
+		return nil, nil, nil
+	}
+	serve = s.serverTLS.Clone()
+	serve.ClientAuth = tls.RequireAndVerifyClientCert
+	if dial, err = s.interBrokerTLS(); err != nil {
+		return nil, nil, err
+	}
+	return serve, dial, nil
+}
+
 // passwordMechanism is the client side of a password mechanism.
 func passwordMechanism(name, user, password string) sasl.Mechanism {
 	switch name {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strconv"
@@ -137,11 +138,13 @@ func TestListeners(t *testing.T) {
 
 // TestInterBrokerSecurity: a two-broker cluster whose clients and brokers
 // both speak SASL_SSL with mutual TLS, on listeners of their own, under
-// the ACL authorizer with the inter-broker user its super user. The
+// the ACL authorizer with the inter-broker user its super user, and whose
+// metadata quorum speaks mutual TLS on the controller listeners. The
 // brokers authenticate to each other (the inter-broker user's credential
 // made from its configured password), so a topic needing both replicas
 // in sync takes acknowledged writes on either broker, and the ACLs made
-// through one broker apply at the other.
+// through one broker apply at the other. A stranger without a certificate
+// of the truststore is refused by the controller listener.
 func TestInterBrokerSecurity(t *testing.T) {
 	files := testutil.NewTLSFiles(t)
 	cl := testutil.StartCluster(t, 2, 0, func(_ int, c *config.Broker) {
@@ -153,7 +156,23 @@ func TestInterBrokerSecurity(t *testing.T) {
 		c.SSLKeystore, c.SSLKey, c.SSLTruststore, c.SSLClientAuth = files.ServerCert, files.ServerKey, files.CA, "required"
 		c.Authorizer, c.SuperUsers = "acl", "User:broker"
 		c.DefaultPartitions, c.DefaultReplicationFactor = 2, 2
+		c.ControllerProtocol = "SSL"
 	})
+	strangers := testutil.NewTLSFiles(t) // of another CA
+	controller := cl.Brokers[0].Config.ControllerListen
+	for _, c := range []struct {
+		name    string
+		tls     *tls.Config
+		refused bool
+	}{
+		{"no client certificate", files.ClientConfig(t, files.CA, false), true},
+		{"a certificate of another CA", strangers.ClientConfig(t, files.CA, true), true},
+		{"a certificate of the truststore", files.ClientConfig(t, files.CA, true), false},
+	} {
+		if refused := controllerRefuses(t, controller, c.tls); refused != c.refused {
+			t.Errorf("the controller listener, %s: refused %v", c.name, refused)
+		}
+	}
 	alice, err := scram.SHA512.NewCredential("alice-secret", 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -241,4 +260,25 @@ func TestInterBrokerSecurity(t *testing.T) {
 	if got != 21 {
 		t.Fatalf("read %d records, want 21", got)
 	}
+}
+
+// controllerRefuses says whether the controller listener at addr ends a
+// TLS connection made with tc: it never writes to a member it accepted,
+// so an accepted connection's read only times out.
+func controllerRefuses(t *testing.T, addr string, tc *tls.Config) bool {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, tc)
+	if err != nil {
+		return true // refused in the handshake (TLS 1.2)
+	}
+	defer c.Close()
+	// Under TLS 1.3 the server checks the certificate after the client's
+	// last handshake message, and says so in an alert.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, err = c.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return true
 }

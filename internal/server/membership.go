@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,8 +20,9 @@ import (
 
 // openMetadata opens the cluster metadata: a file for a single node (which
 // registers itself at once, at the configured address, so that topics can
-// be placed before Start), the metadata quorum's Raft log in a cluster.
-func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error) {
+// be placed before Start), the metadata quorum's Raft log in a cluster,
+// its traffic over TLS when quorumTLS and dialTLS are given.
+func openMetadata(cfg config.Broker, quorumTLS, dialTLS *tls.Config, logger *slog.Logger) (*cluster.Store, error) {
 	voters, err := cfg.Voters()
 	if err != nil {
 		return nil, err
@@ -44,6 +46,7 @@ func openMetadata(cfg config.Broker, logger *slog.Logger) (*cluster.Store, error
 			rebalance = 0
 		}
 		return cluster.OpenRaft(cluster.RaftConfig{NodeID: cfg.NodeID, Voters: voters, Listen: cfg.ControllerListen,
+			TLS: quorumTLS, DialTLS: dialTLS,
 			Dir: cfg.DataDir, ClusterID: cfg.ClusterID, SessionTimeout: cfg.BrokerSessionTimeout,
 			LeaderRebalanceInterval: rebalance, Logger: logger})
 	}

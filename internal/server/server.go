@@ -113,8 +113,11 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := s.initSecurity(); err != nil {
 		return nil, err
 	}
-	var err error
-	if s.cluster, err = openMetadata(cfg, logger); err != nil {
+	quorumTLS, dialTLS, err := s.quorumTLS()
+	if err != nil {
+		return nil, err
+	}
+	if s.cluster, err = openMetadata(cfg, quorumTLS, dialTLS, logger); err != nil {
 		return nil, err
 	}
 	s.logs, err = log.NewManager(cfg.DataDir, log.ManagerOptions{Logger: logger, RetentionCheck: cfg.RetentionCheck})

@@ -3,12 +3,14 @@ package raft
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,7 +33,13 @@ type TCPConfig struct {
 	MaxBackoff time.Duration
 	// WriteTimeout bounds writing one batch of frames to a peer. Default 5s.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// TLS, when set, makes the listener serve TLS with it; its ClientAuth
+	// says whether peers must present a certificate.
+	TLS *tls.Config
+	// DialTLS, when set, makes connections to peers TLS; without a
+	// ServerName the peer's host is checked against its certificate.
+	DialTLS *tls.Config
+	Logger  *slog.Logger
 }
 
 // TCPTransport carries Raft messages over TCP. Each peer gets one outgoing
@@ -62,6 +70,8 @@ type TCPTransport struct {
 	peers   map[uint64]*tcpPeer
 	addrs   map[uint64]string // peers given before start
 	conns   map[net.Conn]struct{}
+
+	lastWarn atomic.Int64 // unix nanoseconds of the last TLS failure logged
 }
 
 var tcpMagic = [4]byte{'S', 'R', 'F', '2'}
@@ -95,6 +105,9 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	return &TCPTransport{
 		cfg:   cfg,
@@ -260,9 +273,15 @@ func (t *TCPTransport) serve(c net.Conn) {
 		delete(t.conns, c)
 		t.mu.Unlock()
 	}()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if tc, ok := c.(*tls.Conn); ok {
+		if err := tc.Handshake(); err != nil {
+			t.warnTLS("refusing a connection whose TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hello [tcpHelloLen]byte
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(r, hello[:]); err != nil {
 		return
 	}
@@ -276,7 +295,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 		return
 	}
 	incarnation := string(inc)
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	var hdr [4]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -355,6 +374,9 @@ func (p *tcpPeer) run() {
 		d := net.Dialer{Timeout: p.t.cfg.DialTimeout}
 		c, err := d.DialContext(p.ctx, "tcp", p.addr)
 		p.t.h.refused(p.id, errors.Is(err, syscall.ECONNREFUSED))
+		if err == nil && p.t.cfg.DialTLS != nil {
+			c, err = p.handshake(c)
+		}
 		if err == nil {
 			if !p.setConn(c) {
 				c.Close()
@@ -379,6 +401,36 @@ func (p *tcpPeer) run() {
 		}
 		backoff = min(2*backoff, p.t.cfg.MaxBackoff)
 	}
+}
+
+// handshake makes c a TLS connection to the peer, within the dial timeout.
+func (p *tcpPeer) handshake(c net.Conn) (net.Conn, error) {
+	cfg := p.t.cfg.DialTLS
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
+	}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(p.ctx, p.t.cfg.DialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		if p.ctx.Err() == nil {
+			p.t.warnTLS("TLS handshake with a peer failed", "peer", p.id, "addr", p.addr, "err", err)
+		}
+		return nil, err
+	}
+	return tc, nil
+}
+
+// warnTLS logs a TLS failure, one every 10 s at most: a peer retrying
+// with a bad certificate, or a stranger, must not flood the log.
+func (t *TCPTransport) warnTLS(msg string, args ...any) {
+	now, last := time.Now().UnixNano(), t.lastWarn.Load()
+	if now-last < int64(10*time.Second) || !t.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	t.log.Warn(msg, args...)
 }
 
 // drop empties the queue while the peer is unreachable, so it does not
