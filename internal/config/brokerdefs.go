@@ -302,7 +302,7 @@ func brokerDefs() []BrokerDef {
 			Doc: "The format of the key and certificate files: PEM.",
 			Get: func(Broker) string { return "PEM" }},
 		{Name: "ssl.truststore.location", Flag: "ssl-ca", Type: TypeString,
-			Doc:   "The PEM file of the CAs whose client certificates an SSL listener accepts (with ssl.client.auth).",
+			Doc:   "The PEM file of the CAs whose client certificates an SSL listener accepts (with ssl.client.auth), and that brokers trust in each other over TLS.",
 			Field: func(b *Broker) any { return &b.SSLTruststore }},
 		{Name: "socket.request.max.bytes", Flag: "max-request-size", Type: TypeInt,
 			Doc:   "The largest request accepted; a larger one closes the connection.",
