@@ -44,6 +44,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 
 	live := map[int32]bool{}
+	reachable := map[int32]bool{} // live and serving the request's listener
 	for _, cb := range b.Cluster.Brokers() {
 		if cb.Fenced {
 			continue
@@ -53,6 +54,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 		if !ok {
 			continue // a broker without this listener is not reachable through it
 		}
+		reachable[cb.NodeID] = true
 		br := kmsg.NewMetadataResponseBroker()
 		br.NodeID, br.Host, br.Port = cb.NodeID, ep.Host, ep.Port
 		if cb.Rack != "" {
@@ -68,7 +70,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 		resp.AuthorizedOperations = b.authorizedOperations(r, acl.Cluster, acl.ClusterName)
 	}
 	add := func(t cluster.Topic) {
-		mt := metadataTopic(t, live)
+		mt := metadataTopic(t, live, reachable)
 		if req.IncludeTopicAuthorizedOperations {
 			mt.AuthorizedOperations = b.authorizedOperations(r, acl.Topic, t.Name)
 		}
@@ -151,7 +153,10 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 	return reply(resp)
 }
 
-func metadataTopic(t cluster.Topic, live map[int32]bool) kmsg.MetadataResponseTopic {
+// metadataTopic describes t's partitions. A leader alive but without the
+// client's listener is LISTENER_NOT_FOUND with no leader, as Kafka
+// answers: the client could not reach it anyway.
+func metadataTopic(t cluster.Topic, live, reachable map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -161,8 +166,11 @@ func metadataTopic(t cluster.Topic, live map[int32]bool) kmsg.MetadataResponseTo
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(p)
 		mp.Leader, mp.LeaderEpoch = st.Leader, st.LeaderEpoch
-		if st.Leader == cluster.NoLeader {
+		switch {
+		case st.Leader == cluster.NoLeader:
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		case live[st.Leader] && !reachable[st.Leader]:
+			mp.ErrorCode, mp.Leader = kerr.ListenerNotFound.Code, cluster.NoLeader
 		}
 		mp.Replicas, mp.ISR = st.Replicas, st.ISR
 		for _, r := range st.Replicas {

@@ -282,3 +282,52 @@ func controllerRefuses(t *testing.T, addr string, tc *tls.Config) bool {
 	}
 	return true
 }
+
+// TestListenerNotFound: through a listener only broker 0 has, Metadata
+// lists broker 0 alone and answers a partition broker 1 leads with
+// LISTENER_NOT_FOUND and no leader, as Kafka does, and the partitions
+// broker 0 leads as usual.
+func TestListenerNotFound(t *testing.T) {
+	cl := testutil.StartCluster(t, 2, 0, func(node int, c *config.Broker) {
+		if node == 0 {
+			c.MoreListeners = []config.Listener{{Name: "EXTRA", Protocol: "PLAINTEXT", Addr: testutil.FreePort(t)}}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(newClient(t, cl.Brokers[0].Addr))
+	if r, err := admin.CreateTopic(ctx, 4, 1, nil, "spread"); err != nil || r.Err != nil {
+		t.Fatalf("creating the topic: %v %v", err, r.Err)
+	}
+	extra := newClient(t, cl.Brokers[0].ListenerAddr(t, "EXTRA"))
+	req := kmsg.NewPtrMetadataRequest()
+	topic := kmsg.NewMetadataRequestTopic()
+	topic.Topic = kmsg.StringPtr("spread")
+	req.Topics = append(req.Topics, topic)
+	resp, err := req.RequestWith(ctx, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 0 {
+		t.Fatalf("brokers through EXTRA: %+v", resp.Brokers)
+	}
+	md, err := admin.ListTopics(ctx, "spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := map[int32]int{}
+	for _, p := range resp.Topics[0].Partitions {
+		leader := md["spread"].Partitions[p.Partition].Leader
+		led[leader]++
+		want, wantLeader := int16(0), leader
+		if leader == 1 {
+			want, wantLeader = kerr.ListenerNotFound.Code, -1
+		}
+		if p.ErrorCode != want || p.Leader != wantLeader {
+			t.Errorf("partition %d led by %d: error %d leader %d, want %d and %d", p.Partition, leader, p.ErrorCode, p.Leader, want, wantLeader)
+		}
+	}
+	if led[0] == 0 || led[1] == 0 {
+		t.Fatalf("the partitions' leaders: %v", led)
+	}
+}
