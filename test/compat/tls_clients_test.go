@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,68 @@ func TestClientsOverTLS(t *testing.T) {
 
 	java := javaMember(t, addr, "tls", "tls-java", "tls-java", "security.protocol=SSL", "ssl.truststore.type=PEM",
 		"ssl.truststore.location="+files.CA)
+	grouptest.WaitProcessed(t, ctx, produced, java)
+	if err := java.Stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestClientsOverMutualTLS: with ssl.client.auth=required and the ACL
+// authorizer, kcat (librdkafka), kafka-python, the Java client (its PEM
+// keystore given inline, as Kafka takes it) and franz-go present client-1's
+// certificate, whose subject User:CN=client-1 is a super user, and produce
+// and consume; kcat without a certificate is refused at the handshake, and
+// with client-2's (signed by the same CA, no ACL) it is authenticated but
+// not authorised.
+func TestClientsOverMutualTLS(t *testing.T) {
+	t.Parallel()
+	kcat := needKcat(t)
+	needKafkaPython(t)
+	files := testutil.NewTLSFiles(t)
+	otherCert, otherKey := files.Issue(t, "client-2", "client-2", false)
+	addr := testutil.FreePort(t)
+	startBroker(t, append(groupBrokerArgs, "--listeners", "SSL://"+addr, "--ssl-cert", files.ServerCert, "--ssl-key", files.ServerKey,
+		"--ssl-ca", files.CA, "--ssl-client-auth", "required", "--authorizer", "acl", "--super-users", "User:CN=client-1")...)
+	ctx := groupCtx(t, 3*time.Minute)
+	tlsOpt := kgo.DialTLSConfig(files.ClientConfig(t, files.CA, true))
+	adm := kadm.NewClient(client(t, addr, tlsOpt))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "mtls"); err != nil {
+		t.Fatal(err)
+	}
+
+	ssl := func(cert, key string) []string {
+		args := []string{"-X", "security.protocol=ssl", "-X", "ssl.ca.location=" + files.CA}
+		if cert != "" {
+			args = append(args, "-X", "ssl.certificate.location="+cert, "-X", "ssl.key.location="+key)
+		}
+		return args
+	}
+	if r := run(kcatTimeout, "", joinLines(kcatLines(30, "mtls")), kcat,
+		append([]string{"-P", "-b", addr, "-t", "mtls", "-K", ":"}, ssl(files.ClientCert, files.ClientKey)...)...); r.err != nil {
+		t.Fatalf("kcat produce with client-1's certificate: %v", r)
+	}
+	if r := run(kcatTimeout, "", "", kcat, append([]string{"-L", "-b", addr, "-m", "5"}, ssl("", "")...)...); r.err == nil {
+		t.Errorf("kcat without a certificate listed the cluster: %v", r)
+	}
+	r := run(kcatTimeout, "", "", kcat, append([]string{"-L", "-b", addr, "-t", "mtls", "-m", "5"}, ssl(otherCert, otherKey)...)...)
+	if !strings.Contains(strings.ToLower(r.stdout+r.stderr), "topic authorization failed") {
+		t.Errorf("kcat as User:CN=client-2 (no ACL): %v", r)
+	}
+
+	produced := readProduced(t, ctx, addr, "mtls", 30, tlsOpt)
+	pythonReads(t, addr, "mtls", 30, fmt.Sprintf("security_protocol=\"SSL\", ssl_cafile=%q, ssl_certfile=%q, ssl_keyfile=%q",
+		files.CA, files.ClientCert, files.ClientKey))
+	cert, err := os.ReadFile(files.ClientCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(files.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	java := javaMember(t, addr, "mtls", "mtls-java", "mtls-java", "security.protocol=SSL", "ssl.truststore.type=PEM",
+		"ssl.truststore.location="+files.CA, "ssl.keystore.type=PEM", "ssl.keystore.certificate.chain="+string(cert),
+		"ssl.keystore.key="+string(key))
 	grouptest.WaitProcessed(t, ctx, produced, java)
 	if err := java.Stop(); err != nil {
 		t.Error(err)
