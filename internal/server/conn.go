@@ -165,7 +165,7 @@ func (c *conn) readLoop(ctx context.Context) {
 			case errors.As(err, &ne) && ne.Timeout():
 				c.logger.Debug("closing an idle connection", "idle", idle)
 			case !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
-				c.logger.Debug("connection read failed", "err", err)
+				c.warn(c.clientID, c.software, "connection read failed", "err", err)
 			}
 			return
 		}
@@ -191,7 +191,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		frame := make([]byte, size)
 		if _, err := io.ReadFull(r, frame); err != nil {
 			c.giveBack(n)
-			c.logger.Debug("connection closed mid-request", "err", err)
+			c.warn(c.clientID, c.software, "connection closed mid-request", "size", size, "err", err)
 			return
 		}
 		if c.sasl != nil && c.sasl.raw && !c.sasl.done {
@@ -399,7 +399,7 @@ func (w *answerer) answer(ctx context.Context, p pending) {
 	}
 	var err error
 	if w.buf, err = c.write(w.buf[:0], p.req, resp); err != nil {
-		c.logger.Debug("connection write failed", "err", err)
+		c.warn(p.req.ClientID, p.req.Software, "connection write failed", "api", kmsg.NameForKey(p.req.Key), "err", err)
 		w.fail()
 		return
 	}

@@ -1035,3 +1035,56 @@ func (c *rawConn) readFrameAfter(req kmsg.Request) ([]byte, error) {
 	}
 	return c.readFrame(5 * time.Second)
 }
+
+// TestConnectionErrorsNamed: a client that closes its connection in the
+// middle of a request gets one warning line naming it (address, client id,
+// software), however many times it does so in a row, and a client that
+// closes between requests, as clients do, gets none.
+func TestConnectionErrorsNamed(t *testing.T) {
+	var log testutil.SyncBuffer
+	cfg := config.Defaults()
+	cfg.DataDir, cfg.Listen, cfg.AdminListen = t.TempDir(), "127.0.0.1:0", ""
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	hello := func() *rawConn {
+		c := dialRaw(t, srv.Addr().String())
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.SetVersion(3)
+		av.ClientSoftwareName, av.ClientSoftwareVersion = "halfway", "1.0"
+		c.do(av)
+		return c
+	}
+	clean := hello()
+	clean.nc.Close()
+	for range 5 {
+		c := hello()
+		c.write([]byte{0, 0, 0x10, 0, 0, 18, 0, 3}) // 4 KiB announced, 4 bytes sent
+		c.nc.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(log.String(), "connection closed mid-request"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line for a connection closed mid-request:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // for lines that should not come
+	out := log.String()
+	if n := strings.Count(out, "level="); n != 1 {
+		t.Fatalf("%d lines, want the one for the first connection closed mid-request:\n%s", n, out)
+	}
+	for _, want := range []string{"client=127.0.0.1:", "client_id=raw-test", `software="halfway 1.0"`, "size=4096"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the line lacks %s:\n%s", want, out)
+		}
+	}
+}
