@@ -51,6 +51,7 @@ func TestClusterCLI(t *testing.T) {
 		t.Fatalf("cluster info with STRAND_BROKERS: %v\n%s", err, out)
 	}
 
+	wantCLI(t, strandCLI(t, c.seed(0), "topic")("create", "replicated", "--partitions", "2", "--replicas", "3"), true)
 	wantCLI(t, strand("health"), true, "healthy: true", "offline: 0, under-replicated: 0")
 	testClusterConfigCLI(t, c.seed(0), 2)
 	checkScramEverywhere(t, c)
@@ -66,12 +67,13 @@ func TestClusterCLI(t *testing.T) {
 	slices.Sort(alone)
 	c.Procs[2].Kill()
 	var h struct {
-		Healthy bool     `json:"healthy"`
-		Offline []string `json:"offline_partitions"`
+		Healthy         bool     `json:"healthy"`
+		Offline         []string `json:"offline_partitions"`
+		UnderReplicated []string `json:"under_replicated_partitions"`
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r = strand("health", "--format", "json")
-		h.Offline = nil
+		h.Offline, h.UnderReplicated = nil, nil
 		if err := json.Unmarshal([]byte(r.stdout), &h); err != nil {
 			t.Fatalf("cluster health --format json: %v\n%v", err, r)
 		}
@@ -81,11 +83,14 @@ func TestClusterCLI(t *testing.T) {
 				spreadOffline = append(spreadOffline, p)
 			}
 		}
-		if slices.Equal(spreadOffline, alone) {
+		// Every replicated partition has lost its replica on broker 2.
+		replicated := slices.Contains(h.UnderReplicated, "replicated-0") && slices.Contains(h.UnderReplicated, "replicated-1")
+		if slices.Equal(spreadOffline, alone) && replicated {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cluster health after broker 2's kill lists offline %v, want %v among them: %v", h.Offline, alone, r)
+			t.Fatalf("cluster health after broker 2's kill lists offline %v (want %v among them), under-replicated %v (want replicated-0 and -1): %v",
+				h.Offline, alone, h.UnderReplicated, r)
 		}
 	}
 	if h.Healthy || r.err == nil || !strings.Contains(r.stderr, "not healthy") {

@@ -127,6 +127,43 @@ func testRecordCLI(t *testing.T, addr string) {
 	wantCLI(t, cli("", "consume", "lines", "--from", "yesterday"), false, "--from")
 	wantCLI(t, cli("x\n", "produce", "lines", "--acks", "2"), false, "--acks")
 	wantCLI(t, cli("x\n", "produce", "lines", "--partition", "9", "--timeout", "3s"), false, "records not written")
+
+	// Each acks, and a consumer from the end that sees only what comes
+	// after it started.
+	wantCLI(t, cli("", "topic", "create", "acks", "--partitions", "1"), true)
+	wantCLI(t, cli("old-all\n", "produce", "acks"), true, "wrote 1 records")
+	wantCLI(t, cli("old-1\n", "produce", "acks", "--acks", "1"), true, "wrote 1 records")
+	wantCLI(t, cli("old-0\n", "produce", "acks", "--acks", "0"), true, "wrote 1 records")
+	// acks=0 is not answered: wait until the record is there.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := cli("", "consume", "acks", "--exit-at-end", "--format", `%v\n`)
+		if r.err == nil && r.stdout == "old-all\nold-1\nold-0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records written with acks all, 1 and 0: %v", r)
+		}
+	}
+	tailDone := make(chan result, 1)
+	go func() {
+		tailDone <- cli("", "consume", "acks", "--from", "end", "--num", "1", "--format", `%v\n`, "--timeout", "30s")
+	}()
+	var fromEnd result
+	for i := 0; ; i++ {
+		// Written until the consumer, which may not have looked up the end
+		// yet, reads one.
+		wantCLI(t, cli(fmt.Sprintf("new-%d\n", i), "produce", "acks"), true)
+		select {
+		case fromEnd = <-tailDone:
+		case <-time.After(300 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	wantCLI(t, fromEnd, true)
+	if !strings.HasPrefix(fromEnd.stdout, "new-") || strings.Count(fromEnd.stdout, "\n") != 1 {
+		t.Errorf("consume --from end --num 1 printed %q, want one record written after it started", fromEnd.stdout)
+	}
 }
 
 // equalSets says whether a and b hold the same strings.

@@ -3,6 +3,7 @@ package compat
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func testTopicCLI(t *testing.T, addr string) {
 			Partitions []struct {
 				Partition int32   `json:"partition"`
 				Leader    int32   `json:"leader"`
+				Replicas  []int32 `json:"replicas"`
 				ISR       []int32 `json:"isr"`
 				Start     int64   `json:"start_offset"`
 				End       int64   `json:"end_offset"`
@@ -77,8 +79,9 @@ func testTopicCLI(t *testing.T, addr string) {
 		if p.Partition == 1 {
 			end = 5
 		}
-		if p.Start != 0 || p.End != end || p.Leader < 0 || len(p.ISR) != 1 {
-			t.Errorf("partition %+v, want offsets 0 to %d and a leader in sync", p, end)
+		if p.Start != 0 || p.End != end || p.Leader < 0 || !slices.Equal(p.ISR, []int32{p.Leader}) ||
+			!slices.Equal(p.Replicas, []int32{p.Leader}) {
+			t.Errorf("partition %+v, want offsets 0 to %d and its leader its one replica, in sync", p, end)
 		}
 		if (end > 0) != (p.Size > 0) || p.Size < 0 {
 			t.Errorf("partition %d holds %d records in %d bytes", p.Partition, end, p.Size)
