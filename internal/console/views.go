@@ -101,7 +101,7 @@ func viewTopic(d *doc, r topicRow) {
 	d.card("Partitions", "", "", len(r.Partitions))
 	d.card("Records", "records", "", r.Records)
 	d.card("Size", "size", "", inspect.SizeLabel(r.SizeBytes))
-	d.card("Records/s", "", "", rateLabel(r))
+	d.card("Records/s", "rate", "", rateLabel(r))
 	d.h(`</div>
 <p><a href="%s" id="browse">Browse records</a></p>
 <h2>Partitions</h2>
@@ -109,8 +109,8 @@ func viewTopic(d *doc, r topicRow) {
 <tr><th class="num">Partition</th><th class="num">Leader</th><th class="num">Epoch</th><th>Replicas</th><th>In-sync</th><th class="num">Start</th><th class="num">End</th><th class="num">Size</th><th></th></tr>
 `, link("topics", r.Topic.Topic, "records"))
 	for _, p := range r.Partitions {
-		d.h(`<tr><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td><td>%s</td><td%s>%s</td>`, p.Partition, p.Leader,
-			p.LeaderEpoch, nodes(p.Replicas), when(len(p.ISR) < len(p.Replicas), ` class="bad"`), nodes(p.ISR))
+		d.h(`<tr data-partition="%d"><td class="num">%d</td><td class="num leader">%d</td><td class="num">%d</td><td class="replicas">%s</td><td class="isr%s">%s</td>`,
+			p.Partition, p.Partition, p.Leader, p.LeaderEpoch, nodes(p.Replicas), when(len(p.ISR) < len(p.Replicas), " bad"), nodes(p.ISR))
 		d.h(`<td class="num">%s</td><td class="num end">%s</td><td class="num">%s</td><td><a href="%s?partition=%d">records</a>`,
 			offsetLabel(p.Start), offsetLabel(p.End), inspect.SizeLabel(p.SizeBytes), link("topics", r.Topic.Topic, "records"), p.Partition)
 		if p.Error != "" {
@@ -125,7 +125,7 @@ func viewTopic(d *doc, r topicRow) {
 	}
 	d.h("<table id=\"config-table\"><tr><th>Name</th><th>Value</th></tr>")
 	for _, k := range slices.Sorted(maps.Keys(r.Configs)) {
-		d.h("<tr><td>%s</td><td>%s</td></tr>", k, r.Configs[k])
+		d.h(`<tr data-config="%s"><td>%s</td><td class="value">%s</td></tr>`, k, k, r.Configs[k])
 	}
 	d.h("</table>\n")
 }
@@ -152,8 +152,8 @@ func viewRecords(d *doc, q browseQuery, recs []browsedRecord) {
 <tr><th class="num">Offset</th><th>Time (UTC)</th><th>Key</th><th>Value</th><th>Headers</th></tr>
 `)
 	for _, r := range recs {
-		d.h(`<tr><td class="num">%d</td><td>%s</td><td><pre class="key">%s</pre></td><td><pre class="value">%s</pre></td><td>`, r.Offset,
-			utc(r.Timestamp), r.Key, r.Value)
+		d.h(`<tr><td class="num offset">%d</td><td>%s</td><td><pre class="key">%s</pre></td><td><pre class="value">%s</pre></td><td class="headers">`,
+			r.Offset, utc(r.Timestamp), r.Key, r.Value)
 		for _, h := range r.Headers {
 			d.h("<pre>%s: %s</pre>", h.Key, h.Value)
 		}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/testutil"
@@ -24,18 +26,27 @@ import (
 // Chromium against a broker with real data: a topic with records, and a
 // group that read part of it, changed owners and stopped. What the pages
 // show is checked against the CLI (the group's lag, partition by
-// partition), the record browser shows the records written, the lag chart
-// and the hand-off timeline are drawn, and a reset of the group's offsets
-// works once confirmed. Screenshots go to STRAND_SCREENSHOTS (a
+// partition), the overview names the controller, the topic's page its
+// leaders, in-sync sets and configs, the record browser shows the records
+// written (as text, JSON and hex, with their headers, from an offset or
+// from the offset ListOffsets gives for a time), a group with a member
+// shows it Stable with its client id and software, the lag chart and the
+// hand-off timeline are drawn, and a reset of the group's offsets works
+// once confirmed. Screenshots go to STRAND_SCREENSHOTS (a
 // directory), else to the test's own.
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := needTool(t, "chromium", "apt-get install chromium")
 	b := startBroker(t, append(groupBrokerArgs, "--admin-console-actions", "--admin-console-sample-interval", "200ms")...)
 	ctx := groupCtx(t, 2*time.Minute)
-	createTopic(t, b.Addr, "orders", 3, nil)
+	createTopic(t, b.Addr, "orders", 3, map[string]*string{"retention.ms": kmsg.StringPtr("86400000")})
 	cl := client(t, b.Addr, kgo.DefaultProduceTopic("orders"))
+	var midway time.Time // before the last 15 records
 	for i := range 30 {
+		if i == 15 {
+			time.Sleep(10 * time.Millisecond)
+			midway = time.Now()
+		}
 		r := &kgo.Record{Key: fmt.Appendf(nil, "customer-%d", i%5), Value: fmt.Appendf(nil, `{"order":%d,"total":%d.50}`, i, i*3),
 			Headers: []kgo.RecordHeader{{Key: "source", Value: []byte("console-test")}}}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
@@ -118,7 +129,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	if h, n, tc, gc := text("#health"), text("#brokers"), text("#topics"), text("#groups"); h != "healthy" || n != "1" || tc != "1" || gc != "1" {
 		t.Errorf("overview: health %q, brokers %q, topics %q, groups %q", h, n, tc, gc)
 	}
+	if c := text("#controller"); c != "0" {
+		t.Errorf("overview: controller %q, want broker 0", c)
+	}
 	shot("console-overview.png")
+
+	// A member reading while the groups' pages load.
+	live := client(t, b.Addr, kgo.ConsumerGroup("watchers"), kgo.ConsumeTopics("orders"), kgo.ClientID("console-live"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n := 0; n < 30 && ctx.Err() == nil; {
+		n += live.PollFetches(ctx).NumRecords()
+	}
 
 	do("the topics", chromedp.Navigate(base+"/topics"))
 	if records, size := text(`tr[data-topic="orders"] .records`), text(`tr[data-topic="orders"] .size`); records != "30" || !strings.HasSuffix(size, "B") {
@@ -128,6 +149,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	do("a topic", chromedp.Navigate(base+"/topics/orders"))
 	if records, partitions := text("#records"), count("#partition-table tr")-1; records != "30" || partitions != 3 {
 		t.Errorf("topic orders: %q records, %d partitions", records, partitions)
+	}
+	for p := range 3 {
+		row := fmt.Sprintf(`#partition-table tr[data-partition="%d"] `, p)
+		if l, r, i := text(row+".leader"), text(row+".replicas"), text(row+".isr"); l != "0" || r != "0" || i != "0" {
+			t.Errorf("partition %d: leader %q, replicas %q, in sync %q; want broker 0 for each", p, l, r, i)
+		}
+	}
+	if rate, err := strconv.ParseFloat(text("#rate"), 64); err != nil || rate < 0 {
+		t.Errorf("topic orders: records/s %v (%v)", rate, err)
+	}
+	if v := text(`#config-table tr[data-config="retention.ms"] .value`); v != "86400000" {
+		t.Errorf("topic orders: retention.ms shown as %q", v)
 	}
 	shot("console-topic.png")
 
@@ -144,12 +177,49 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(value, "\n  \"order\": ") {
 		t.Errorf("a JSON value shown as %q (%v)", value, err)
 	}
+	if h := text("#record-table .headers"); h != "source: console-test" {
+		t.Errorf("a record's headers shown as %q", h)
+	}
+	do("records as hex", chromedp.Navigate(base+"/topics/orders/records?partition=0&offset=0&limit=1&as=hex"))
+	if key := text("#record-table pre.key"); !strings.Contains(key, "63 75 73 74 6f 6d 65 72") || !strings.Contains(key, "|customer-") {
+		t.Errorf("a key shown in hex as %q", key)
+	}
+	// From a time: the first record shown is the one ListOffsets gives
+	// for that time.
+	byTime, err := kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, midway.UnixMilli(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		o, _ := byTime.Lookup("orders", p)
+		do("records from a time", chromedp.Navigate(fmt.Sprintf("%s/topics/orders/records?partition=%d&time=%s&limit=50", base, p,
+			url.QueryEscape(midway.UTC().Format(time.RFC3339Nano)))))
+		n := count("#record-table td.offset")
+		if o.Offset < 0 || n == 0 {
+			if n != 0 {
+				t.Errorf("partition %d: records shown from %v, none written since", p, midway)
+			}
+			continue
+		}
+		if first := text("#record-table td.offset"); first != strconv.FormatInt(o.Offset, 10) {
+			t.Errorf("partition %d from %v: the first record shown is %s, ListOffsets says %d", p, midway, first, o.Offset)
+		}
+	}
 
 	do("the groups", chromedp.Navigate(base+"/groups"))
 	if lag := text(`tr[data-group="billing"] .lag`); lag != strconv.FormatInt(want.TotalLag, 10) {
 		t.Errorf("groups: billing's lag %q, the CLI's %d", lag, want.TotalLag)
 	}
+	if st, m := text(`tr[data-group="watchers"] td:nth-child(3)`), text(`tr[data-group="watchers"] .members`); st != "Stable" || m != "1" {
+		t.Errorf("groups: watchers is %q with %q members, want Stable with 1", st, m)
+	}
 	shot("console-groups.png")
+	do("a group with a member", chromedp.Navigate(base+"/groups/watchers"))
+	if st, cid, sw := text("#state"), text("#member-table tr:nth-child(2) td:nth-child(2)"), text("#member-table .software"); st != "Stable" ||
+		cid != "console-live" || !strings.HasPrefix(sw, "kgo ") {
+		t.Errorf("group watchers: state %q, member's client id %q and software %q; want Stable, console-live and kgo's", st, cid, sw)
+	}
+	live.Close()
 
 	// The group's page: its lag, partition by partition as the CLI, and
 	// once samples came, the chart; its hand-offs.
