@@ -38,7 +38,7 @@ const (
 // rollbackWithin bounds how long a killed member's partitions take to
 // reach the others: the broker's default disconnect grace (2 s) plus a
 // rebalance at the members' 500 ms heartbeat interval.
-const rollbackWithin = 3500 * time.Millisecond
+const rollbackWithin = 3 * time.Second
 
 // groupBrokerArgs make groups form quickly: the first rebalance waits 200 ms
 // for more members instead of Kafka's 3 s.

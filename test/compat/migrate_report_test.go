@@ -15,24 +15,12 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// migrationReport is `strand migrate report --format json` as the test
-// reads it.
-type migrationReport struct {
-	Handoffs []ledger.Entry `json:"handoffs"`
-	Totals   struct {
-		Handoffs       int   `json:"handoffs"`
-		DuplicateRisk  int64 `json:"duplicate_risk"`
-		Skipped        int64 `json:"skipped"`
-		LongestUnowned int64 `json:"longest_unowned_ms"`
-	} `json:"totals"`
-}
-
 // migrateReport runs the real binary's `migrate report` for group and
 // returns its JSON and how the command ended.
-func migrateReport(t *testing.T, addr, group string) (migrationReport, result) {
+func migrateReport(t *testing.T, addr, group string) (ledger.Report, result) {
 	t.Helper()
 	r := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", addr, "--group", group, "--format", "json")
-	var rep migrationReport
+	var rep ledger.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("migrate report: %v\n%v", err, r)
 	}
@@ -113,7 +101,7 @@ func TestMigrateReportSkipped(t *testing.T) {
 	}
 	defer v2.Close()
 
-	var rep migrationReport
+	var rep ledger.Report
 	var r result
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		// v2 reads on (franz-go fetches again once its buffer is polled).
