@@ -3,16 +3,19 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // migrateReport runs the real binary's `migrate report` for group and
@@ -37,7 +40,7 @@ func migrateReport(t *testing.T, addr, group string) (ledger.Report, result) {
 // and exits non-zero.
 func TestMigrateReportSkipped(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, groupBrokerArgs...)
+	b := startBroker(t, append(slices.Clone(groupBrokerArgs), "--handoff-ledger-retention", "1h")...)
 	ctx := groupCtx(t, 2*time.Minute)
 	const topic, group = "broken", "broken-migration"
 	createTopic(t, b.Addr, topic, 2, nil)
@@ -130,4 +133,27 @@ func TestMigrateReportSkipped(t *testing.T) {
 		t.Fatalf("migrate report (table): %v", table)
 	}
 	t.Logf("migrate report:\n%s", table.stdout)
+
+	// /metrics counts the same, and the ledger is kept for
+	// group.handoff.ledger.retention.ms (here 1 h).
+	fams := grouptest.Scrape(t, b.Admin)
+	labels := map[string]string{"group": group}
+	if v, _ := grouptest.Sample(fams, "strand_group_handoff_skipped_records_total", labels); v != 80 {
+		t.Errorf("strand_group_handoff_skipped_records_total = %v, want 80", v)
+	}
+	if v, _ := grouptest.Sample(fams, "strand_group_handoff_duplicate_risk_records_total", labels); v != float64(rep.Totals.DuplicateRisk) {
+		t.Errorf("strand_group_handoff_duplicate_risk_records_total = %v, migrate report's %d", v, rep.Totals.DuplicateRisk)
+	}
+	if v, _ := grouptest.Sample(fams, "strand_group_handoffs_total", labels); v != float64(rep.Totals.Handoffs) {
+		t.Errorf("strand_group_handoffs_total = %v, migrate report's %d", v, rep.Totals.Handoffs)
+	}
+	cfgs, err := kadm.NewClient(client(t, b.Addr)).DescribeTopicConfigs(ctx, ledger.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := cfgs.On(ledger.Topic, nil); err != nil || !slices.ContainsFunc(c.Configs, func(c kadm.Config) bool {
+		return c.Key == "retention.ms" && c.MaybeValue() == "3600000"
+	}) {
+		t.Errorf("%s's configs: %+v (%v), want retention.ms 3600000", ledger.Topic, c.Configs, err)
+	}
 }
