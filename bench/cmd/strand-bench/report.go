@@ -127,8 +127,21 @@ func metricsFor(w benchWorkload) []metric {
 		lat("produce p99 ms", func(r benchResult) float64 { return r.ProduceP99Ms }),
 		lat("produce p99.9 ms", func(r benchResult) float64 { return r.ProduceP999Ms }),
 		{Name: "consume records/s", Get: func(r benchResult) float64 { return r.ConsumeRecordsPerSec }, Format: fmtRate},
+		{Name: "consume MB/s (payload)", Get: func(r benchResult) float64 { return r.ConsumeMBPerSec }, Format: fmtMB},
 		brokerCPU,
 		clientCPU,
+		{Name: "broker CPU per consumed GB (batches), s", Format: fmtMs, Lower: true, Get: func(r benchResult) float64 {
+			if r.ConsumeBrokerCPUSeconds <= 0 || r.WireBytes <= 0 {
+				return math.NaN()
+			}
+			return r.ConsumeBrokerCPUSeconds / float64(r.WireBytes) * 1e9
+		}},
+		{Name: "client CPU while consuming, cores", Format: fmtCores, NoRatio: true, Get: func(r benchResult) float64 {
+			if r.ConsumeSeconds <= 0 {
+				return math.NaN()
+			}
+			return r.ConsumeClientCPUSeconds / r.ConsumeSeconds
+		}},
 	}
 }
 

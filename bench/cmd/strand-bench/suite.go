@@ -313,8 +313,16 @@ func summarize(w benchWorkload, r benchResult) string {
 		return fmt.Sprintf("%s: %.0f rec/s; end-to-end p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; produce p99 %.2f ms; %s; verified",
 			w.Name, r.AchievedRate, r.E2EP50Ms, r.E2EP99Ms, r.E2EP999Ms, r.ProduceP99Ms, cpu)
 	}
-	return fmt.Sprintf("%s: produce %.0f rec/s, %.1f MB/s (%.1f MB/s on the wire), latency p50 %.2f / p99 %.2f / p99.9 %.2f ms; consume %.0f rec/s; %s; verified",
-		w.Name, r.ProduceRecordsPerSec, r.ProduceMBPerSec, r.ProduceWireMBPerSec, r.ProduceP50Ms, r.ProduceP99Ms, r.ProduceP999Ms, r.ConsumeRecordsPerSec, cpu)
+	consumeCPU := ""
+	if r.ConsumeSeconds > 0 {
+		consumeCPU = fmt.Sprintf(" (CPU: client %.2f cores", r.ConsumeClientCPUSeconds/r.ConsumeSeconds)
+		if r.ConsumeBrokerCPUSeconds > 0 {
+			consumeCPU += fmt.Sprintf(", broker %.2f cores", r.ConsumeBrokerCPUSeconds/r.ConsumeSeconds)
+		}
+		consumeCPU += ")"
+	}
+	return fmt.Sprintf("%s: produce %.0f rec/s, %.1f MB/s (%.1f MB/s on the wire), latency p50 %.2f / p99 %.2f / p99.9 %.2f ms; consume %.0f rec/s%s; %s; verified",
+		w.Name, r.ProduceRecordsPerSec, r.ProduceMBPerSec, r.ProduceWireMBPerSec, r.ProduceP50Ms, r.ProduceP99Ms, r.ProduceP999Ms, r.ConsumeRecordsPerSec, consumeCPU, cpu)
 }
 
 func hostInfo(java string) map[string]any {

@@ -225,6 +225,11 @@ type benchResult struct {
 	ConsumeSeconds       float64 `json:"consume_seconds,omitempty"`
 	ConsumeRecordsPerSec float64 `json:"consume_records_per_sec,omitempty"`
 	ConsumeMBPerSec      float64 `json:"consume_mb_per_sec,omitempty"`
+	// CPU time over the consume phase (after producing), as over the
+	// produce phase below: on two shared cores the consumer can be the
+	// limit, and the broker's CPU per byte read shows its own cost then.
+	ConsumeBrokerCPUSeconds float64 `json:"consume_broker_cpu_seconds,omitempty"`
+	ConsumeClientCPUSeconds float64 `json:"consume_client_cpu_seconds,omitempty"`
 
 	// End-to-end mode: from just before Produce to the consumer's poll.
 	AchievedRate float64 `json:"achieved_rate,omitempty"`
@@ -506,10 +511,16 @@ func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, broke
 		}
 		defer cons.close()
 		start := time.Now()
+		b0, c0 := readCPU(brokerCPU), selfCPU()
 		if err := cons.run(ctx); err != nil {
 			return fail(err)
 		}
 		res.ConsumeSeconds = time.Since(start).Seconds()
+		b1, c1 := readCPU(brokerCPU), selfCPU()
+		res.ConsumeClientCPUSeconds = (c1 - c0).Seconds()
+		if b0 >= 0 && b1 >= 0 {
+			res.ConsumeBrokerCPUSeconds = (b1 - b0).Seconds()
+		}
 		res.ConsumeRecordsPerSec = float64(total) / res.ConsumeSeconds
 		res.ConsumeMBPerSec = float64(res.PayloadBytes) / 1e6 / res.ConsumeSeconds
 	}
