@@ -43,6 +43,12 @@
 // before the next segment is created, so only the last segment can hold
 // data that was never synced.
 //
+// Logs that do not fsync their appends (flush policy never or interval)
+// hand every few MiB they append to the disk in the background with
+// sync_file_range (writeback.go), so their dirty pages stay few and
+// writers do not meet the kernel's dirty-page throttle. That writes data
+// early but syncs nothing: the recovery point still moves only on fsync.
+//
 // # Recovery
 //
 // A clean close leaves "clean-shutdown 1" in the checkpoint; the first

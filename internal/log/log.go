@@ -68,6 +68,11 @@ type Log struct {
 	syncing  sync.WaitGroup // syncs prepared and not finished
 
 	compactMu sync.Mutex // one compaction at a time
+
+	// mu: what of the active segment went to the background writer
+	// (writeback.go), for logs that do not fsync every append.
+	writebackSeg *segment
+	writtenBack  int64
 }
 
 type retiredSegment struct {
@@ -454,6 +459,9 @@ func (l *Log) appendLocked(data []byte, refs []batchRef, now time.Time) error {
 		return l.failed
 	}
 	l.next = last + 1
+	if l.cfg.FlushPolicy != FlushEveryAppend {
+		l.queueWritebackLocked()
+	}
 	return nil
 }
 

@@ -24,10 +24,11 @@ const (
 	OpMkdir
 	OpClose
 	OpSyncAll
+	OpWriteback
 )
 
 var opNames = [...]string{"open", "read", "write", "sync", "truncate", "remove",
-	"rename", "syncdir", "readdir", "stat", "mkdir", "close", "syncall"}
+	"rename", "syncdir", "readdir", "stat", "mkdir", "close", "syncall", "writeback"}
 
 // String returns the operation's name as used in errors, e.g. "write".
 func (op Op) String() string {
@@ -183,6 +184,15 @@ func (f *errorFile) Sync() error {
 		return err
 	}
 	return f.File.Sync()
+}
+
+// Writeback makes error files Writebackers, so their writebacks are seen
+// by the injector and reach the inner file.
+func (f *errorFile) Writeback(off, n int64, wait bool) error {
+	if err := f.fs.fail(OpWriteback, f.Name()); err != nil {
+		return err
+	}
+	return Writeback(f.File, off, n, wait)
 }
 
 func (f *errorFile) Truncate(size int64) error {
