@@ -79,6 +79,7 @@ type pending struct {
 	read  time.Time // when the request was read, for its latency
 	bytes int64     // the frame's size, given back once it is answered
 	raw   []byte    // a raw SASL token to send as a frame of its own (req is nil)
+	frame *[]byte   // a produce request's frame, reused once it is answered
 }
 
 // giveBack returns a frame's bytes to the connection's and the broker's
@@ -188,7 +189,14 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.budget.release(n)
 			return
 		}
-		frame := make([]byte, size)
+		var frame []byte
+		var reused *[]byte
+		if key, err := r.Peek(2); err == nil && binary.BigEndian.Uint16(key) == 0 {
+			reused = produceFrame(int(size))
+			frame = *reused
+		} else {
+			frame = make([]byte, size)
+		}
 		if _, err := io.ReadFull(r, frame); err != nil {
 			c.giveBack(n)
 			c.warn(c.clientID, c.software, "connection closed mid-request", "size", size, "err", err)
@@ -274,7 +282,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		// effect (a write may be stored), so its answer must go out. The
 		// writer drains the queue until it is closed, so this cannot block
 		// for ever.
-		c.queue <- pending{req: req, resp: resp, err: err, read: read, bytes: n}
+		c.queue <- pending{req: req, resp: resp, err: err, read: read, bytes: n, frame: reused}
 		if err != nil {
 			return
 		}
@@ -354,6 +362,9 @@ func (c *conn) writeLoop(ctx context.Context) {
 	for p := range c.queue {
 		w.answer(ctx, p)
 		c.giveBack(p.bytes)
+		if p.frame != nil && p.req != nil && p.req.Key == 0 {
+			putFrame(p.frame)
+		}
 	}
 }
 

@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,4 +350,64 @@ func TestProduceUnknownTopicAutoCreateOff(t *testing.T) {
 		t.Fatal("producing to an unknown topic succeeded")
 	}
 	t.Logf("client error: %v", err)
+}
+
+// Produce frames are reused once answered (frames.go): large records of
+// distinct bytes, from pipelining producers with acks=all, acks=1 and
+// acks=0, come back exactly as sent.
+func TestReusedProduceFramesKeepRecords(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	createTopic(t, b.Addr, "frames", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const perProducer, size = 150, 200 << 10
+	value := func(p, i int) []byte {
+		v := make([]byte, size)
+		for j := range v {
+			v[j] = byte(p*perProducer + i + j/997)
+		}
+		return v
+	}
+	acks := []kgo.Acks{kgo.AllISRAcks(), kgo.LeaderAck(), kgo.NoAck()}
+	var wg sync.WaitGroup
+	for p, a := range acks {
+		opts := []kgo.Opt{kgo.DefaultProduceTopic("frames"), kgo.RequiredAcks(a), kgo.ProducerBatchMaxBytes(1 << 20),
+			kgo.MaxBufferedRecords(64), kgo.ProducerLinger(time.Millisecond)}
+		if a != kgo.AllISRAcks() {
+			opts = append(opts, kgo.DisableIdempotentWrite())
+		}
+		cl := newClient(t, b.Addr, opts...)
+		wg.Go(func() {
+			for i := range perProducer {
+				cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "%d-%d", p, i), Value: value(p, i)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	want := len(acks) * perProducer
+	recs := consumeAll(ctx, t, b.Addr, "frames", want)
+	if len(recs) != want {
+		t.Fatalf("%d records, want %d", len(recs), want)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		var p, i int
+		if _, err := fmt.Sscanf(string(r.Key), "%d-%d", &p, &i); err != nil {
+			t.Fatalf("key %q: %v", r.Key, err)
+		}
+		if seen[string(r.Key)] {
+			t.Fatalf("record %s twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+		if !bytes.Equal(r.Value, value(p, i)) {
+			t.Fatalf("record %s: its value is not what was sent", r.Key)
+		}
+	}
 }

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Produce requests are most of the bytes a broker reads, in frames of up
+// to a MiB or more. A new frame for each costs its zeroing, a tenth of the
+// broker's CPU when producing 10 KiB records. So their frames are reused
+// once the request is answered. Nothing of a produce request outlives its
+// answer: the log writes the batches to its file during the request and
+// keeps none of the request's bytes.
+
+// pooledFrameMin is the size above which produce frames are reused;
+// smaller ones cost little to allocate.
+const pooledFrameMin = 64 << 10
+
+// Frames are pooled by size class: eight classes per power of two, so a
+// frame's capacity exceeds its size by at most an eighth.
+const frameClasses = (31 - 16) * 8
+
+var framePools [frameClasses]sync.Pool
+
+// frameClass is the class of a frame of n bytes and its classes' capacity;
+// ok is false for sizes not pooled.
+func frameClass(n int) (class, size int, ok bool) {
+	if n <= pooledFrameMin {
+		return 0, 0, false
+	}
+	e := bits.Len(uint(n - 1)) // 1<<(e-1) < n <= 1<<e
+	step := 1 << (e - 4)
+	k := (n - 1<<(e-1) + step - 1) / step // 1..8
+	class = (e-17)*8 + k - 1
+	if class >= frameClasses {
+		return 0, 0, false
+	}
+	return class, 1<<(e-1) + k*step, true
+}
+
+// produceFrame returns a frame of n bytes for a produce request, reused
+// when one of its class is free; its contents are not cleared. putFrame
+// gives it back.
+func produceFrame(n int) *[]byte {
+	class, size, ok := frameClass(n)
+	if !ok {
+		f := make([]byte, n)
+		return &f
+	}
+	if v, _ := framePools[class].Get().(*[]byte); v != nil {
+		*v = (*v)[:n]
+		return v
+	}
+	f := make([]byte, n, size)
+	return &f
+}
+
+// putFrame gives back a frame of produceFrame once nothing refers to its
+// bytes any more.
+func putFrame(f *[]byte) {
+	class, size, ok := frameClass(cap(*f))
+	if ok && size == cap(*f) {
+		framePools[class].Put(f)
+	}
+}

@@ -1,0 +1,57 @@
+package server
+
+import "testing"
+
+func TestFrameClasses(t *testing.T) {
+	prev := -1
+	for _, n := range []int{pooledFrameMin + 1, 80_000, 100_000, 1 << 17, 1<<17 + 1, 1 << 20, 1<<20 + 1, 3 << 20, 100 << 20} {
+		class, size, ok := frameClass(n)
+		if !ok {
+			t.Fatalf("%d bytes not pooled", n)
+		}
+		if size < n || size-n > n/8 {
+			t.Errorf("%d bytes in a class of %d", n, size)
+		}
+		if class <= prev {
+			t.Errorf("%d bytes in class %d, after class %d", n, class, prev)
+		}
+		prev = class
+		if c2, s2, _ := frameClass(size); c2 != class || s2 != size {
+			t.Errorf("a frame of capacity %d goes back to class %d (%d), not %d (%d)", size, c2, s2, class, size)
+		}
+		f := produceFrame(n)
+		if len(*f) != n || cap(*f) != size {
+			t.Errorf("frame of %d: len %d cap %d, want cap %d", n, len(*f), cap(*f), size)
+		}
+		putFrame(f)
+	}
+	if _, _, ok := frameClass(pooledFrameMin); ok {
+		t.Error("small frames pooled")
+	}
+}
+
+// BenchmarkProduceFrame reads 1 MiB produce frames into a new buffer each
+// time, as before frames were reused, and into reused ones, in one run.
+func BenchmarkProduceFrame(b *testing.B) {
+	const size = 1 << 20
+	src := make([]byte, size)
+	for _, reuse := range []bool{false, true} {
+		b.Run(map[bool]string{false: "new", true: "reused"}[reuse], func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for range b.N {
+				var f *[]byte
+				if reuse {
+					f = produceFrame(size)
+				} else {
+					buf := make([]byte, size)
+					f = &buf
+				}
+				copy(*f, src) // the read from the socket's buffer
+				if reuse {
+					putFrame(f)
+				}
+			}
+		})
+	}
+}
