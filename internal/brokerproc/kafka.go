@@ -40,10 +40,16 @@ type Kafka struct {
 }
 
 // NewClusterID is a cluster id as kafka-storage random-uuid makes one.
+// Like Kafka's Uuid.randomUuid it never starts with "-": kafka-storage
+// format would read such an id as an option, and fail.
 func NewClusterID() string {
-	var id [16]byte
-	rand.Read(id[:])
-	return base64.RawURLEncoding.EncodeToString(id[:])
+	for {
+		var id [16]byte
+		rand.Read(id[:])
+		if s := base64.RawURLEncoding.EncodeToString(id[:]); s[0] != '-' {
+			return s
+		}
+	}
 }
 
 // The JVM options of Kafka's kafka-server-start.sh and kafka-run-class.sh

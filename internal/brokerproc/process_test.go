@@ -63,3 +63,13 @@ func TestLastLines(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// One id in 64 would start with "-" without the check, and kafka-storage
+// format would refuse it as an option.
+func TestClusterIDIsNoOption(t *testing.T) {
+	for range 5000 {
+		if id := NewClusterID(); strings.HasPrefix(id, "-") || len(id) != 22 {
+			t.Fatalf("cluster id %q", id)
+		}
+	}
+}
