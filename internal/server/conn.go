@@ -189,10 +189,12 @@ func (c *conn) readLoop(ctx context.Context) {
 			c.budget.release(n)
 			return
 		}
-		var frame []byte
-		var reused *[]byte
+		var reused *[]byte // a pooled frame, for a large produce request
 		if key, err := r.Peek(2); err == nil && binary.BigEndian.Uint16(key) == 0 {
 			reused = produceFrame(int(size))
+		}
+		var frame []byte
+		if reused != nil {
 			frame = *reused
 		} else {
 			frame = make([]byte, size)
@@ -362,7 +364,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 	for p := range c.queue {
 		w.answer(ctx, p)
 		c.giveBack(p.bytes)
-		if p.frame != nil && p.req != nil && p.req.Key == 0 {
+		if p.frame != nil {
 			putFrame(p.frame)
 		}
 	}

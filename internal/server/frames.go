@@ -38,14 +38,13 @@ func frameClass(n int) (class, size int, ok bool) {
 	return class, 1<<(e-1) + k*step, true
 }
 
-// produceFrame returns a frame of n bytes for a produce request, reused
-// when one of its class is free; its contents are not cleared. putFrame
-// gives it back.
+// produceFrame returns a frame of n bytes for a produce request from the
+// pool of its class, or nil for sizes not pooled. Its contents are not
+// cleared. putFrame gives it back.
 func produceFrame(n int) *[]byte {
 	class, size, ok := frameClass(n)
 	if !ok {
-		f := make([]byte, n)
-		return &f
+		return nil
 	}
 	if v, _ := framePools[class].Get().(*[]byte); v != nil {
 		*v = (*v)[:n]
@@ -58,8 +57,7 @@ func produceFrame(n int) *[]byte {
 // putFrame gives back a frame of produceFrame once nothing refers to its
 // bytes any more.
 func putFrame(f *[]byte) {
-	class, size, ok := frameClass(cap(*f))
-	if ok && size == cap(*f) {
+	if class, _, ok := frameClass(cap(*f)); ok {
 		framePools[class].Put(f)
 	}
 }

@@ -25,7 +25,7 @@ func TestFrameClasses(t *testing.T) {
 		}
 		putFrame(f)
 	}
-	if _, _, ok := frameClass(pooledFrameMin); ok {
+	if _, _, ok := frameClass(pooledFrameMin); ok || produceFrame(pooledFrameMin) != nil {
 		t.Error("small frames pooled")
 	}
 }
@@ -40,16 +40,12 @@ func BenchmarkProduceFrame(b *testing.B) {
 			b.SetBytes(size)
 			b.ReportAllocs()
 			for range b.N {
-				var f *[]byte
 				if reuse {
-					f = produceFrame(size)
-				} else {
-					buf := make([]byte, size)
-					f = &buf
-				}
-				copy(*f, src) // the read from the socket's buffer
-				if reuse {
+					f := produceFrame(size)
+					copy(*f, src) // the read from the socket's buffer
 					putFrame(f)
+				} else {
+					copy(make([]byte, size), src)
 				}
 			}
 		})

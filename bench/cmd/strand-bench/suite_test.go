@@ -67,7 +67,8 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"(a) throughput", "(e) many partitions", "(f) transactions of 1000 records", "committed transactions/s", "start-up to first acknowledged produce", "loopback TCP"} {
+	for _, s := range []string{"(a) throughput", "(e) many partitions", "(f) transactions of 1000 records", "committed transactions/s", "start-up to first acknowledged produce", "loopback TCP",
+		"broker CPU per consumed GB", "client CPU while consuming"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("results.md lacks %q", s)
 		}
