@@ -26,7 +26,7 @@ type Broker struct {
 
 // ReadCluster reads the cluster's brokers and features.
 func ReadCluster(ctx context.Context, adm *kadm.Client) (Cluster, error) {
-	md, err := adm.BrokerMetadata(ctx)
+	md, err := LiveBrokers(ctx, adm)
 	if err != nil {
 		return Cluster{}, err
 	}
@@ -35,6 +35,16 @@ func ReadCluster(ctx context.Context, adm *kadm.Client) (Cluster, error) {
 		c.Brokers = append(c.Brokers, Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)})
 	}
 	return c, nil
+}
+
+// LiveBrokers asks a broker for the cluster's live brokers now.
+// kadm's BrokerMetadata answers from the client's cache of brokers, which
+// franz-go refreshes only every metadata.max.age (5 minutes): a client
+// that stays open, as the console's does, would go on listing a broker
+// that died and miss one that joined. Asking for the authorized
+// operations makes kadm send the request.
+func LiveBrokers(ctx context.Context, adm *kadm.Client) (kadm.Metadata, error) {
+	return adm.BrokerMetadata(kadm.WithAuthorizedOps(ctx))
 }
 
 // finalizedFeatures is the feature levels the brokers finalized (the

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
@@ -63,7 +64,10 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	adm := kadm.NewClient(client(t, clients[0], tlsOpt, asBroker))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		// Both brokers registered, the inter-broker user's credential made.
-		m, err := adm.BrokerMetadata(ctx)
+		// Asked afresh each time: kadm's BrokerMetadata would answer from
+		// the client's cache, which still lists only broker 0 if it was
+		// filled before broker 1 was unfenced.
+		m, err := inspect.LiveBrokers(ctx, adm)
 		if err == nil && len(m.Brokers) == n {
 			break
 		}
