@@ -24,6 +24,9 @@ type checkpoint struct {
 	recoveryPoint int64 // every offset below was durable when written
 	cleanedEnd    int64 // compaction may have left offset gaps below this
 	clean         bool  // written by Close: the segments need no scan
+	// journalFence: journal records below this sequence number are never
+	// replayed into the log (see journal.go).
+	journalFence int64
 }
 
 func (c checkpoint) marshal() []byte {
@@ -31,8 +34,8 @@ func (c checkpoint) marshal() []byte {
 	if c.clean {
 		clean = 1
 	}
-	return fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\n",
-		c.logStart, c.highWatermark, c.recoveryPoint, c.cleanedEnd, clean)
+	return fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\njournal-fence %d\n",
+		c.logStart, c.highWatermark, c.recoveryPoint, c.cleanedEnd, clean, c.journalFence)
 }
 
 // readCheckpoint returns the zero checkpoint (unclean, everything to scan)
@@ -68,6 +71,8 @@ func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
 			c.cleanedEnd = v
 		case "clean-shutdown":
 			c.clean = v == 1
+		case "journal-fence":
+			c.journalFence = v
 		}
 	}
 	return c, nil

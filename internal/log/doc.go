@@ -20,8 +20,9 @@
 //     Both big-endian. The active segment's indexes live in memory and are
 //     written when the segment is sealed (rolled) or the log closes.
 //   - partition.checkpoint: log start offset, high watermark, recovery point
-//     (every offset below it was synced) and whether the log was closed
-//     cleanly.
+//     (every offset below it was synced in the segments), whether the log
+//     was closed cleanly, and the journal fence (journal records numbered
+//     below it are never replayed into the log).
 //   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
 //     per leader epoch.
 //   - <offset>.producers: snapshots of the idempotent producers' state,
@@ -38,10 +39,12 @@
 // covers it; the appends that arrive while one fsync runs are covered
 // together by the next (group commit), so N concurrent writers pay about
 // one fsync per round, not N. The logs of a manager share its rounds: a
-// round of a few logs fsyncs each, one of many syncs the whole file system
-// once (syncfs), which costs about what one fsync does. Rolling a segment syncs it and its indexes
+// round of a few logs fsyncs each; a round of many appends their new bytes
+// to the manager's journal (<data>/journal/, journal.go) and fsyncs that
+// one file, and their segments are synced later, in the background, before
+// the journal file is removed. Rolling a segment syncs it and its indexes
 // before the next segment is created, so only the last segment can hold
-// data that was never synced.
+// data that was never synced, in its file or in the journal.
 //
 // Logs that do not fsync their appends (flush policy never or interval)
 // hand every few MiB they append to the disk in the background with
@@ -50,6 +53,12 @@
 // early but syncs nothing: the recovery point still moves only on fsync.
 //
 // # Recovery
+//
+// A manager first replays its journal (see journal.go): each log it names
+// is recovered as below, gets the journaled batches past its end, and is
+// closed cleanly. The recovery point in the checkpoint counts only what was
+// synced in the segments, so the rule below never mistakes a journaled
+// tail for lost data.
 //
 // A clean close leaves "clean-shutdown 1" in the checkpoint; the first
 // change after opening retracts it. Opening a clean log scans nothing but the

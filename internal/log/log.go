@@ -24,6 +24,10 @@ type Options struct {
 	FS     vfs.FS       // vfs.OS when nil
 	Logger *slog.Logger // slog.Default() when nil
 	Now    func() time.Time
+
+	// journal is the manager's, whose sequence numbers fence the log's
+	// records (journal.go); nil for a log opened alone.
+	journal *journal
 }
 
 // Log is one partition's log: an ordered list of segments in one directory,
@@ -61,11 +65,28 @@ type Log struct {
 	firstUnstable int64                       // oldest unstable transaction's first offset, -1 for none
 	markerRemoval func([]RemovedMarker) error // told before transaction markers are removed; nil keeps them
 
-	syncMu   sync.Mutex     // with no syncer
-	syncDone chan struct{}  // syncMu: closed when the fsync in flight ends
-	synced   atomic.Int64   // recovery point: every offset below is durable
-	syncer   *fileSyncer    // shares syncs with the manager's other logs; nil syncs alone
-	syncing  sync.WaitGroup // syncs prepared and not finished
+	syncMu   sync.Mutex    // with no syncer
+	syncDone chan struct{} // syncMu: closed when the fsync in flight ends
+	// synced: every offset below is durable, in the segments or in the
+	// journal. fileSynced: every offset below is durable in the segments
+	// themselves; it is the recovery point the checkpoint records.
+	synced     atomic.Int64
+	fileSynced atomic.Int64
+	syncer     *fileSyncer    // shares syncs with the manager's other logs; nil syncs alone
+	syncing    sync.WaitGroup // syncs prepared and not finished
+	journal    *journal       // the manager's, for fences; nil when alone
+	// fence: journal records with lower sequence numbers are never
+	// replayed into this log (it was truncated after them, or is a new
+	// log in a deleted one's directory). Written under mu.
+	fence atomic.Int64
+
+	// mu: where the active segment is known durable (synced, or in a
+	// journal record), so a journal round copies only what follows; and
+	// the number of truncations, so a sync prepared before one does not
+	// move these or synced past what the truncation left.
+	durableSeg  *segment
+	durablePos  int64
+	truncations uint64
 
 	compactMu sync.Mutex // one compaction at a time
 
@@ -86,7 +107,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: opts.FS, dir: dir, logger: opts.Logger, now: opts.Now, cfg: cfg, firstUnstable: -1}
+	l := &Log{fs: opts.FS, dir: dir, logger: opts.Logger, now: opts.Now, cfg: cfg, firstUnstable: -1, journal: opts.journal}
 	if l.fs == nil {
 		l.fs = vfs.OS
 	}
@@ -131,17 +152,27 @@ func (l *Log) load() error {
 	for i, s := range l.segs[:max(len(l.segs)-1, 0)] {
 		s.next = l.segs[i+1].base
 	}
+	l.fence.Store(ck.journalFence)
 	if len(l.segs) == 0 {
+		// A new log: its fence is durable before its first segment
+		// exists, so no record of a log deleted from this directory is
+		// ever replayed into it.
+		if l.journal != nil {
+			l.fence.Store(l.journal.next.Load())
+		}
+		l.dirty = true // a new log has nothing to scan, but nothing is clean yet either
+		if err := l.writeCheckpointLocked(false); err != nil {
+			return err
+		}
 		s, err := createSegment(l.fs, l.dir, ck.logStart)
+		if err == nil {
+			err = l.fs.SyncDir(l.dir)
+		}
 		if err != nil {
 			return err
 		}
 		s.openedAt = l.now()
 		l.segs = []*segment{s}
-		l.dirty = true // a new log has nothing to scan, but nothing is clean yet either
-		if err := l.writeCheckpointLocked(false); err != nil {
-			return err
-		}
 	} else if ck.clean && l.openActive() == nil {
 		// Trusted: the last close wrote the indexes and synced everything.
 	} else {
@@ -158,6 +189,8 @@ func (l *Log) load() error {
 	l.start = min(l.start, l.next)
 	l.hw = min(max(ck.highWatermark, l.start), l.next)
 	l.synced.Store(l.next) // what recovery kept is what the disk holds
+	l.fileSynced.Store(l.next)
+	l.durableSeg, l.durablePos = active, active.size
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {
 		return err
 	}
@@ -489,6 +522,8 @@ func (l *Log) rollLocked() error {
 	n.openedAt = l.now()
 	l.segs = append(l.segs, n)
 	advance(&l.synced, l.next)
+	advance(&l.fileSynced, l.next)
+	l.durableSeg, l.durablePos = n, 0
 	return nil
 }
 
@@ -503,6 +538,13 @@ func (l *Log) Roll() error {
 		return nil
 	}
 	return l.rollLocked()
+}
+
+// Failed returns the error that failed the log, or nil.
+func (l *Log) Failed() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.failed
 }
 
 func (l *Log) failLocked(err error) {
@@ -530,11 +572,12 @@ func (l *Log) Sync(upTo int64) error {
 		return nil
 	}
 	if l.syncer != nil {
-		target, f, err := l.prepareSync()
+		p, err := l.prepareSync()
 		if err != nil {
 			return err
 		}
-		return l.finishSync(target, l.syncer.sync(f))
+		r := l.syncer.syncMany([]*Log{l}, []syncPoint{p})[0]
+		return l.finishSync(p, !r.journaled, r.err)
 	}
 	for {
 		l.syncMu.Lock()
@@ -550,9 +593,9 @@ func (l *Log) Sync(upTo int64) error {
 		done := make(chan struct{})
 		l.syncDone = done
 		l.syncMu.Unlock()
-		target, f, err := l.prepareSync()
+		p, err := l.prepareSync()
 		if err == nil {
-			err = l.finishSync(target, f.Sync())
+			err = l.finishSync(p, true, p.file.Sync())
 		}
 		l.syncMu.Lock()
 		l.syncDone = nil
@@ -562,36 +605,107 @@ func (l *Log) Sync(upTo int64) error {
 	}
 }
 
-// prepareSync returns what a sync started after it makes durable: offsets
-// below target, in the active segment's file (sealed segments were synced
-// when rolled).
-func (l *Log) prepareSync() (int64, vfs.File, error) {
+// syncPoint is what a sync started after prepareSync makes durable:
+// offsets below target, which end at pos in the active segment seg and
+// its file (sealed segments were synced when rolled).
+type syncPoint struct {
+	target      int64
+	seg         *segment
+	pos         int64
+	file        vfs.File
+	truncations uint64
+}
+
+func (l *Log) prepareSync() (syncPoint, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.failed != nil {
-		return 0, nil, l.failed
+		return syncPoint{}, l.failed
 	}
 	if l.closed || l.closing {
-		return 0, nil, ErrClosed
+		return syncPoint{}, ErrClosed
 	}
 	l.syncing.Add(1) // before closing is set: Close waits for it
-	return l.next, l.active().file, nil
+	s := l.active()
+	return syncPoint{target: l.next, seg: s, pos: s.size, file: s.file, truncations: l.truncations}, nil
 }
 
-// finishSync records the outcome of a sync prepareSync prepared.
-func (l *Log) finishSync(target int64, err error) error {
+// finishSync records the outcome of a sync prepareSync prepared; inFile
+// says whether it synced the segment itself rather than a journal record.
+// A truncation since the sync was prepared moves nothing: it synced what
+// it left, and what the sync covered past it is gone.
+func (l *Log) finishSync(p syncPoint, inFile bool, err error) error {
 	defer l.syncing.Done()
-	if err == nil {
-		advance(&l.synced, target)
-		return nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed // deleted under the sync
+	if err != nil {
+		if l.closed {
+			return ErrClosed // deleted under the sync
+		}
+		l.failLocked(err)
+		return l.failed
 	}
-	l.failLocked(err)
-	return l.failed
+	if p.truncations != l.truncations {
+		return nil
+	}
+	advance(&l.synced, p.target)
+	if inFile {
+		advance(&l.fileSynced, p.target)
+	}
+	if l.durableSeg != p.seg || l.durablePos < p.pos {
+		if !l.closed && l.active() == p.seg {
+			l.durableSeg, l.durablePos = p.seg, p.pos
+		}
+	}
+	return nil
+}
+
+// syncFile fsyncs the active segment itself, for a sealed journal file
+// whose records it must no longer need.
+func (l *Log) syncFile() error {
+	p, err := l.prepareSync()
+	if err != nil {
+		return err
+	}
+	return l.finishSync(p, true, p.file.Sync())
+}
+
+// journalSpan is where the active segment's bytes past its known-durable
+// position lie, for a journal round; false when the log cannot sync.
+func (l *Log) journalSpan() (journalSpan, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || l.failed != nil {
+		return journalSpan{}, false
+	}
+	s := l.active()
+	from := int64(0)
+	if l.durableSeg == s {
+		from = l.durablePos
+	}
+	return journalSpan{file: s.file, from: from, to: max(from, s.size)}, true
+}
+
+// fileSyncPoint is what a sync of the whole file system started now
+// would make durable in the segments.
+type fileSyncPoint struct {
+	upTo        int64
+	truncations uint64
+}
+
+func (l *Log) fileSyncPoint() fileSyncPoint {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return fileSyncPoint{upTo: l.synced.Load(), truncations: l.truncations}
+}
+
+// fileSyncedTo records that a sync of the file system made p durable.
+func (l *Log) fileSyncedTo(p fileSyncPoint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.truncations == l.truncations {
+		advance(&l.fileSynced, p.upTo)
+	}
 }
 
 // SyncTarget asks for Log's offsets below UpTo to be durable.
@@ -607,9 +721,8 @@ type SyncTarget struct {
 func SyncMany(targets []SyncTarget) []error {
 	errs := make([]error, len(targets))
 	type prepared struct {
-		i      int
-		target int64
-		file   vfs.File
+		i     int
+		point syncPoint
 	}
 	var (
 		bySyncer = map[*fileSyncer][]prepared{}
@@ -624,21 +737,21 @@ func SyncMany(targets []SyncTarget) []error {
 			alone = append(alone, i)
 			continue
 		}
-		target, f, err := l.prepareSync()
+		p, err := l.prepareSync()
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		bySyncer[l.syncer] = append(bySyncer[l.syncer], prepared{i, target, f})
+		bySyncer[l.syncer] = append(bySyncer[l.syncer], prepared{i, p})
 	}
 	run := func(s *fileSyncer, ps []prepared) {
-		files := make([]vfs.File, len(ps))
+		logs, points := make([]*Log, len(ps)), make([]syncPoint, len(ps))
 		for k, p := range ps {
-			files[k] = p.file
+			logs[k], points[k] = targets[p.i].Log, p.point
 		}
-		for k, err := range s.syncMany(files) {
+		for k, r := range s.syncMany(logs, points) {
 			p := ps[k]
-			errs[p.i] = targets[p.i].Log.finishSync(p.target, err)
+			errs[p.i] = targets[p.i].Log.finishSync(p.point, !r.journaled, r.err)
 		}
 	}
 	var wg sync.WaitGroup
@@ -828,7 +941,8 @@ func (l *Log) writeCheckpointLocked(clean bool) error {
 		return err
 	}
 	return writeCheckpoint(l.fs, l.dir, checkpoint{
-		logStart: l.start, highWatermark: l.hw, recoveryPoint: l.synced.Load(), cleanedEnd: l.cleaned, clean: clean,
+		logStart: l.start, highWatermark: l.hw, recoveryPoint: l.fileSynced.Load(), cleanedEnd: l.cleaned, clean: clean,
+		journalFence: l.fence.Load(),
 	})
 }
 
@@ -850,6 +964,7 @@ func (l *Log) Close() error {
 		err = s.file.Sync()
 		if err == nil {
 			l.synced.Store(l.next)
+			l.fileSynced.Store(l.next)
 			err = s.writeIndexes(l.cfg.IndexIntervalBytes)
 		}
 		if err == nil {

@@ -82,7 +82,15 @@ func NewManager(dir string, opts ManagerOptions) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.syncer = newFileSyncer(all, opts.SyncAllMin, opts.Logger.With("component", "log"))
+		logger := opts.Logger.With("component", "log")
+		// The journal replays what a crash left in it before any log is
+		// served.
+		j, err := openJournal(opts.FS, dir, logger)
+		if err != nil {
+			all.Close()
+			return nil, fmt.Errorf("log journal: %w", err)
+		}
+		m.syncer = newFileSyncer(all, j, opts.SyncAllMin, logger)
 		if info, err := opts.FS.Stat(dir); err == nil {
 			m.device, m.known = vfs.Device(info)
 		}
@@ -122,7 +130,11 @@ func (m *Manager) Open(tp model.TopicPartition, cfg Config) (*Log, error) {
 	if m.logs == nil {
 		return nil, ErrClosed
 	}
-	l, err := Open(filepath.Join(m.dir, tp.String()), cfg, Options{FS: m.opts.FS, Logger: m.opts.Logger, Now: m.opts.Now})
+	var j *journal
+	if m.syncer != nil {
+		j = m.syncer.journal
+	}
+	l, err := Open(filepath.Join(m.dir, tp.String()), cfg, Options{FS: m.opts.FS, Logger: m.opts.Logger, Now: m.opts.Now, journal: j})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", tp, err)
 	}
@@ -182,7 +194,7 @@ func (m *Manager) Close() error {
 	for _, l := range logs {
 		errs = append(errs, l.Close())
 	}
-	errs = append(errs, m.syncer.close())
+	errs = append(errs, m.syncer.close(errors.Join(errs...) == nil))
 	return errors.Join(errs...)
 }
 

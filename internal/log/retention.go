@@ -160,9 +160,19 @@ func (l *Log) Truncate(offset int64) error {
 		l.failLocked(err)
 		return l.failed
 	}
+	// What is left is synced. Journal records taken before now may hold
+	// the truncated batches: the fence keeps them out of any replay, and
+	// the checkpoint written below makes it durable before anything new
+	// of this log can be journaled (a round reads the log under mu).
+	l.truncations++
+	l.durableSeg, l.durablePos = s, pos
+	if l.journal != nil {
+		l.fence.Store(l.journal.next.Load())
+	}
 	idx, tidx, err := s.indexes(interval)
 	if err != nil {
-		return err
+		l.failLocked(err) // the files are cut and the fence is set: nothing may follow
+		return l.failed
 	}
 	idx.truncate(pos)
 	tidx.truncate(newEnd)
@@ -174,10 +184,16 @@ func (l *Log) Truncate(offset int64) error {
 	l.start = min(l.start, l.next) // the batch holding the log start may be gone
 	l.hw = min(l.hw, l.next)
 	l.synced.Store(min(l.synced.Load(), l.next))
+	l.fileSynced.Store(min(l.fileSynced.Load(), l.next))
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {
 		return err
 	}
 	// The recovery point on disk may lie past the new end; recovery would
-	// then mistake a later torn tail for lost durable data.
-	return l.writeCheckpointLocked(false)
+	// then mistake a later torn tail for lost durable data. And the fence
+	// must be durable before the log takes appends again.
+	if err := l.writeCheckpointLocked(false); err != nil {
+		l.failLocked(err)
+		return l.failed
+	}
+	return nil
 }

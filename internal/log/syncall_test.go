@@ -17,10 +17,11 @@ import (
 // syncCounts counts the segment fsyncs and file system syncs of an error FS,
 // and can fail either.
 type syncCounts struct {
-	fileSyncs, allSyncs atomic.Int64
-	failAll             atomic.Int64 // file system syncs left to fail
-	failFile            atomic.Value // a segment path fragment whose fsyncs fail
-	delay               time.Duration
+	fileSyncs, allSyncs, journalSyncs atomic.Int64
+	failAll                           atomic.Int64 // file system syncs left to fail
+	failJournal                       atomic.Int64 // journal syncs left to fail
+	failFile                          atomic.Value // a segment path fragment whose fsyncs fail
+	delay                             time.Duration
 }
 
 func (c *syncCounts) inject(op vfs.Op, name string) error {
@@ -29,6 +30,12 @@ func (c *syncCounts) inject(op vfs.Op, name string) error {
 		c.fileSyncs.Add(1)
 		time.Sleep(c.delay)
 		if frag, _ := c.failFile.Load().(string); frag != "" && strings.Contains(name, frag) {
+			return syscall.EIO
+		}
+	case op == vfs.OpSync && strings.HasSuffix(name, journalSuffix):
+		c.journalSyncs.Add(1)
+		time.Sleep(c.delay)
+		if c.failJournal.Add(-1) >= 0 {
 			return syscall.EIO
 		}
 	case op == vfs.OpSyncAll:
@@ -76,26 +83,29 @@ func appendEach(t *testing.T, logs []*Log, tag string) []SyncTarget {
 	return targets
 }
 
-// survivors opens every partition of a power-loss clone of mem and counts
-// its records.
+// survivors opens every partition of a power-loss clone of mem through a
+// manager (which replays its journal) and counts its records.
 func survivors(t *testing.T, mem *vfs.MemFS, n int) []int {
 	t.Helper()
-	crashed := mem.CrashClone(vfs.CrashOptions{})
+	return survivorsOf(t, mem.CrashClone(vfs.CrashOptions{}), n)
+}
+
+func survivorsOf(t *testing.T, crashed vfs.FS, n int) []int {
+	t.Helper()
+	m, logs := openManagerLogs(t, crashed, n)
+	defer m.Close()
 	out := make([]int, n)
-	cfg := testConfig()
-	cfg.SegmentBytes = 1 << 30
-	for i := range out {
-		l := openLog(t, crashed, fmt.Sprintf("/data/t-%d", i), cfg, nil)
+	for i, l := range logs {
 		out[i] = len(readAll(t, l, 0))
-		l.Close()
 	}
 	return out
 }
 
-// TestSyncManyIsOneFileSystemSync checks that many logs of a manager are
-// made durable by one file system sync, not an fsync each, and that what
-// it acknowledged survives a power loss; a few logs fsync each.
-func TestSyncManyIsOneFileSystemSync(t *testing.T) {
+// TestSyncManyIsOneJournalWrite checks that many logs of a manager are
+// made durable by one journal write and its fsync, not an fsync each, and
+// that what it acknowledged survives a power loss that keeps nothing of
+// their segments but what was synced; a few logs fsync each.
+func TestSyncManyIsOneJournalWrite(t *testing.T) {
 	mem := vfs.NewMem()
 	var c syncCounts
 	m, logs := openManagerLogs(t, vfs.NewErrorFS(mem, c.inject), 50)
@@ -106,8 +116,8 @@ func TestSyncManyIsOneFileSystemSync(t *testing.T) {
 			t.Fatalf("log %d: %v", i, err)
 		}
 	}
-	if f, a := c.fileSyncs.Load(), c.allSyncs.Load(); f != 0 || a != 1 {
-		t.Fatalf("50 logs: %d fsyncs and %d file system syncs, want 0 and 1", f, a)
+	if f, a, j := c.fileSyncs.Load(), c.allSyncs.Load(), c.journalSyncs.Load(); f != 0 || a != 0 || j != 1 {
+		t.Fatalf("50 logs: %d fsyncs, %d file system syncs and %d journal syncs, want 0, 0 and 1", f, a, j)
 	}
 	for i, n := range survivors(t, mem, len(logs)) {
 		if n != 2 {
@@ -121,8 +131,8 @@ func TestSyncManyIsOneFileSystemSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if f, a := c.fileSyncs.Load(), c.allSyncs.Load(); f != int64(len(few)) || a != 1 {
-		t.Fatalf("%d logs: %d fsyncs and %d file system syncs, want %d and none", len(few), f, a-1, len(few))
+	if f, j := c.fileSyncs.Load(), c.journalSyncs.Load(); f != int64(len(few)) || j != 1 {
+		t.Fatalf("%d logs: %d fsyncs and %d journal syncs, want %d and none", len(few), f, j-1, len(few))
 	}
 	for i, n := range survivors(t, mem, len(few)) {
 		if n != 4 {
@@ -152,11 +162,11 @@ func TestLogsShareSyncRounds(t *testing.T) {
 	}
 	wg.Wait()
 	appends := int64(writers * perWriter)
-	syncs := c.fileSyncs.Load() + c.allSyncs.Load()
-	t.Logf("%d appends: %d fsyncs, %d file system syncs", appends, c.fileSyncs.Load(), c.allSyncs.Load())
-	if syncs > appends/4 || c.allSyncs.Load() == 0 {
-		t.Fatalf("%d syncs (%d of the file system) for %d concurrent durable appends to %d logs: no shared rounds",
-			syncs, c.allSyncs.Load(), appends, writers)
+	syncs := c.fileSyncs.Load() + c.journalSyncs.Load()
+	t.Logf("%d appends: %d fsyncs, %d journal syncs", appends, c.fileSyncs.Load(), c.journalSyncs.Load())
+	if syncs > appends/4 || c.journalSyncs.Load() == 0 {
+		t.Fatalf("%d syncs (%d of the journal) for %d concurrent durable appends to %d logs: no shared rounds",
+			syncs, c.journalSyncs.Load(), appends, writers)
 	}
 	for i, n := range survivors(t, mem, writers) {
 		if n != perWriter*2 {
@@ -165,12 +175,13 @@ func TestLogsShareSyncRounds(t *testing.T) {
 	}
 }
 
-// TestFileSystemSyncFailureFallsBackToFsyncs checks that when a file
-// system sync fails, each log fsyncs its own files from then on, so that
-// a lost write is reported to the log that lost it.
+// TestFileSystemSyncFailureFallsBackToFsyncs checks that when a journal
+// write and then a file system sync fail, each log fsyncs its own files
+// from then on, so that a lost write is reported to the log that lost it.
 func TestFileSystemSyncFailureFallsBackToFsyncs(t *testing.T) {
 	mem := vfs.NewMem()
 	var c syncCounts
+	c.failJournal.Store(1)
 	c.failAll.Store(1)
 	m, logs := openManagerLogs(t, vfs.NewErrorFS(mem, c.inject), 10)
 	defer m.Close()
@@ -194,8 +205,8 @@ func TestFileSystemSyncFailureFallsBackToFsyncs(t *testing.T) {
 			t.Fatalf("log %d: %v", i, err)
 		}
 	}
-	if a := c.allSyncs.Load(); a != 1 {
-		t.Fatalf("%d file system syncs, want none after the failed one", a-1)
+	if a, j := c.allSyncs.Load(), c.journalSyncs.Load(); a != 1 || j != 1 {
+		t.Fatalf("%d file system syncs and %d journal syncs, want none after the failed ones", a-1, j-1)
 	}
 	if _, err := logs[3].Append(makeBatch(t, "c", 1, 0, 0), AppendOptions{LeaderEpoch: -1}); !errors.Is(err, ErrStorage) {
 		t.Fatalf("append to a log whose fsync failed: %v, want ErrStorage", err)
