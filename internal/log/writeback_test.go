@@ -91,9 +91,8 @@ func TestWritebackErrorFailsTheLog(t *testing.T) {
 	cfg.FlushPolicy = FlushNever
 	l := openLog(t, vfs.NewErrorFS(vfs.NewMem(), wb.inject), "/d", cfg, nil)
 	defer l.Close()
-	for range writebackChunk / (64 << 10) {
-		mustAppend(t, l, bigBatch(t))
-	}
+	// Appends fill the first chunk and go on until the failed writeback
+	// of that chunk, which runs in the background, fails the log.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := l.Append(bigBatch(t), AppendOptions{LeaderEpoch: -1})

@@ -86,6 +86,11 @@ type producer struct {
 }
 
 func startProducer(t *testing.T, addr, topic string, round int, acks *ackLog) *producer {
+	return startKeyedProducer(t, addr, topic, round, 8, acks)
+}
+
+// startKeyedProducer produces with keys spread over that many values.
+func startKeyedProducer(t *testing.T, addr, topic string, round, keys int, acks *ackLog) *producer {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(2000), kgo.ProducerLinger(time.Millisecond),
@@ -99,7 +104,7 @@ func startProducer(t *testing.T, addr, topic string, round int, acks *ackLog) *p
 		defer close(p.done)
 		for seq := 0; ctx.Err() == nil; seq++ {
 			id := recID{round, seq}
-			r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", seq%8), Value: durableValue(id)}
+			r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", seq%keys), Value: durableValue(id)}
 			p.sent.Add(1)
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err != nil {
@@ -205,19 +210,26 @@ func verifyDurable(t *testing.T, addr, topic string, acks *ackLog) {
 // then repeatedly during production, restarting it on the same data
 // directory each time: everything acknowledged survives. With --fsync never
 // acknowledged data is only in the page cache, which a process crash keeps:
-// recovery must then rescan the unsynced tail and keep all of it.
+// recovery must then rescan the unsynced tail and keep all of it. With 64
+// partitions, produce requests make many partitions durable at once, so
+// their rounds go through the journal, which each restart replays.
 func TestRestartDurability(t *testing.T) {
 	t.Parallel()
-	for _, fsync := range []string{"every-append", "never"} {
-		t.Run("fsync="+fsync, func(t *testing.T) {
+	for _, c := range []struct {
+		fsync      string
+		partitions int
+	}{{"every-append", 2}, {"never", 2}, {"every-append", 64}} {
+		t.Run(fmt.Sprintf("fsync=%s/partitions=%d", c.fsync, c.partitions), func(t *testing.T) {
 			t.Parallel()
-			testRestartDurability(t, fsync)
+			testRestartDurability(t, c.fsync, c.partitions)
 		})
 	}
 }
 
-func testRestartDurability(t *testing.T, fsync string) {
-	b := startBroker(t, "--default-partitions", "2", "--fsync", fsync)
+func testRestartDurability(t *testing.T, fsync string, partitions int) {
+	b := startBroker(t, "--default-partitions", fmt.Sprint(partitions), "--fsync", fsync)
+	keys := max(8, 4*partitions)
+	journaled := false // a journal with records was found after a kill
 	const topic = "durable"
 	acks := newAckLog()
 
@@ -230,7 +242,7 @@ func testRestartDurability(t *testing.T, fsync string) {
 	var failed atomic.Int64
 	for seq := range n {
 		id := recID{0, seq}
-		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", seq%8), Value: durableValue(id)},
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", seq%keys), Value: durableValue(id)},
 			func(r *kgo.Record, err error) {
 				if err != nil {
 					failed.Add(1)
@@ -247,6 +259,7 @@ func testRestartDurability(t *testing.T, fsync string) {
 	}
 	cl.Close()
 	b.Kill()
+	journaled = journaled || journalHolds(t, b.DataDir)
 	b.Restart(t)
 	verifyDurable(t, b.Addr, topic, acks)
 
@@ -255,10 +268,11 @@ func testRestartDurability(t *testing.T, fsync string) {
 	t.Logf("kill timing seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for round := 1; round <= 4; round++ {
-		p := startProducer(t, b.Addr, topic, round, acks)
+		p := startKeyedProducer(t, b.Addr, topic, round, keys, acks)
 		waitAcked(t, acks, round, 200, p)
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		b.Kill()
+		journaled = journaled || journalHolds(t, b.DataDir)
 		sent := p.sent.Load()
 		p.stop()
 		t.Logf("round %d: killed with %d sent, %d acknowledged", round, sent, acks.count(round))
@@ -268,6 +282,24 @@ func testRestartDurability(t *testing.T, fsync string) {
 		b.Restart(t)
 		verifyDurable(t, b.Addr, topic, acks)
 	}
+	if wantJournal := fsync == "every-append" && partitions >= 32; journaled != wantJournal {
+		t.Errorf("journal records found after a kill: %v, want %v", journaled, wantJournal)
+	}
+}
+
+// journalHolds reports whether the broker's log journal holds records.
+func journalHolds(t *testing.T, dataDir string) bool {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dataDir, "journal", "*.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if st, err := os.Stat(name); err == nil && st.Size() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // TestGracefulShutdown sends SIGTERM while a producer and a consumer are
