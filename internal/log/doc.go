@@ -109,5 +109,7 @@
 // Log.mu guards the segment list, offsets and the active segment's writes;
 // readers hold it shared while they locate batches, then read the file
 // without it. Log.syncMu serialises the fsyncs of a log that syncs alone
-// and comes before Log.mu; the file syncer's lock is taken with no other.
+// and comes before Log.mu; the file syncer's lock is taken with no other;
+// the journal's comes before Log.mu (a log only reads the journal's
+// sequence number, an atomic).
 package log

@@ -47,13 +47,16 @@ import (
 //     log gets a fence too, so a deleted log's records never reach the log
 //     that takes its directory.
 //   - Sequence numbers only grow, across restarts too: the newest journal
-//     file is never removed, and its name is at least the next number.
+//     file is never removed, and its name and its records' numbers tell
+//     the next start where numbering goes on.
 //
 // A round, in order (fileSyncer.runRound calls commit):
 //  1. take the sequence number;
 //  2. read each log's bytes past its durable position (Log.journalSpan)
 //     into one buffer, a record per log;
-//  3. append the buffer to the current file, and fsync it;
+//  3. append the buffer to the current file, and fsync it; once this round
+//     holds the file, the next may take its number and read its logs, so
+//     rounds write in the order of their numbers;
 //  4. a log truncated since step 1 (its fence passed the number) fsyncs
 //     its own segment instead; the others are durable up to what they
 //     asked for.
@@ -63,8 +66,8 @@ import (
 // if that fails) and only then is the file removed. A log whose sync fails
 // keeps the file, and is failed.
 //
-// What a crash leaves, and recovery (replayJournal, at the manager's
-// start, before any log is served):
+// What a crash leaves, and recovery (openJournal, at the manager's start,
+// before any log is served):
 //   - Each file is read to its first bad record: a torn tail (a round cut
 //     short, never acknowledged).
 //   - Each log named by a record is opened and recovered as always (its
