@@ -130,6 +130,7 @@ func suiteCommand() *cobra.Command {
 	var (
 		brokers, workloads string
 		machineTime        time.Duration
+		warmGiB            int64
 		timeout            time.Duration
 		fromJSON           string
 	)
@@ -179,6 +180,10 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 				return fmt.Errorf("--rounds %d: at least 1", o.Rounds)
 			}
 			o.MachineTime = machineTime
+			if !fl.Changed("warm-memory") && o.Mode == "smoke" {
+				warmGiB = 0
+			}
+			o.WarmMemory = warmGiB << 30
 			o.Brokers = splitList(brokers)
 			o.Workloads = splitList(workloads)
 			if o.Factory.strandBin == "" {
@@ -249,6 +254,7 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.IntVar(&o.Cluster, "cluster", 0, "run each broker kind as a cluster of this many brokers (3: replication factor 3, min.insync.replicas 2), and time a leader's kill -9")
 	f.BoolVar(&o.Profile, "cpuprofile", false, "write CPU profiles of the first round's Strand brokers to --out")
 	f.DurationVar(&machineTime, "machine-time", 3*time.Second, "time for each machine-limit measurement")
+	f.Int64Var(&warmGiB, "warm-memory", 8, "GiB of free memory (at most half) to touch before the first broker, so none pays for the first use of a virtual machine's memory (smoke: 0)")
 	f.DurationVar(&timeout, "timeout", 2*time.Hour, "give up after this long")
 	f.StringVar(&fromJSON, "from-json", "", "print the Markdown report of an earlier run's results.json and exit")
 	return cmd

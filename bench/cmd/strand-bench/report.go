@@ -330,6 +330,10 @@ func markdownReport(rep *suiteReport) string {
 		p("| sequential 1 MiB write + fsync, MB/s (%s) | %s |\n", rep.Machine[0].FileSystem, cell(statOf(wf), fmtMB))
 		p("| 4 KiB write + fsync, per second | %s |\n", cell(statOf(small), fmtRate))
 		p("| sequential 1 MiB write, no fsync, MB/s | %s |\n\n", cell(statOf(buf), fmtMB))
+		if m := rep.Machine[0]; m.WarmedGiB > 0 {
+			p("Before the first broker, %.0f GiB of free memory were touched once, in %.1f s, so that no broker pays for a virtual machine's first use of its memory (`--warm-memory`).\n\n",
+				m.WarmedGiB, m.WarmedSeconds)
+		}
 		lm, wm := statOf(loop).Med, statOf(wf).Med
 		var lines []string
 		for _, w := range rep.Workloads {

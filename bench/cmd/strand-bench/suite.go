@@ -72,6 +72,7 @@ type suiteOptions struct {
 	KafkaVersion string
 	Profile      bool // CPU-profile the Strand brokers of the first round
 	MachineTime  time.Duration
+	WarmMemory   int64 // bytes of free memory to touch before the first broker; 0: none
 	// Cluster > 1 runs every kind as that many brokers: topics with a
 	// replica on each, min.insync.replicas 2, and a failover measured.
 	Cluster int
@@ -160,6 +161,11 @@ func runSuite(ctx context.Context, o suiteOptions) (*suiteReport, error) {
 		rep.Machine = append(rep.Machine, m)
 	}
 	measure("before")
+	if o.WarmMemory > 0 && len(rep.Machine) > 0 {
+		gib, secs := warmMemory(o.WarmMemory)
+		rep.Machine[0].WarmedGiB, rep.Machine[0].WarmedSeconds = gib, secs
+		logf("  warmed %.0f GiB of memory in %.1f s", gib, secs)
+	}
 
 	for round := range o.Rounds {
 		// Alternate: each round starts with the next broker kind.
