@@ -137,15 +137,6 @@ type journalRecord struct {
 
 func journalName(seq int64) string { return fmt.Sprintf("%020d%s", seq, journalSuffix) }
 
-// appendJournalRecord encodes a record.
-func appendJournalRecord(buf []byte, seq int64, dir string, batches []byte) []byte {
-	start := len(buf)
-	buf = append(buf, make([]byte, journalRecordLen(dir, int64(len(batches))))...)
-	copy(buf[start+journalBodyAt(dir):], batches)
-	sealJournalRecord(buf[start:], seq, dir)
-	return buf
-}
-
 // journalRecordLen is the length of a record of n bytes of batches.
 func journalRecordLen(dir string, n int64) int { return journalBodyAt(dir) + int(n) }
 
@@ -293,11 +284,7 @@ func (j *journal) replay(dir string, records []journalRecord) error {
 	if err == nil && appended {
 		err = l.Flush()
 	}
-	l.mu.Lock()
-	l.closed = true
-	cerr := l.closeFiles()
-	l.mu.Unlock()
-	if err == nil {
+	if cerr := l.closeUnsynced(); err == nil {
 		err = cerr
 	}
 	return err
@@ -399,35 +386,37 @@ type journalBatch struct {
 	logs []*Log // with a record in buf
 }
 
-// buildJournalBatch reads each span into its record (the reads run on a
-// few goroutines: a round reads hundreds of files) and reports which logs
-// could not be read; their records are left out.
-func buildJournalBatch(seq int64, logs []*Log, spans []journalSpan, ok []bool) (journalBatch, []bool) {
+// buildJournalBatch reads each request's span (set by the round) into its
+// record; the reads run on two goroutines, as a round reads hundreds of
+// files. A request whose span could not be read is marked to sync its own
+// file, and its record is left out.
+func buildJournalBatch(seq int64, batch []*syncRequest) journalBatch {
 	type rec struct {
-		i, at int
+		r     *syncRequest
+		at    int
 		dir   string
+		ended int // at + the record's length
 	}
 	var recs []rec
 	total := 0
-	for i, l := range logs {
-		if !ok[i] || spans[i].to == spans[i].from {
+	for _, r := range batch {
+		if r.ownSync || r.span.to == r.span.from {
 			continue
 		}
-		dir := filepath.Base(l.dir)
-		recs = append(recs, rec{i: i, at: total, dir: dir})
-		total += journalRecordLen(dir, spans[i].to-spans[i].from)
+		dir := filepath.Base(r.log.dir)
+		end := total + journalRecordLen(dir, r.span.to-r.span.from)
+		recs = append(recs, rec{r: r, at: total, dir: dir, ended: end})
+		total = end
 	}
 	buf := make([]byte, total)
-	failed := make([]bool, len(logs))
 	read := func(part []rec) {
-		for _, r := range part {
-			sp := spans[r.i]
-			end := r.at + journalRecordLen(r.dir, sp.to-sp.from)
-			if _, err := sp.file.ReadAt(buf[r.at+journalBodyAt(r.dir):end], sp.from); err != nil {
-				failed[r.i] = true
+		for _, rc := range part {
+			sp := rc.r.span
+			if _, err := sp.file.ReadAt(buf[rc.at+journalBodyAt(rc.dir):rc.ended], sp.from); err != nil {
+				rc.r.ownSync = true
 				continue
 			}
-			sealJournalRecord(buf[r.at:end], seq, r.dir)
+			sealJournalRecord(buf[rc.at:rc.ended], seq, rc.dir)
 		}
 	}
 	if half := len(recs) / 2; half >= 64 {
@@ -439,20 +428,19 @@ func buildJournalBatch(seq int64, logs []*Log, spans []journalSpan, ok []bool) (
 		read(recs)
 	}
 	b := journalBatch{buf: buf[:0]}
-	for _, r := range recs {
+	for _, rc := range recs {
 		// Kept in place; only a failed read (rare) moves what follows.
-		end := r.at + journalRecordLen(r.dir, spans[r.i].to-spans[r.i].from)
-		if failed[r.i] {
+		switch {
+		case rc.r.ownSync:
 			continue
+		case len(b.buf) == rc.at:
+			b.buf = buf[:rc.ended]
+		default:
+			b.buf = append(b.buf, buf[rc.at:rc.ended]...)
 		}
-		if len(b.buf) == r.at {
-			b.buf = buf[:end]
-		} else {
-			b.buf = append(b.buf, buf[r.at:end]...)
-		}
-		b.logs = append(b.logs, logs[r.i])
+		b.logs = append(b.logs, rc.r.log)
 	}
-	return b, failed
+	return b
 }
 
 // commit appends a round's records and syncs them, calling locked once it
@@ -510,7 +498,7 @@ func (j *journal) reset() (*sealedJournal, error) {
 		return nil, nil
 	}
 	for l := range j.logs {
-		if l.Failed() != nil {
+		if l.failure() != nil {
 			return nil, nil // its records may be all that holds its data: replay them
 		}
 	}

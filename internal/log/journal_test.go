@@ -5,12 +5,35 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
+
+// appendJournalRecord encodes a record, as a round lays it out.
+func appendJournalRecord(buf []byte, seq int64, dir string, batches []byte) []byte {
+	start := len(buf)
+	buf = append(buf, make([]byte, journalRecordLen(dir, int64(len(batches))))...)
+	copy(buf[start+journalBodyAt(dir):], batches)
+	sealJournalRecord(buf[start:], seq, dir)
+	return buf
+}
+
+// journaledManager opens a manager over n logs on mem and makes one
+// journaled round of two records each, tagged "a".
+func journaledManager(t *testing.T, n int) (*vfs.MemFS, *Manager, []*Log) {
+	t.Helper()
+	mem := vfs.NewMem()
+	m, logs := openManagerLogs(t, mem, n)
+	t.Cleanup(func() { m.Close() })
+	syncAll(t, appendEach(t, logs, "a"))
+	return mem, m, logs
+}
 
 // keysOf is the keys of a log's records, in offset order.
 func keysOf(t *testing.T, l *Log) []string {
@@ -132,10 +155,7 @@ func TestJournalFilesAreRetired(t *testing.T) {
 // TestJournalTornTail: a record cut short by the crash is ignored, and the
 // records before it are replayed.
 func TestJournalTornTail(t *testing.T) {
-	mem := vfs.NewMem()
-	m, logs := openManagerLogs(t, mem, testSyncAllMin)
-	defer m.Close()
-	syncAll(t, appendEach(t, logs, "a"))
+	mem, _, logs := journaledManager(t, testSyncAllMin)
 
 	crashed := mem.CrashClone(vfs.CrashOptions{})
 	files, _, err := journalFiles(crashed, filepath.Join("/data", journalDirName))
@@ -162,9 +182,7 @@ func TestJournalTornTail(t *testing.T) {
 // TestCleanCloseEmptiesJournal: after a clean close the journal holds no
 // records, so the next start opens no log to replay it.
 func TestCleanCloseEmptiesJournal(t *testing.T) {
-	mem := vfs.NewMem()
-	m, logs := openManagerLogs(t, mem, testSyncAllMin)
-	syncAll(t, appendEach(t, logs, "a"))
+	mem, m, _ := journaledManager(t, testSyncAllMin)
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +258,7 @@ func TestJournalPowerLossKeepsAcknowledged(t *testing.T) {
 // power loss right after it, before any log is closed; the replay has
 // removed the journal files by then.
 func TestJournalReplayIsDurable(t *testing.T) {
-	mem := vfs.NewMem()
-	m, logs := openManagerLogs(t, mem, testSyncAllMin)
-	defer m.Close()
-	syncAll(t, appendEach(t, logs, "a"))
+	mem, _, logs := journaledManager(t, testSyncAllMin)
 
 	once := mem.CrashClone(vfs.CrashOptions{})
 	replayed, err := NewManager("/data", ManagerOptions{FS: once, SyncAllMin: testSyncAllMin})
@@ -254,6 +269,31 @@ func TestJournalReplayIsDurable(t *testing.T) {
 	for i, n := range survivorsOf(t, once.CrashClone(vfs.CrashOptions{}), len(logs)) {
 		if n != 2 {
 			t.Fatalf("log %d kept %d records of 2 acknowledged after two power losses", i, n)
+		}
+	}
+}
+
+// TestJournalRoundFallsBackForAnUnreadableLog: a log whose new bytes a
+// round cannot read back syncs its own file, and its records survive a
+// power loss as the others' do.
+func TestJournalRoundFallsBackForAnUnreadableLog(t *testing.T) {
+	mem := vfs.NewMem()
+	var failReads atomic.Bool
+	fsys := vfs.NewErrorFS(mem, func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && failReads.Load() && strings.Contains(name, "t-2/") && strings.HasSuffix(name, logSuffix) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	m, logs := openManagerLogs(t, fsys, testSyncAllMin)
+	defer m.Close()
+	targets := appendEach(t, logs, "a")
+	failReads.Store(true)
+	syncAll(t, targets)
+	failReads.Store(false)
+	for i, n := range survivors(t, mem, len(logs)) {
+		if n != 2 {
+			t.Fatalf("log %d kept %d records of 2 acknowledged", i, n)
 		}
 	}
 }

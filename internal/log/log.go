@@ -540,8 +540,8 @@ func (l *Log) Roll() error {
 	return l.rollLocked()
 }
 
-// Failed returns the error that failed the log, or nil.
-func (l *Log) Failed() error {
+// failure returns the error that failed the log, or nil.
+func (l *Log) failure() error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.failed
@@ -652,10 +652,8 @@ func (l *Log) finishSync(p syncPoint, inFile bool, err error) error {
 	if inFile {
 		advance(&l.fileSynced, p.target)
 	}
-	if l.durableSeg != p.seg || l.durablePos < p.pos {
-		if !l.closed && l.active() == p.seg {
-			l.durableSeg, l.durablePos = p.seg, p.pos
-		}
+	if !l.closed && l.active() == p.seg && (l.durableSeg != p.seg || l.durablePos < p.pos) {
+		l.durableSeg, l.durablePos = p.seg, p.pos
 	}
 	return nil
 }
@@ -994,11 +992,17 @@ func (l *Log) closeFiles() error {
 
 // Delete closes the log and removes its directory.
 func (l *Log) Delete() error {
-	l.mu.Lock()
-	l.closed = true
-	l.closeFiles()
-	l.mu.Unlock()
+	l.closeUnsynced()
 	return l.fs.RemoveAll(l.dir)
+}
+
+// closeUnsynced closes the log's files as a crash would leave them: no
+// sync, no checkpoint, so that the next open recovers the log.
+func (l *Log) closeUnsynced() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	return l.closeFiles()
 }
 
 // retireLocked takes segments out of service: their files are removed now

@@ -25,8 +25,9 @@ const DefaultSyncAllMin = 32
 // logs that wait while a round runs are gathered into the next round, which
 // fsyncs each of them when they are few and writes them to the journal
 // (or, without one, syncs the whole file system once) when they are many.
-// Each log has at most one sync in flight (see Log.Sync), so a round holds
-// a log at most once.
+// A log may be in two rounds at once (one writing the journal, the next
+// reading its logs); the later one then copies some bytes again, which
+// replay tolerates, and finishSync only ever moves a log's positions up.
 type fileSyncer struct {
 	all     vfs.SyncAll
 	journal *journal // nil: rounds of many logs sync the file system
@@ -61,6 +62,11 @@ type syncRequest struct {
 	// journaled: made durable by a journal record, not in the segment.
 	journaled bool
 	round     chan struct{} // mu: closed when the round that took it ends
+
+	// Set by a journal round: the bytes to copy, and whether the log
+	// must sync its own file instead (unreadable, or truncated meanwhile).
+	span    journalSpan
+	ownSync bool
 }
 
 func newFileSyncer(all vfs.SyncAll, j *journal, min int, logger *slog.Logger) *fileSyncer {
@@ -164,15 +170,12 @@ func (s *fileSyncer) breakSyncAll(err error) {
 // and nothing is durable yet.
 func (s *fileSyncer) journalRound(j *journal, batch []*syncRequest, built func()) bool {
 	seq := j.next.Add(1) - 1
-	logs := make([]*Log, len(batch))
-	spans := make([]journalSpan, len(batch))
-	ok := make([]bool, len(batch))
-	for i, r := range batch {
-		logs[i] = r.log
-		spans[i], ok[i] = r.log.journalSpan()
+	for _, r := range batch {
+		var ok bool
+		r.span, ok = r.log.journalSpan()
+		r.ownSync = !ok
 	}
-	b, failed := buildJournalBatch(seq, logs, spans, ok)
-	sealed, written := j.commit(b, built)
+	sealed, written := j.commit(buildJournalBatch(seq, batch), built)
 	if sealed != nil {
 		s.sealMu.Lock()
 		if !s.closed {
@@ -183,9 +186,9 @@ func (s *fileSyncer) journalRound(j *journal, batch []*syncRequest, built func()
 	if !written {
 		return false
 	}
-	var own []*syncRequest // read failed, or truncated since seq was taken
-	for i, r := range batch {
-		if !ok[i] || failed[i] || r.log.fence.Load() > seq {
+	var own []*syncRequest
+	for _, r := range batch {
+		if r.ownSync || r.log.fence.Load() > seq {
 			own = append(own, r)
 			continue
 		}
