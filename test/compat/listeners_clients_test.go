@@ -26,11 +26,14 @@ import (
 // authorizer. Kafka's kafka-configs.sh adds a user through the client
 // listener; kcat lists the brokers at their client addresses only,
 // produces to a topic that needs both replicas in sync, and the Java client
-// and kafka-python read it all back through the other broker.
+// and kafka-python read it all back through the other broker; librdkafka
+// through confluent-kafka produces idempotently through one broker and
+// reads back in a group through the other.
 func TestClientsOverSecureListeners(t *testing.T) {
 	t.Parallel()
 	kcat := needKcat(t)
 	needKafkaPython(t)
+	confluent := librdkafkaPython(t)
 	files := testutil.NewTLSFiles(t)
 	const n = 2
 	var clients, internals, controllers, voters []string
@@ -75,8 +78,10 @@ func TestClientsOverSecureListeners(t *testing.T) {
 			t.Fatalf("the cluster through its client listener: %v %+v", err, m)
 		}
 	}
-	if r, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, "secure"); err != nil || r.Err != nil {
-		t.Fatalf("creating the topic: %v %v", err, r.Err)
+	for _, topic := range []string{"secure", "secure-librdkafka"} {
+		if r, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic); err != nil || r.Err != nil {
+			t.Fatalf("creating %s: %v %v", topic, err, r.Err)
+		}
 	}
 
 	// Kafka's kafka-configs.sh, as the inter-broker user, adds alice.
@@ -89,7 +94,7 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	wantCLI(t, runKafkaTool(t, configTool, "--bootstrap-server", clients[1], "--command-config", props, "--alter",
 		"--add-config", "SCRAM-SHA-512=[password=alice-secret]", "--entity-type", "users", "--entity-name", "alice"),
 		true, "Completed updating config for user alice")
-	acls := kadm.NewACLs().Allow("User:alice").Topics("secure").Groups("secure-java").
+	acls := kadm.NewACLs().Allow("User:alice").Topics("secure", "secure-librdkafka").Groups("secure-java", "secure-librdkafka").
 		Operations(kadm.OpRead, kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
 	if rs, err := adm.CreateACLs(ctx, acls); err != nil {
 		t.Fatal(err)
@@ -138,4 +143,20 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	if err := java.Stop(); err != nil {
 		t.Error(err)
 	}
+
+	librdkafka := []string{"security.protocol=SASL_SSL", "ssl.ca.location=" + files.CA, "sasl.mechanisms=SCRAM-SHA-512",
+		"sasl.username=alice", "sasl.password=alice-secret"}
+	const records = 40
+	r := run(2*time.Minute, pythonDir, "", confluent, append([]string{"cluster_librdkafka.py", "produce", clients[0], "secure-librdkafka",
+		fmt.Sprint(records), "enable.idempotence=true"}, librdkafka...)...)
+	if r.err != nil {
+		t.Fatalf("confluent-kafka producer as alice: %v", r)
+	}
+	acked := checkAcked(t, parseHelper(t, r.stdout), records)
+	r = run(2*time.Minute, pythonDir, "", confluent, append([]string{"cluster_librdkafka.py", "consume", clients[1], "secure-librdkafka",
+		"secure-librdkafka", fmt.Sprint(records), "compat.deadline.ms=60000"}, librdkafka...)...)
+	if r.err != nil {
+		t.Fatalf("confluent-kafka consumer as alice: %v", r)
+	}
+	checkReadBack(t, "confluent-kafka Consumer", acked, parseHelper(t, r.stdout).records)
 }
