@@ -42,9 +42,14 @@
 // round of a few logs fsyncs each; a round of many appends their new bytes
 // to the manager's journal (<data>/journal/, journal.go) and fsyncs that
 // one file, and their segments are synced later, in the background, before
-// the journal file is removed. Rolling a segment syncs it and its indexes
-// before the next segment is created, so only the last segment can hold
-// data that was never synced, in its file or in the journal.
+// the journal file is removed. While a log's syncs go to the journal, its
+// appends keep the active segment's newest bytes in memory (tail.go) and
+// write them in pieces of up to 32 KiB: the journal holds them durably, a
+// round copies them from memory, and readers see them, the file being
+// written before a section of it is handed out. Rolling a segment syncs it
+// and its indexes before the next segment is created, so only the last
+// segment can hold data that was never synced, in its file or in the
+// journal.
 //
 // Logs that do not fsync their appends (flush policy never or interval)
 // hand every few MiB they append to the disk in the background with
@@ -111,5 +116,6 @@
 // without it. Log.syncMu serialises the fsyncs of a log that syncs alone
 // and comes before Log.mu; the file syncer's lock is taken with no other;
 // the journal's comes before Log.mu (a log only reads the journal's
-// sequence number, an atomic).
+// sequence number, an atomic). A tail's lock comes after every other: a
+// reader holding Log.mu shared may take it to write the tail.
 package log

@@ -53,7 +53,8 @@ import (
 // A round, in order (fileSyncer.runRound calls commit):
 //  1. take the sequence number;
 //  2. read each log's bytes past its durable position (Log.journalSpan)
-//     into one buffer, a record per log;
+//     into one buffer, a record per log (from the log's tail in memory,
+//     tail.go, when its last round was journaled too);
 //  3. append the buffer to the current file, and fsync it; once this round
 //     holds the file, the next may take its number and read its logs, so
 //     rounds write in the order of their numbers;
@@ -62,8 +63,9 @@ import (
 //     asked for.
 //
 // A file over journalFileBytes is sealed and a new one started; the sealed
-// file's logs are synced in the background (one syncfs, or an fsync each
-// if that fails) and only then is the file removed. A log whose sync fails
+// file's logs write their tails and are synced in the background (one
+// syncfs, or an fsync each if that fails) and only then is the file
+// removed. A log whose sync fails
 // keeps the file, and is failed.
 //
 // What a crash leaves, and recovery (openJournal, at the manager's start,
@@ -116,6 +118,9 @@ type journal struct {
 	// broken is set when a journal write fails: rounds sync the logs
 	// themselves from then on.
 	broken atomic.Bool
+
+	// tails bounds the memory of the logs' tails (tail.go).
+	tails tailBudget
 
 	mu   sync.Mutex // serialises writes; guards the fields below
 	file vfs.File
@@ -220,6 +225,7 @@ func journalFiles(fsys vfs.FS, dir string) ([]string, []int64, error) {
 // it names, then starts a new journal file and removes the old ones.
 func openJournal(fsys vfs.FS, dataDir string, logger *slog.Logger) (*journal, error) {
 	j := &journal{fs: fsys, dir: filepath.Join(dataDir, journalDirName), logger: logger}
+	j.tails.max = defaultTailBudget
 	if err := fsys.MkdirAll(j.dir, 0o755); err != nil {
 		return nil, err
 	}

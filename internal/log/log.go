@@ -87,6 +87,9 @@ type Log struct {
 	durableSeg  *segment
 	durablePos  int64
 	truncations uint64
+	// tailInMemory: the log's last sync went to the journal, so its
+	// appends keep the active segment's tail in memory (tail.go).
+	tailInMemory atomic.Bool
 
 	compactMu sync.Mutex // one compaction at a time
 
@@ -487,7 +490,7 @@ func (l *Log) appendLocked(data []byte, refs []batchRef, now time.Time) error {
 		}
 		s = l.active()
 	}
-	if err := s.append(data, refs, l.cfg.IndexIntervalBytes); err != nil {
+	if err := s.append(data, refs, l.cfg.IndexIntervalBytes, l.tailBudgetLocked()); err != nil {
 		l.failLocked(err)
 		return l.failed
 	}
@@ -498,6 +501,30 @@ func (l *Log) appendLocked(data []byte, refs []batchRef, now time.Time) error {
 	return nil
 }
 
+// tailBudgetLocked returns the budget the active segment's tail is kept
+// in memory under, or nil when the append is to be written through.
+func (l *Log) tailBudgetLocked() *tailBudget {
+	if l.journal == nil || l.cfg.FlushPolicy != FlushEveryAppend || !l.tailInMemory.Load() || l.journal.broken.Load() {
+		return nil
+	}
+	return &l.journal.tails
+}
+
+// flushTail writes the active segment's tail to its file, for a sync of
+// the whole file system.
+func (l *Log) flushTail() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil
+	}
+	t, ok := l.active().file.(*tailFile)
+	if !ok {
+		return nil
+	}
+	return t.Flush()
+}
+
 // rollLocked seals the active segment and starts a new one at the log end.
 // The sealed segment is synced with its indexes before the new one exists,
 // so recovery only ever finds a torn tail in the last segment.
@@ -506,6 +533,9 @@ func (l *Log) rollLocked() error {
 	if err := s.file.Sync(); err != nil {
 		l.failLocked(err)
 		return l.failed
+	}
+	if t, ok := s.file.(*tailFile); ok {
+		s.file = t.File // synced: the tail is in the file, and stays empty
 	}
 	if err := s.writeIndexes(l.cfg.IndexIntervalBytes); err != nil {
 		l.failLocked(err)
@@ -652,6 +682,7 @@ func (l *Log) finishSync(p syncPoint, inFile bool, err error) error {
 	if inFile {
 		advance(&l.fileSynced, p.target)
 	}
+	l.tailInMemory.Store(!inFile)
 	if !l.closed && l.active() == p.seg && (l.durableSeg != p.seg || l.durablePos < p.pos) {
 		l.durableSeg, l.durablePos = p.seg, p.pos
 	}
@@ -846,7 +877,12 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Section, error)
 		if cutNext >= 0 {
 			next = cutNext
 		}
-		return Section{File: s.file, Pos: pos, Size: cut - pos, Next: next}, nil
+		// sendfile reads the file: what it sends must be written.
+		file, err := rawFile(s.file, cut)
+		if err != nil {
+			return Section{}, err
+		}
+		return Section{File: file, Pos: pos, Size: cut - pos, Next: next}, nil
 	}
 	return Section{}, nil
 }

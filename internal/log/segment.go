@@ -90,9 +90,21 @@ func openSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 }
 
 // append writes whole batches at the end of the segment. refs describe the
-// batches inside data, in order.
-func (s *segment) append(data []byte, refs []batchRef, interval int64) error {
-	if _, err := s.file.WriteAt(data, s.size); err != nil {
+// batches inside data, in order. With a budget, the bytes may stay in the
+// segment's tail in memory (tail.go); without, they go to the file.
+func (s *segment) append(data []byte, refs []batchRef, interval int64, tails *tailBudget) error {
+	var err error
+	if tails != nil {
+		t, ok := s.file.(*tailFile)
+		if !ok {
+			t = newTailFile(s.file, s.size, tails)
+			s.file = t
+		}
+		err = t.appendTail(data, s.size)
+	} else {
+		_, err = s.file.WriteAt(data, s.size)
+	}
+	if err != nil {
 		// Leave no partial batch behind: a later append must not follow garbage.
 		_ = s.file.Truncate(s.size)
 		return err

@@ -150,6 +150,13 @@ func (s *fileSyncer) runRound(batch []*syncRequest, built func()) {
 		}
 	}
 	if !s.broken.Load() {
+		// A tail in memory is not the file system's to sync.
+		for _, r := range batch {
+			if err := r.log.flushTail(); err != nil {
+				fsyncEach(batch)
+				return
+			}
+		}
 		err := s.all.Sync()
 		if err == nil {
 			return
@@ -217,7 +224,14 @@ func (s *fileSyncer) retireFile(sealed *sealedJournal) {
 		points[l] = l.fileSyncPoint()
 	}
 	synced := false
-	if !s.broken.Load() {
+	flushed := true
+	for l := range sealed.logs {
+		// The journal holds what the tails hold until they are written.
+		if err := l.flushTail(); err != nil {
+			flushed = false
+		}
+	}
+	if flushed && !s.broken.Load() {
 		err := s.all.Sync()
 		if err == nil {
 			synced = true

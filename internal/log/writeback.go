@@ -51,7 +51,7 @@ func (l *Log) queueWritebackLocked() {
 		go writeBack(writeback.ranges)
 	})
 	select {
-	case writeback.ranges <- writebackRange{log: l, file: s.file, off: l.writtenBack, n: s.size - l.writtenBack}:
+	case writeback.ranges <- writebackRange{log: l, file: untailed(s.file), off: l.writtenBack, n: s.size - l.writtenBack}:
 		l.writtenBack = s.size
 	default:
 	}
