@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -462,4 +463,72 @@ func benchReadRandomRaw(b *testing.B, fx *readFixture, fetch int) {
 			b.Fatalf("read %d at %d: %v", n, pos, err)
 		}
 	}
+}
+
+// BenchmarkJournalRound measures a sync round of 1000 logs that each
+// appended one 1 KiB batch, as a produce request to 1000 partitions makes
+// them, on the OS's file system: with the logs' tails kept in memory
+// (tail.go) and with every append written through and read back by the
+// round, in one run. ns/op is one round, appends included.
+func BenchmarkJournalRound(b *testing.B) {
+	for _, inMemory := range []bool{true, false} {
+		b.Run(map[bool]string{true: "tails-in-memory", false: "write-through"}[inMemory], func(b *testing.B) {
+			benchJournalRound(b, 1000, inMemory)
+		})
+	}
+}
+
+func benchJournalRound(b *testing.B, n int, inMemory bool) {
+	m, err := NewManager(b.TempDir(), ManagerOptions{Logger: benchLogger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if !inMemory {
+		m.syncer.journal.tails.max = 0
+	}
+	cfg := benchConfig(FlushEveryAppend)
+	cfg.RetentionBytes = -1
+	batch := benchBatch(b, 1<<10)
+	bufs := make([][]byte, n)
+	logs := make([]*Log, n)
+	for i := range logs {
+		if logs[i], err = m.Open(model.TopicPartition{Topic: "round", Partition: int32(i)}, cfg); err != nil {
+			b.Fatal(err)
+		}
+		bufs[i] = append([]byte(nil), batch...)
+	}
+	targets := make([]SyncTarget, n)
+	round := func() {
+		for i, l := range logs {
+			res, err := l.Append(bufs[i], AppendOptions{LeaderEpoch: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			targets[i] = SyncTarget{l, res.LastOffset + 1}
+		}
+		for _, err := range SyncMany(targets) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	round() // the first round is journaled from the files
+	b.SetBytes(int64(n * len(batch)))
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for range b.N {
+		round()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// processCPU is the user and system time of this process so far.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

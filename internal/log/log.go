@@ -522,7 +522,7 @@ func (l *Log) flushTail() error {
 	if !ok {
 		return nil
 	}
-	return t.Flush()
+	return t.writeOut()
 }
 
 // rollLocked seals the active segment and starts a new one at the log end.

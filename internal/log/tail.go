@@ -29,8 +29,12 @@ import (
 // acknowledged bytes in the page cache, as Kafka's would be.
 
 // tailBufferBytes is the largest tail a log keeps in memory; a batch of
-// half that or more is written directly.
-const tailBufferBytes = 32 << 10
+// half that or more is written directly. A thousand busy partitions hold
+// 16 MiB.
+const tailBufferBytes = 16 << 10
+
+// tailBuffers keeps the buffers of logs that went idle for the next.
+var tailBuffers = sync.Pool{New: func() any { return new([tailBufferBytes]byte) }}
 
 // defaultTailBudget is how much memory the tails of a manager's logs may
 // hold together. A log that finds it spent writes through.
@@ -80,7 +84,7 @@ func (t *tailFile) appendTail(p []byte, off int64) error {
 		if !t.budget.take(tailBufferBytes) {
 			return t.writeThroughLocked(p, off)
 		}
-		t.buf = make([]byte, 0, tailBufferBytes)
+		t.buf = tailBuffers.Get().(*[tailBufferBytes]byte)[:0]
 	}
 	if len(t.buf)+len(p) > cap(t.buf) {
 		if err := t.flushLocked(); err != nil {
@@ -125,8 +129,22 @@ func (t *tailFile) Flush() error {
 func (t *tailFile) releaseLocked() {
 	if t.buf != nil {
 		t.budget.give(int64(cap(t.buf)))
+		tailBuffers.Put((*[tailBufferBytes]byte)(t.buf[:tailBufferBytes]))
 		t.buf = nil
 	}
+}
+
+// writeOut writes the tail to the file, for a sync of the file system. A
+// log that appended nothing since its tail was last written gives its
+// buffer back; a busy one keeps it.
+func (t *tailFile) writeOut() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) == 0 {
+		t.releaseLocked()
+		return nil
+	}
+	return t.flushLocked()
 }
 
 // fileTo returns the file itself once it holds every byte below end, for
