@@ -203,15 +203,26 @@ const maxParallelWaits = 64
 
 // awaitAll runs wait for every part, those of different partitions at the
 // same time: their fsyncs and followers overlap instead of adding up. Each
-// part's response is its own, so no two waits touch the same memory.
+// part's response is its own, so no two waits touch the same memory. Parts
+// that need no waiting (synced by syncParts, no followers) run in line: a
+// goroutine each cost a tenth of the broker's CPU with 1000 partitions.
 func awaitAll(parts []producePart, wait func(producePart)) {
 	if len(parts) == 1 {
 		wait(parts[0])
 		return
 	}
-	sem := make(chan struct{}, maxParallelWaits)
-	var wg sync.WaitGroup
+	var (
+		sem chan struct{}
+		wg  sync.WaitGroup
+	)
 	for _, pp := range parts {
+		if pp.p.Settled(pp.end) {
+			wait(pp)
+			continue
+		}
+		if sem == nil {
+			sem = make(chan struct{}, maxParallelWaits)
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

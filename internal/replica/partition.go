@@ -291,6 +291,17 @@ func (p *Partition) waitFor(upTo int64) func() error {
 	}
 }
 
+// Settled reports whether an append ending at upTo can be acknowledged
+// without waiting: the partition has no followers, and with fsync-on-ack
+// the log is synced past it. A produce request answers such partitions in
+// line rather than on a goroutine each.
+func (p *Partition) Settled(upTo int64) bool {
+	if p.hasFollowers.Load() {
+		return false
+	}
+	return p.log.Config().FlushPolicy != log.FlushEveryAppend || p.log.SyncedOffset() >= upTo
+}
+
 // wakeFollowers wakes parked fetches when the partition has followers:
 // theirs read past the high watermark, so new data is news to them even
 // when the high watermark stays.
