@@ -878,7 +878,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Section, error)
 			next = cutNext
 		}
 		// sendfile reads the file: what it sends must be written.
-		file, err := rawFile(s.file, cut)
+		file, err := sectionFile(s.file, pos, cut)
 		if err != nil {
 			return Section{}, err
 		}

@@ -147,15 +147,28 @@ func (t *tailFile) writeOut() error {
 	return t.flushLocked()
 }
 
-// fileTo returns the file itself once it holds every byte below end, for
-// readers that send it with sendfile.
-func (t *tailFile) fileTo(end int64) (vfs.File, error) {
+// sendfileMin is the size of a section from which writing the tail, so
+// that sendfile can send the section from the file, costs less than
+// copying it.
+const sendfileMin = 64 << 10
+
+// sectionFile returns what a reader of [pos, end) reads: the file itself
+// when it holds those bytes, or when the section is large enough for
+// sendfile to pay for writing the tail first; otherwise the tail file,
+// which the reader copies from. Followers and consumers at the log end
+// read the few newest batches, and copying them costs less than writing
+// them to the file at each fetch.
+func (t *tailFile) sectionFile(pos, end int64) (vfs.File, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if end > t.written {
-		if err := t.flushLocked(); err != nil {
-			return nil, err
-		}
+	if end <= t.written {
+		return t.File, nil
+	}
+	if end-pos < sendfileMin {
+		return t, nil
+	}
+	if err := t.flushLocked(); err != nil {
+		return nil, err
 	}
 	return t.File, nil
 }
@@ -247,10 +260,11 @@ func (t *tailFile) Close() error {
 	return t.File.Close()
 }
 
-// rawFile returns the file under a tail, once the tail is written.
-func rawFile(f vfs.File, end int64) (vfs.File, error) {
+// sectionFile returns what a reader of [pos, end) of f reads (see
+// tailFile.sectionFile).
+func sectionFile(f vfs.File, pos, end int64) (vfs.File, error) {
 	if t, ok := f.(*tailFile); ok {
-		return t.fileTo(end)
+		return t.sectionFile(pos, end)
 	}
 	return f, nil
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -471,6 +472,32 @@ func (c *conn) write(buf []byte, req *protocol.Request, resp *protocol.Response)
 	return buf, nil
 }
 
+// sectionBuffers carry sections that are copied rather than sent with
+// sendfile: over TLS, and the newest batches of a log, still in memory.
+var sectionBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
+// copySection writes sec to w through a pooled buffer. A file shorter than
+// the section is an error: the frame's size already counts every byte.
+func copySection(w io.Writer, sec replica.Section) error {
+	buf := sectionBuffers.Get().(*[64 << 10]byte)
+	defer sectionBuffers.Put(buf)
+	for off, remain := sec.Pos, sec.Size; remain > 0; {
+		n := int(min(remain, int64(len(buf))))
+		if got, err := sec.File.ReadAt(buf[:n], off); got < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += int64(n)
+		remain -= int64(n)
+	}
+	return nil
+}
+
 // encodeResponse appends resp's frame to buf and cuts it into the chunks to
 // send: encoded bytes and stored sections, the frame's size prefix covering
 // both. It returns buf for reuse.
@@ -507,8 +534,7 @@ func sendSection(nc net.Conn, sec replica.Section) error {
 	f, isFile := sec.File.(*os.File)
 	tc, isTCP := nc.(*net.TCPConn)
 	if !isFile || !isTCP {
-		_, err := io.Copy(nc, io.NewSectionReader(sec.File, sec.Pos, sec.Size))
-		return err
+		return copySection(nc, sec)
 	}
 	src, err := f.SyscallConn()
 	if err != nil {
