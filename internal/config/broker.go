@@ -129,6 +129,9 @@ type Broker struct {
 	Rack                 string // broker.rack
 	AutoCreateTopics     bool   // auto.create.topics.enable
 	MaxRequestBytes      int32  // socket.request.max.bytes: larger frames close the connection
+	// SocketSendBufferBytes is socket.send.buffer.bytes: each client
+	// connection's SO_SNDBUF, -1 for the system's default (autotuned).
+	SocketSendBufferBytes int32
 	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
@@ -237,6 +240,7 @@ func Defaults() Broker {
 		LeaderImbalanceCheck:              300 * time.Second,
 		AutoCreateTopics:                  true,
 		MaxRequestBytes:                   100 << 20,
+		SocketSendBufferBytes:             256 << 10,
 		Log:                               log.Defaults(),
 		RetentionCheck:                    5 * time.Minute,
 
@@ -316,6 +320,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("broker session timeout %v: must be positive", b.BrokerSessionTimeout)
 	case b.MaxRequestBytes < 1024:
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
+	case b.SocketSendBufferBytes != -1 && b.SocketSendBufferBytes < 1024:
+		return fmt.Errorf("socket send buffer %d: must be -1 (the system's default) or at least 1024", b.SocketSendBufferBytes)
 	case b.GroupInitialRebalanceDelay < 0:
 		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
 	case b.GroupConsumerMinSessionTimeout <= 0 || b.GroupConsumerSessionTimeout < b.GroupConsumerMinSessionTimeout ||

