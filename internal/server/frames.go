@@ -16,9 +16,11 @@ import (
 // smaller ones cost little to allocate.
 const pooledFrameMin = 64 << 10
 
-// Frames are pooled by size class: eight classes per power of two, so a
-// frame's capacity exceeds its size by at most an eighth.
-const frameClasses = (31 - 16) * 8
+// Frames are pooled by size class, one per power of two: a frame's capacity
+// is less than twice its size. Eight classes per power of two wasted less
+// of each frame but kept a frame of each class a client's sizes touched,
+// and doubled the broker's peak RSS while producing 10 KiB records.
+const frameClasses = 31 - 16
 
 var framePools [frameClasses]sync.Pool
 
@@ -29,13 +31,11 @@ func frameClass(n int) (class, size int, ok bool) {
 		return 0, 0, false
 	}
 	e := bits.Len(uint(n - 1)) // 1<<(e-1) < n <= 1<<e
-	step := 1 << (e - 4)
-	k := (n - 1<<(e-1) + step - 1) / step // 1..8
-	class = (e-17)*8 + k - 1
+	class = e - 17
 	if class >= frameClasses {
 		return 0, 0, false
 	}
-	return class, 1<<(e-1) + k*step, true
+	return class, 1 << e, true
 }
 
 // produceFrame returns a frame of n bytes for a produce request from the

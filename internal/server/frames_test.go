@@ -4,12 +4,12 @@ import "testing"
 
 func TestFrameClasses(t *testing.T) {
 	prev := -1
-	for _, n := range []int{pooledFrameMin + 1, 80_000, 100_000, 1 << 17, 1<<17 + 1, 1 << 20, 1<<20 + 1, 3 << 20, 100 << 20} {
+	for _, n := range []int{pooledFrameMin + 1, 1<<17 + 1, 1 << 20, 1<<20 + 1, 3 << 20, 100 << 20} {
 		class, size, ok := frameClass(n)
 		if !ok {
 			t.Fatalf("%d bytes not pooled", n)
 		}
-		if size < n || size-n > n/8 {
+		if size < n || size >= 2*n {
 			t.Errorf("%d bytes in a class of %d", n, size)
 		}
 		if class <= prev {
@@ -24,6 +24,12 @@ func TestFrameClasses(t *testing.T) {
 			t.Errorf("frame of %d: len %d cap %d, want cap %d", n, len(*f), cap(*f), size)
 		}
 		putFrame(f)
+	}
+	// Requests of 1 to 2 MiB share their frames: one class per power of two.
+	above, _, _ := frameClass(1<<20 + 1)
+	twice, _, _ := frameClass(2 << 20)
+	if above != twice {
+		t.Error("frames of 1 MiB + 1 and 2 MiB are in different classes")
 	}
 	if _, _, ok := frameClass(pooledFrameMin); ok || produceFrame(pooledFrameMin) != nil {
 		t.Error("small frames pooled")
