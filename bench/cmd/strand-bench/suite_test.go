@@ -140,3 +140,32 @@ func TestStatOf(t *testing.T) {
 		t.Errorf("median of 3 = %v", s.Med)
 	}
 }
+
+// TestTargetForManyPartitions: a full single-node run reports (e)'s p99
+// against 100 ms, by the median of its rounds; quick mode and clusters do
+// not.
+func TestTargetForManyPartitions(t *testing.T) {
+	rep := &suiteReport{Mode: "full", Workloads: []benchWorkload{{Name: "e"}}}
+	for _, p99 := range []float64{90, 120, 99} {
+		rep.Results = append(rep.Results, benchResult{Workload: "e", Broker: "strand", ProduceP99Ms: p99})
+	}
+	line := func(rep *suiteReport) string {
+		for _, l := range targetLines(rep) {
+			if strings.Contains(l, "(e) produce p99") {
+				return l
+			}
+		}
+		return ""
+	}
+	if l := line(rep); !strings.Contains(l, "99.0 ms (max 120)") || !strings.HasSuffix(l, "| yes |") {
+		t.Errorf("median 99 ms of 90, 120, 99: %q", l)
+	}
+	rep.Results[2].ProduceP99Ms = 101
+	if l := line(rep); !strings.HasSuffix(l, "| **no** |") {
+		t.Errorf("median 101 ms: %q", l)
+	}
+	rep.Mode = "quick"
+	if l := line(rep); l != "" {
+		t.Errorf("quick mode reports %q", l)
+	}
+}
