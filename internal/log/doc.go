@@ -44,12 +44,12 @@
 // one file, and their segments are synced later, in the background, before
 // the journal file is removed. While a log's syncs go to the journal, its
 // appends keep the active segment's newest bytes in memory (tail.go) and
-// write them in pieces of up to 32 KiB: the journal holds them durably, a
-// round copies them from memory, and readers see them, the file being
-// written before a section of it is handed out. Rolling a segment syncs it
-// and its indexes before the next segment is created, so only the last
-// segment can hold data that was never synced, in its file or in the
-// journal.
+// write them in pieces of up to 16 KiB: the journal holds them durably, a
+// round copies them from memory, and readers see them: a small section is
+// copied from memory, a large one written to the file first for sendfile.
+// Rolling a segment syncs it and its indexes before the next segment is
+// created, so only the last segment can hold data that was never synced,
+// in its file or in the journal.
 //
 // Logs that do not fsync their appends (flush policy never or interval)
 // hand every few MiB they append to the disk in the background with

@@ -810,7 +810,9 @@ func (l *Log) Flush() error {
 func (l *Log) SyncedOffset() int64 { return l.synced.Load() }
 
 // Section is a byte range of a segment file holding whole batches, to be sent
-// as is (with sendfile when File is an *os.File). Size 0 means no data.
+// as is (with sendfile when File is an *os.File; a section reaching into a
+// tail in memory has the tail's file, read by copying). Size 0 means no
+// data.
 type Section struct {
 	File vfs.File
 	Pos  int64
