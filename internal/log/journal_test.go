@@ -297,3 +297,30 @@ func TestJournalRoundFallsBackForAnUnreadableLog(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedCloseKeepsJournal: when a log cannot close cleanly (its last
+// fsync fails), the manager reports it and keeps the journal, whose records
+// are then all that holds the log's newest batches; the next start replays
+// them.
+func TestFailedCloseKeepsJournal(t *testing.T) {
+	mem := vfs.NewMem()
+	var failing atomic.Bool
+	fsys := vfs.NewErrorFS(mem, func(op vfs.Op, name string) error {
+		if failing.Load() && op == vfs.OpSync && strings.Contains(name, "/t-1/") && strings.HasSuffix(name, logSuffix) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	m, logs := openManagerLogs(t, fsys, testSyncAllMin)
+	syncAll(t, appendEach(t, logs, "a"))
+	syncAll(t, appendEach(t, logs, "b")) // journaled, in memory: not in t-1's file
+	failing.Store(true)
+	if err := m.Close(); err == nil {
+		t.Fatal("Close succeeded though a log's fsync failed")
+	}
+	for i, keys := range crashedLogKeys(t, mem.CrashClone(vfs.CrashOptions{}), len(logs)) {
+		if len(keys) != 4 {
+			t.Fatalf("log %d after the failed close and a power loss: %v, want its 4 records", i, keys)
+		}
+	}
+}
