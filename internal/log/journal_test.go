@@ -273,18 +273,26 @@ func TestJournalReplayIsDurable(t *testing.T) {
 	}
 }
 
+// failingSegmentFS is a memory file system whose op on the segments of
+// log t-<partition> (of openManagerLogs) fails with EIO while the returned
+// switch is on.
+func failingSegmentFS(op vfs.Op, partition int) (*vfs.MemFS, vfs.FS, *atomic.Bool) {
+	mem := vfs.NewMem()
+	on := new(atomic.Bool)
+	dir := fmt.Sprintf("/t-%d/", partition)
+	return mem, vfs.NewErrorFS(mem, func(o vfs.Op, name string) error {
+		if on.Load() && o == op && strings.Contains(name, dir) && strings.HasSuffix(name, logSuffix) {
+			return syscall.EIO
+		}
+		return nil
+	}), on
+}
+
 // TestJournalRoundFallsBackForAnUnreadableLog: a log whose new bytes a
 // round cannot read back syncs its own file, and its records survive a
 // power loss as the others' do.
 func TestJournalRoundFallsBackForAnUnreadableLog(t *testing.T) {
-	mem := vfs.NewMem()
-	var failReads atomic.Bool
-	fsys := vfs.NewErrorFS(mem, func(op vfs.Op, name string) error {
-		if op == vfs.OpRead && failReads.Load() && strings.Contains(name, "t-2/") && strings.HasSuffix(name, logSuffix) {
-			return syscall.EIO
-		}
-		return nil
-	})
+	mem, fsys, failReads := failingSegmentFS(vfs.OpRead, 2)
 	m, logs := openManagerLogs(t, fsys, testSyncAllMin)
 	defer m.Close()
 	targets := appendEach(t, logs, "a")
@@ -303,14 +311,7 @@ func TestJournalRoundFallsBackForAnUnreadableLog(t *testing.T) {
 // are then all that holds the log's newest batches; the next start replays
 // them.
 func TestFailedCloseKeepsJournal(t *testing.T) {
-	mem := vfs.NewMem()
-	var failing atomic.Bool
-	fsys := vfs.NewErrorFS(mem, func(op vfs.Op, name string) error {
-		if failing.Load() && op == vfs.OpSync && strings.Contains(name, "/t-1/") && strings.HasSuffix(name, logSuffix) {
-			return syscall.EIO
-		}
-		return nil
-	})
+	mem, fsys, failing := failingSegmentFS(vfs.OpSync, 1)
 	m, logs := openManagerLogs(t, fsys, testSyncAllMin)
 	syncAll(t, appendEach(t, logs, "a"))
 	syncAll(t, appendEach(t, logs, "b")) // journaled, in memory: not in t-1's file

@@ -72,17 +72,19 @@ func newTailFile(f vfs.File, size int64, budget *tailBudget) *tailFile {
 	return &tailFile{File: f, budget: budget, written: size}
 }
 
-// appendTail adds p at off, the end of the file and its tail, in memory
-// when it fits, and reports what it could not write.
+// appendTail adds p at off, the end of the file and its tail: in memory
+// when it fits, in the file otherwise.
 func (t *tailFile) appendTail(p []byte, off int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if off != t.written+int64(len(t.buf)) || len(p) >= tailBufferBytes/2 {
-		return t.writeThroughLocked(p, off)
+		_, err := t.writeThroughLocked(p, off)
+		return err
 	}
 	if t.buf == nil {
 		if !t.budget.take(tailBufferBytes) {
-			return t.writeThroughLocked(p, off)
+			_, err := t.writeThroughLocked(p, off)
+			return err
 		}
 		t.buf = tailBuffers.Get().(*[tailBufferBytes]byte)[:0]
 	}
@@ -95,13 +97,14 @@ func (t *tailFile) appendTail(p []byte, off int64) error {
 	return nil
 }
 
-func (t *tailFile) writeThroughLocked(p []byte, off int64) error {
+// writeThroughLocked writes the tail, then p at off, to the file.
+func (t *tailFile) writeThroughLocked(p []byte, off int64) (int, error) {
 	if err := t.flushLocked(); err != nil {
-		return err
+		return 0, err
 	}
 	n, err := t.File.WriteAt(p, off)
 	t.written = max(t.written, off+int64(n))
-	return err
+	return n, err
 }
 
 // flushLocked writes the tail to the file, keeping the buffer.
@@ -176,14 +179,11 @@ func (t *tailFile) sectionFile(pos, end int64) (vfs.File, error) {
 func (t *tailFile) WriteAt(p []byte, off int64) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.flushLocked(); err != nil {
-		return 0, err
-	}
-	n, err := t.File.WriteAt(p, off)
-	t.written = max(t.written, off+int64(n))
-	return n, err
+	return t.writeThroughLocked(p, off)
 }
 
+// Write is not used on segment files; it keeps the embedded file's from
+// going around the tail.
 func (t *tailFile) Write(p []byte) (int, error) {
 	if err := t.Flush(); err != nil {
 		return 0, err
