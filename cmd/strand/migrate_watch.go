@@ -36,6 +36,7 @@ const watchRecent = 12
 type watchMember struct {
 	id, clientID, host, instance string
 	software                     string // "" until the ledger names it
+	status                       string // why it is held ("connection lost, removed in 2s"); "" if it is not
 	partitions                   []string
 	lag                          int64
 }
@@ -63,11 +64,16 @@ type watchFrame struct {
 // watchState is what the view remembers between refreshes.
 type watchState struct {
 	software map[string]string      // member id -> software
+	holds    ledger.Holds           // members held after their connection closed
 	last     map[string]watchMember // the members as last seen
 	seen     bool                   // last holds a first reading
 	changes  int
 	handoffs []ledger.Entry
 	recent   []watchEvent
+}
+
+func newWatchState() *watchState {
+	return &watchState{software: map[string]string{}, holds: ledger.Holds{}}
 }
 
 // learn takes in the ledger's new entries: members' software from all of
@@ -79,6 +85,7 @@ func (s *watchState) learn(es []ledger.Entry, since time.Time) {
 				s.software[m.MemberID] = softwareLabel(*m)
 			}
 		}
+		s.holds.Learn(e)
 		if e.Time.Before(since) {
 			continue
 		}
@@ -88,6 +95,8 @@ func (s *watchState) learn(es []ledger.Entry, since time.Time) {
 			s.event(e.Time, handoffLine(e))
 		case ledger.TypeCommitNotOwned:
 			s.event(e.Time, fmt.Sprintf("commit not owned: %s-%d committed by %s", e.Topic, e.Partition, memberOrDash(e.Committer)))
+		case ledger.TypePresence:
+			s.event(e.Time, fmt.Sprintf("member %s: %s", memberLabel(e.To), ledger.PresenceLine(e)))
 		}
 	}
 }
@@ -163,7 +172,7 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 	byID := map[string]*watchMember{}
 	for _, m := range g.Members {
 		f.members = append(f.members, watchMember{id: m.MemberID, clientID: m.ClientID, host: m.Host, instance: orDash(m.InstanceID),
-			software: st.software[m.MemberID]})
+			software: st.software[m.MemberID], status: st.holds.Status(m.MemberID, f.at)})
 	}
 	for i := range f.members {
 		byID[f.members[i].id] = &f.members[i]
@@ -224,10 +233,10 @@ func (f watchFrame) render(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", label, v.members, v.partitions, v.lag)
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tSOFTWARE\tLAG\tPARTITIONS")
+		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tSOFTWARE\tLAG\tPARTITIONS\tSTATUS")
 		for _, m := range f.members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.id, m.clientID, m.host, m.instance, cmp.Or(m.software, "unknown"), m.lag,
-				orDash(strings.Join(m.partitions, " ")))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.id, m.clientID, m.host, m.instance, cmp.Or(m.software, "unknown"), m.lag,
+				orDash(strings.Join(m.partitions, " ")), orDash(m.status))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -323,7 +332,7 @@ until interrupted.`,
 			defer tail.Close()
 			out := cmd.OutOrStdout()
 			redraw := isTerminal(out)
-			st := &watchState{software: map[string]string{}}
+			st := newWatchState()
 			for i := 0; iterations <= 0 || i < iterations; i++ {
 				next := time.Now().Add(interval)
 				readCtx, cancel := context.WithTimeout(ctx, timeout)

@@ -11,21 +11,26 @@ import (
 
 // TestWatchView: members are grouped by the software the ledger names
 // them with, a change of assignment is an event naming who joined and
-// left, and only hand-offs from since on are counted and listed.
+// left, only hand-offs from since on are counted and listed, and a member
+// whose connection was lost is shown held until its removal.
 func TestWatchView(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	v1 := ledger.Member{MemberID: "m1", ClientID: "orders-v1", SoftwareName: "orders-app", SoftwareVersion: "1.0"}
 	v2 := ledger.Member{MemberID: "m2", ClientID: "orders-v2", SoftwareName: "orders-app", SoftwareVersion: "2.0"}
-	st := &watchState{software: map[string]string{}}
+	st := newWatchState()
+	removeAt := t0.Add(3 * time.Second)
 	st.learn([]ledger.Entry{
 		// Before since: it names m1's software but is not counted.
 		{Type: ledger.TypeHandoff, Time: t0.Add(-2 * time.Hour), Topic: "orders", Partition: 0, To: v1, DuplicateRisk: 99},
 		{Type: ledger.TypeHandoff, Time: t0.Add(time.Second), Topic: "orders", Partition: 1, From: &v1, To: v2, Reason: "revoked",
 			Committed: 10, FirstFetched: 10, LastSent: 14, DuplicateRisk: 4, UnownedMs: 300},
+		{Type: ledger.TypePresence, Time: t0.Add(time.Second), To: ledger.Member{MemberID: "m3", ClientID: "orders-v2b"},
+			State: ledger.PresenceLost, Connection: "10.0.0.3:7000", RemoveAt: &removeAt},
 	}, t0)
 	members := func(ms ...watchMember) []watchMember {
 		for i := range ms {
 			ms[i].software = st.software[ms[i].id]
+			ms[i].status = st.holds.Status(ms[i].id, t0.Add(time.Second))
 		}
 		return ms
 	}
@@ -54,6 +59,8 @@ func TestWatchView(t *testing.T) {
 		": 1, duplicate risk 4, skipped 0",
 		"hand-off orders-1: orders-v1 [orders-app 1.0] -> orders-v2 [orders-app 2.0] (revoked), duplicate risk 4",
 		"assignment changed; joined orders-v2 [orders-app 2.0], orders-v2b",
+		"connection lost, removed in 2s",
+		"member orders-v2b: connection 10.0.0.3:7000 lost without a LeaveGroup: removed at ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in the view", want)

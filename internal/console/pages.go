@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -140,10 +141,12 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	c.write(w, "Groups", "groups", func(d *doc) { viewGroups(d, rows) })
 }
 
-// memberRow is a member with the client software the ledger saw it run.
+// memberRow is a member with the client software the ledger saw it run,
+// and why it is held if its connection was lost.
 type memberRow struct {
 	inspect.Member
 	Software string
+	Status   string
 }
 
 type groupPage struct {
@@ -170,16 +173,18 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	es := c.readLedger(ctx, id)
-	software := map[string]string{}
+	software, holds := map[string]string{}, ledger.Holds{}
 	for _, e := range es {
 		if e.Type == ledger.TypeHandoff && e.To.SoftwareName != "" {
 			software[e.To.MemberID] = strings.TrimSpace(e.To.SoftwareName + " " + e.To.SoftwareVersion)
 		}
+		holds.Learn(e)
 	}
+	now := time.Now()
 	d := groupPage{Group: g, Owners: map[string]string{}, Chart: lagChart(c.samples.lagOf(id)), Report: ledger.NewReport(id, es),
 		HasLedger: es != nil, Message: r.URL.Query().Get("done")}
 	for _, m := range g.Members {
-		d.Members = append(d.Members, memberRow{Member: m, Software: software[m.MemberID]})
+		d.Members = append(d.Members, memberRow{Member: m, Software: software[m.MemberID], Status: holds.Status(m.MemberID, now)})
 		d.Owners[m.MemberID] = m.ClientID
 	}
 	c.write(w, "Group "+id, "groups", func(doc *doc) { viewGroup(doc, d, c.cfg.Actions) })

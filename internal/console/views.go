@@ -201,18 +201,18 @@ func viewGroup(d *doc, g groupPage, actions bool) {
 	d.h(`</div>
 <h2>Members</h2>
 <table id="member-table">
-<tr><th>Member</th><th>Client id</th><th>Client software</th><th>Host</th><th>Instance</th><th>Partitions</th></tr>
+<tr><th>Member</th><th>Client id</th><th>Client software</th><th>Host</th><th>Instance</th><th>Partitions</th><th>Status</th></tr>
 `)
 	for _, m := range g.Members {
 		owned := make([]string, len(m.Owned))
 		for i, p := range m.Owned {
 			owned[i] = p.String()
 		}
-		d.h(`<tr><td>%s</td><td>%s</td><td class="software">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`+"\n", m.MemberID, m.ClientID,
-			orDash(m.Software), m.Host, orDash(m.InstanceID), strings.Join(owned, " "))
+		d.h(`<tr><td>%s</td><td>%s</td><td class="software">%s</td><td>%s</td><td>%s</td><td>%s</td><td class="status">%s</td></tr>`+"\n",
+			m.MemberID, m.ClientID, orDash(m.Software), m.Host, orDash(m.InstanceID), strings.Join(owned, " "), orDash(m.Status))
 	}
 	if len(g.Members) == 0 {
-		d.h(`<tr><td colspan="6" class="muted">No members: the group is not reading.</td></tr>`)
+		d.h(`<tr><td colspan="7" class="muted">No members: the group is not reading.</td></tr>`)
 	}
 	d.h(`</table>
 <h2>Lag per partition</h2>

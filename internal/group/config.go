@@ -169,11 +169,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Ledger keeps hand-offs, and commits of partitions their member does not
-// own.
+// Ledger keeps hand-offs, commits of partitions their member does not
+// own, and the steps of members' presence (presence.go).
 type Ledger interface {
 	Handoff(group string, h Handoff)
 	CommitNotOwned(group string, c NotOwnedCommit)
+	Presence(group string, c PresenceChange)
 }
 
 // Watcher is told what happens in the groups, as it happens.

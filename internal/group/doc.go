@@ -45,8 +45,11 @@
 //   - Instant rollback (presence.go): a member whose connection closed
 //     without a LeaveGroup is removed after Config.DisconnectGrace
 //     instead of at the end of its session, unless it is heard from
-//     again or its client still has a connection open; the server
-//     reports connections (ClientConnected, ClientDisconnected).
+//     again or it still fetches its partitions on a connection of its
+//     own; its presence never follows its host and client id, which
+//     instances share. The server reports connections
+//     (ClientConnected, ClientDisconnected) and fetches (Fetched,
+//     FetchedElsewhere); the steps go to the ledger.
 //   - The rebalance history (history.go): per group a bounded timeline of
 //     membership changes and generations, and the partition hand-offs with
 //     the committed offset at hand-off, the highest offset the previous

@@ -220,10 +220,22 @@ type openHandoff struct {
 	hasFrom  bool
 }
 
-// fetchPos is how far a client read a partition.
+// fetchPos is how far a client read a partition, and where its latest
+// fetch of it came from: the presence of the partition's owner follows
+// its fetches (presence.go).
 type fetchPos struct {
 	offset, sent int64 // the highest fetch offset, and the highest end sent
 	at           time.Time
+	last         lastFetch
+}
+
+// lastFetch is the latest fetch of a partition by a client: the
+// connection it came on, whether that connection is this broker's (so its
+// closing is reported here), and when it arrived.
+type lastFetch struct {
+	addr    string
+	local   bool
+	arrived time.Time
 }
 
 func newHistory(maxEvents, maxHandoffs int, done func(Handoff), seen func(Event)) *history {
@@ -344,14 +356,16 @@ func (h *history) complete(tp model.TopicPartition, ho *openHandoff) {
 	h.done(*ho.Handoff)
 }
 
-// fetchedAt notes the partitions of one fetch by the client k: a new
+// fetchedAt notes the partitions of one fetch by the client k on its
+// connection at addr: a new
 // owner started reading when its first fetch arrived, and an owner read
 // until its last fetch was answered.
-func (h *history) fetchedAt(k clientKey, arrived, answered time.Time, reports []FetchReport) {
+func (h *history) fetchedAt(k clientKey, addr string, arrived, answered time.Time, reports []FetchReport) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	last := lastFetch{addr: addr, local: true, arrived: arrived}
 	for _, f := range reports {
-		h.read(k, f.Topic, f.Partition, f.Offset, f.SentEnd, answered)
+		h.read(k, f.Topic, f.Partition, f.Offset, f.SentEnd, answered, last)
 		h.started(k, arrived, f)
 	}
 }
@@ -363,15 +377,16 @@ func (h *history) fetchedSpans(spans []keyedSpan) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range spans {
-		h.read(s.key, s.First.Topic, s.First.Partition, s.Offset, s.SentEnd, s.Answered)
+		h.read(s.key, s.First.Topic, s.First.Partition, s.Offset, s.SentEnd, s.Answered,
+			lastFetch{addr: s.ClientAddr, arrived: s.FirstArrived})
 	}
 	for _, s := range spans {
 		h.started(s.key, s.FirstArrived, s.First)
 	}
 }
 
-// read notes how far the client k read a partition.
-func (h *history) read(k clientKey, topic string, partition int32, offset, sent int64, answered time.Time) {
+// read notes how far the client k read a partition, and its latest fetch.
+func (h *history) read(k clientKey, topic string, partition int32, offset, sent int64, answered time.Time, last lastFetch) {
 	tp := model.TopicPartition{Topic: topic, Partition: partition}
 	m := h.fetched[k]
 	if m == nil {
@@ -388,7 +403,18 @@ func (h *history) read(k clientKey, topic string, partition int32, offset, sent 
 	if answered.After(pos.at) {
 		pos.at = answered
 	}
+	if !last.arrived.Before(pos.last.arrived) {
+		pos.last = last
+	}
 	m[tp] = pos
+}
+
+// lastFetchOf is the client k's latest fetch of tp, if it fetched it.
+func (h *history) lastFetchOf(k clientKey, tp model.TopicPartition) (lastFetch, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pos, ok := h.fetched[k][tp]
+	return pos.last, ok && pos.last.addr != ""
 }
 
 // started completes the hand-off waiting for the client k's first fetch
@@ -545,7 +571,7 @@ func (c *Coordinator) Fetched(clientAddr, clientID string, arrived, answered tim
 	c.fetchers.mu.RLock()
 	defer c.fetchers.mu.RUnlock()
 	for g := range c.fetchers.byClient[k] {
-		g.hist.fetchedAt(k, arrived, answered, reports)
+		g.hist.fetchedAt(k, clientAddr, arrived, answered, reports)
 	}
 }
 

@@ -322,9 +322,24 @@ func TestHandoffFirstAssignmentSkipped(t *testing.T) {
 
 // ledgerRecorder is a group.Ledger that keeps what it is given.
 type ledgerRecorder struct {
-	mu      sync.Mutex
-	entries []group.Handoff
-	commits []group.NotOwnedCommit
+	mu       sync.Mutex
+	entries  []group.Handoff
+	commits  []group.NotOwnedCommit
+	presence []group.PresenceChange
+}
+
+func (l *ledgerRecorder) Presence(g string, c group.PresenceChange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g == "g" {
+		l.presence = append(l.presence, c)
+	}
+}
+
+func (l *ledgerRecorder) presenceSteps() []group.PresenceChange {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.presence)
 }
 
 func (l *ledgerRecorder) Handoff(g string, h group.Handoff) {

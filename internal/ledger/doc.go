@@ -64,6 +64,24 @@
 // fetched the partition, or once the partition moves on or the new owner
 // leaves before it did.
 //
+// A step in a member's presence is an entry too, so that the tools and the
+// console can say that a member is held after its connection closed:
+//
+//	{
+//	  "v": 1, "type": "presence", "time": "...", "group": "...",
+//	  "to": { the member },
+//	  "state": "connection-lost",   connection-lost: its group connection closed without a
+//	                                LeaveGroup; still-fetching: the grace ended but its
+//	                                fetches go on; returned: it sent a group request again;
+//	                                removed: it was removed at the end of the grace
+//	  "connection": "10.0.0.1:53122",  the connection lost, or the one it still fetches on
+//	  "remove_at": "..."            connection-lost and still-fetching: when it is removed
+//	                                (or looked at again) unless heard from
+//	}
+//
+// A member is held from its connection-lost entry to its next presence
+// entry (or its leaving the group).
+//
 // # Writing
 //
 // Record never blocks: it is called from the fetch path. Entries wait in

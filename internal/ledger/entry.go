@@ -15,10 +15,12 @@ const Topic = model.HandoffsTopic
 const Version = 1
 
 // TypeHandoff is the type of a hand-off entry; TypeCommitNotOwned of a
-// member's commit for a partition it does not own.
+// member's commit for a partition it does not own; TypePresence of a step
+// in a member's presence (its group connection lost, its return).
 const (
 	TypeHandoff        = "handoff"
 	TypeCommitNotOwned = "commit-not-owned"
+	TypePresence       = "presence"
 )
 
 // Entry is one record of the ledger (see doc.go for the fields).
@@ -50,6 +52,11 @@ type Entry struct {
 	Committer *Member `json:"committer,omitempty"`
 	Owner     *Member `json:"owner,omitempty"`
 	Offset    *int64  `json:"offset,omitempty"`
+	// A presence entry: the member (in To), the step, the connection, and
+	// when it is removed unless heard from.
+	State      string     `json:"state,omitempty"`
+	Connection string     `json:"connection,omitempty"`
+	RemoveAt   *time.Time `json:"remove_at,omitempty"`
 }
 
 // Member is a group member as an entry names it.

@@ -24,3 +24,41 @@ func TestParseSince(t *testing.T) {
 		}
 	}
 }
+
+// TestHolds: a member is held from its connection-lost entry until it
+// returns or is removed, and its status counts down to its removal.
+func TestHolds(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	entry := func(id, state string, removeAt *time.Time) Entry {
+		return Entry{Type: TypePresence, Time: t0, To: Member{MemberID: id}, State: state, Connection: "10.0.0.1:7000", RemoveAt: removeAt}
+	}
+	h := Holds{}
+	h.Learn(entry("a", PresenceLost, at(2*time.Second)))
+	h.Learn(entry("b", PresenceLost, at(2*time.Second)))
+	h.Learn(entry("c", PresenceLost, at(2*time.Second)))
+	h.Learn(Entry{Type: TypeHandoff, To: Member{MemberID: "a"}}) // not a presence entry
+	h.Learn(entry("b", PresenceReturned, nil))
+	h.Learn(entry("c", PresenceFetching, at(4*time.Second)))
+	for _, tc := range []struct {
+		id   string
+		now  time.Duration
+		want string
+	}{
+		{"a", 0, "connection lost, removed in 2s"},
+		{"a", 1100 * time.Millisecond, "connection lost, removed in 1s"},
+		{"a", 1900 * time.Millisecond, "connection lost, removed in 1s"},
+		{"a", 2 * time.Second, "connection lost, being removed"},
+		{"b", 0, ""},
+		{"c", 0, "connection lost, kept: still fetching on 10.0.0.1:7000"},
+		{"d", 0, ""},
+	} {
+		if got := h.Status(tc.id, t0.Add(tc.now)); got != tc.want {
+			t.Errorf("status of %s at +%v: %q, want %q", tc.id, tc.now, got, tc.want)
+		}
+	}
+	h.Learn(entry("a", PresenceRemoved, nil))
+	if got := h.Status("a", t0); got != "" {
+		t.Errorf("status of a removed member: %q", got)
+	}
+}

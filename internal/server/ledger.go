@@ -77,6 +77,18 @@ func (l handoffLedger) CommitNotOwned(groupID string, c group.NotOwnedCommit) {
 	l.w.Record(e)
 }
 
+// presenceStates are the ledger's names of the steps of a member's
+// presence.
+var presenceStates = map[group.PresenceState]string{
+	group.PresenceLost: ledger.PresenceLost, group.PresenceFetching: ledger.PresenceFetching,
+	group.PresenceReturned: ledger.PresenceReturned, group.PresenceRemoved: ledger.PresenceRemoved,
+}
+
+func (l handoffLedger) Presence(groupID string, c group.PresenceChange) {
+	l.w.Record(ledger.Entry{Type: ledger.TypePresence, Time: c.Time, Group: groupID, To: ledgerMember(c.Member),
+		State: presenceStates[c.State], Connection: c.Connection, RemoveAt: timeOrNil(c.RemoveAt)})
+}
+
 func ledgerMember(o group.Owner) ledger.Member {
 	return ledger.Member{MemberID: o.MemberID, InstanceID: o.InstanceID, ClientID: o.ClientID, Host: o.ClientHost,
 		SoftwareName: o.SoftwareName, SoftwareVersion: o.SoftwareVersion}

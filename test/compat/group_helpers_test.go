@@ -241,6 +241,15 @@ func pythonMember(t *testing.T, addr, topic, group, name string, extra ...string
 // group consumer ignores (-X dump shows it), so it cannot be shortened.
 func kcatMember(t *testing.T, kcat, addr, topic, group, name string) grouptest.Member {
 	t.Helper()
+	return kcatMemberArgs(t, kcat, addr, topic, group, name,
+		"-X", "client.id="+name, "-X", fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()),
+		"-X", "heartbeat.interval.ms=500")
+}
+
+// kcatMemberArgs is kcatMember with the client's settings in args (-X
+// client.id=..., session.timeout.ms=...) instead of the test's.
+func kcatMemberArgs(t *testing.T, kcat, addr, topic, group, name string, args ...string) grouptest.Member {
+	t.Helper()
 	setup := func(p *procMember) {
 		p.closedLine = true
 		// One pipe for both streams (exec shares it when Stdout and
@@ -259,11 +268,8 @@ func kcatMember(t *testing.T, kcat, addr, topic, group, name string) grouptest.M
 		}}
 		p.cmd.Stdout, p.cmd.Stderr = w, w
 	}
-	return startProcMember(t, name, "", setup, kcat, "-b", addr, "-G", group, "-u",
-		"-f", `processed %p %o %k %s\n`,
-		"-X", "client.id="+name, "-X", fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()),
-		"-X", "heartbeat.interval.ms=500", "-X", "auto.offset.reset=earliest",
-		topic)
+	args = append([]string{"-b", addr, "-G", group, "-u", "-f", `processed %p %o %k %s\n`, "-X", "auto.offset.reset=earliest"}, args...)
+	return startProcMember(t, name, "", setup, kcat, append(args, topic)...)
 }
 
 var (

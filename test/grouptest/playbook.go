@@ -56,8 +56,8 @@ func Admin(t testing.TB, addr string) *kadm.Client {
 // Settled says why the group is not settled with exactly ms as its members,
 // "" when it is: by the members' logs every partition of topic (0 to
 // partitions-1) is owned by exactly one of them, and DescribeGroups shows
-// the group Stable with those members (by client id), each assigned what
-// its log says it owns.
+// the group Stable with those members (by client id, or by assignment
+// where they share one), each assigned what its log says it owns.
 func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partitions int, ms []Member) string {
 	owned := map[string][]int32{}
 	owner := map[int32]string{}
@@ -87,11 +87,8 @@ func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partiti
 	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(ms) {
 		return fmt.Sprintf("group %s with %d members (err %v), want Stable with %d", d.State, len(d.Members), d.Err, len(ms))
 	}
+	match := newMemberMatch(owned)
 	for _, dm := range d.Members {
-		want, ok := owned[dm.ClientID]
-		if !ok {
-			return fmt.Sprintf("member %s (client %s) is none of %v", dm.MemberID, dm.ClientID, names(ms))
-		}
 		var got []int32
 		if a, ok := dm.Assigned.AsConsumer(); ok {
 			for _, t := range a.Topics {
@@ -101,11 +98,42 @@ func Settled(ctx context.Context, adm *kadm.Client, group, topic string, partiti
 			}
 		}
 		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return fmt.Sprintf("%s is assigned %v by DescribeGroups, owns %v by its log", dm.ClientID, got, want)
+		if why := match.take(dm.MemberID, dm.ClientID, got, "DescribeGroups"); why != "" {
+			return why
 		}
 	}
 	return ""
+}
+
+// memberMatch pairs the members a group describes with the members' logs:
+// by client id when it is a member's name, else (members that share a
+// client id, as kcat's default "rdkafka") by what they are assigned.
+type memberMatch struct {
+	owned map[string][]int32 // by member name, those not matched yet
+}
+
+func newMemberMatch(owned map[string][]int32) *memberMatch {
+	return &memberMatch{owned: maps.Clone(owned)}
+}
+
+// take matches a described member (assigned got, by source), or says why
+// none of the logs fits it.
+func (m *memberMatch) take(memberID, clientID string, got []int32, source string) string {
+	if want, ok := m.owned[clientID]; ok {
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("%s is assigned %v by %s, owns %v by its log", clientID, got, source, want)
+		}
+		delete(m.owned, clientID)
+		return ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.owned)) {
+		if slices.Equal(m.owned[name], got) {
+			delete(m.owned, name)
+			return ""
+		}
+	}
+	return fmt.Sprintf("member %s (client %s) assigned %v by %s is none of the members left by their logs: %v",
+		memberID, clientID, got, source, m.owned)
 }
 
 // settledConsumerGroup is Settled's check of what the coordinator says
@@ -121,14 +149,11 @@ func settledConsumerGroup(ctx context.Context, adm *kadm.Client, group, topic st
 	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(ms) {
 		return fmt.Sprintf("consumer group %s with %d members (err %v), want Stable with %d", d.State, len(d.Members), d.Err, len(ms))
 	}
+	match := newMemberMatch(owned)
 	for _, dm := range d.Members {
-		want, ok := owned[dm.ClientID]
-		if !ok {
-			return fmt.Sprintf("member %s (client %s) is none of %v", dm.MemberID, dm.ClientID, names(ms))
-		}
 		got := slices.Sorted(maps.Keys(dm.Assignment[topic]))
-		if !slices.Equal(got, want) {
-			return fmt.Sprintf("%s is assigned %v by ConsumerGroupDescribe, owns %v by its log", dm.ClientID, got, want)
+		if why := match.take(dm.MemberID, dm.ClientID, got, "ConsumerGroupDescribe"); why != "" {
+			return why
 		}
 	}
 	return ""
