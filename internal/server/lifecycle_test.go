@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,6 +114,70 @@ func TestNewFailsCleanly(t *testing.T) {
 	}
 }
 
+// TestListenerTaken: when another socket holds a listener's address (a
+// client listener, the controller listener, the admin listener), the broker
+// fails with an error naming the listener and the address, Shutdown after
+// the failed Start closes each thing once (no panic), no goroutine is left
+// behind, and the data directory is released: the same directory starts on
+// a free address.
+func TestListenerTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		clustered bool
+		label     string
+		set       func(cfg *config.Broker, addr string)
+	}{
+		{"client", false, "listener PLAINTEXT", func(cfg *config.Broker, addr string) { cfg.Listen = addr }},
+		{"client in a cluster", true, "listener PLAINTEXT", func(cfg *config.Broker, addr string) { cfg.Listen = addr }},
+		{"controller", true, "controller listener", func(cfg *config.Broker, addr string) {
+			cfg.ControllerListen, cfg.QuorumVoters = addr, "0@"+addr
+		}},
+		{"admin", false, "admin listener", func(cfg *config.Broker, addr string) { cfg.AdminListen = addr }},
+		{"admin in a cluster", true, "admin listener", func(cfg *config.Broker, addr string) { cfg.AdminListen = addr }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.DataDir = t.TempDir()
+			cfg.Listen = testutil.FreePort(t)
+			cfg.AdminListen = testutil.FreePort(t) // the console too: its sampler once stopped twice
+			if tc.clustered {
+				cfg = quorumConfig(t)
+				cfg.AdminListen = testutil.FreePort(t)
+			}
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			addr := taken.Addr().String()
+			tc.set(&cfg, addr)
+
+			before := runtime.NumGoroutine()
+			err = startAndShutDown(cfg)
+			if err == nil {
+				t.Fatalf("the broker started with its %s on a taken address", tc.name)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.label) || !strings.Contains(msg, addr) || !strings.Contains(msg, "address already in use") {
+				t.Errorf("error %q does not name the %s and its address %s", msg, tc.label, addr)
+			}
+			waitGoroutines(t, before)
+
+			tc.set(&cfg, testutil.FreePort(t))
+			srv, err := server.New(cfg, quietLogger())
+			if err != nil {
+				t.Fatalf("the same directory on a free address: %v", err)
+			}
+			if err := srv.Start(); err != nil {
+				srv.Shutdown(context.Background())
+				t.Fatalf("the same directory on a free address: %v", err)
+			}
+			if err := srv.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // waitGoroutines waits until no more goroutines run than before, and
 // fails with every goroutine's stack if some stay.
 func waitGoroutines(t *testing.T, before int) {
@@ -124,6 +189,20 @@ func waitGoroutines(t *testing.T, before int) {
 		}
 		return nil
 	})
+}
+
+// startAndShutDown is what strand serve does up to serving: New, Start, and
+// Shutdown after a failed Start.
+func startAndShutDown(cfg config.Broker) error {
+	srv, err := server.New(cfg, quietLogger())
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return errors.Join(err, srv.Shutdown(context.Background()))
+	}
+	srv.Shutdown(context.Background())
+	return nil
 }
 
 // quorumConfig is a broker that is the one voter of its metadata quorum.
