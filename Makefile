@@ -6,8 +6,10 @@ RACE_PKGS := ./internal/...
 
 test: fmt-check vet unit race
 
+# ./strand, which `strand version` says was built from which commit (Go
+# stamps it from git; not in a linked worktree or with -buildvcs=false).
 build:
-	$(GO) build ./...
+	$(GO) build -o strand ./cmd/strand
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

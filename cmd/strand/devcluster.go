@@ -129,11 +129,12 @@ func devCluster(brokers int, dataDir, host string, basePort, adminPort int, logg
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Caught before the ready lines, as serve does.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	logger.Info("strand dev cluster ready", "brokers", brokers, "bootstrap", strings.Join(seeds, ","),
 		"data_dir", dataDir, "startup", time.Since(start).Round(time.Millisecond).String())
 	fmt.Println(strings.Join(seeds, ","))
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	s := <-sig
 	logger.Info("shutting down", "signal", s.String())
 	return shutdown()

@@ -37,6 +37,8 @@ var examples = map[string]string{
 	"strand profile use":    `  strand profile use prod`,
 	"strand profile list":   `  strand profile list --format json`,
 	"strand profile delete": `  strand profile delete staging`,
+	"strand version": `  strand version                                 # also: strand --version
+  strand version --format json | jq -r .commit`,
 }
 
 // addExamples gives the commands their examples from the table.

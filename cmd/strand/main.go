@@ -22,7 +22,9 @@ func rootCommand() *cobra.Command {
 		Short:         "Strand: a durable commit log that speaks the Kafka protocol",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentVersion().String(),
 	}
+	root.SetVersionTemplate(versionTemplate)
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(clusterCommand())
@@ -34,11 +36,12 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(profileCommand())
 	root.AddCommand(userCommand())
 	root.AddCommand(aclCommand())
+	root.AddCommand(versionCommand())
 	// The tools that talk to a cluster take a profile; the broker's own
 	// commands do not.
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "serve", "dev-cluster", "profile", "user", "completion", "help":
+		case "serve", "dev-cluster", "profile", "user", "version", "completion", "help":
 			continue
 		}
 		c.PersistentFlags().StringVar(&profileName, "profile", "", "the profile (named cluster) to use (default: STRAND_PROFILE, else the current one)")

@@ -181,10 +181,12 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		srv.Shutdown(context.Background())
 		return err
 	}
-	logger.Info("strand ready", "listen", srv.Addr().String(), "data_dir", cfg.DataDir,
-		"fsync", cfg.Log.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
+	// Caught before the ready line: whoever waits for it may stop the
+	// broker at once, and that stop must be a clean one.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	logger.Info("strand ready", "listen", srv.Addr().String(), "data_dir", cfg.DataDir,
+		"fsync", cfg.Log.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
 	var failed error
 	select {
 	case s := <-sig:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/scram"
+	"github.com/strandlog/strand/internal/server"
 )
 
 // userCommand manages users' SCRAM credentials in a broker's data
@@ -43,10 +44,18 @@ func userCommand() *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return err
 			}
+			// The broker's own lock: a running broker would not see the
+			// change, and would write its metadata over it.
+			lock, err := server.LockDataDir(dataDir)
+			if err != nil {
+				return fmt.Errorf("%w: stop the broker first, or set users on it with kafka-configs.sh --alter --entity-type users", err)
+			}
+			defer lock.Release()
 			store, err := cluster.OpenFile(dataDir, 0)
 			if err != nil {
 				return err
 			}
+			defer store.Close()
 			cred, err := m.NewCredential(password, iterations)
 			if err != nil {
 				return err

@@ -100,7 +100,7 @@ func OpenRaft(cfg RaftConfig) (*Store, error) {
 	if tr == nil {
 		tcp, err := raft.NewTCPTransport(raft.TCPConfig{Listen: cfg.Listen, TLS: cfg.TLS, DialTLS: cfg.DialTLS, Logger: logger})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("controller listener: %w", err) // the error names the address
 		}
 		tr, addr = tcp, tcp.Addr() // the port taken, for a listener on port 0
 	}

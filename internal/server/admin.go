@@ -17,7 +17,9 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-// startAdmin opens the admin HTTP listener, when configured.
+// startAdmin opens the admin HTTP listener, when configured. When it
+// fails it has closed the console it made, so that Shutdown, which stops
+// what startAdmin left running, closes nothing twice.
 func (s *Server) startAdmin() error {
 	if s.cfg.AdminListen == "" {
 		return nil
@@ -27,35 +29,40 @@ func (s *Server) startAdmin() error {
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
+	var c *console.Console
 	if s.cfg.AdminConsole {
 		// The console reads the cluster through this broker's own
 		// listener, as a client would.
-		c, err := console.New(console.Config{Brokers: []string{s.selfAddr()},
+		var err error
+		c, err = console.New(console.Config{Brokers: []string{s.selfAddr()},
 			ClientOpts: s.selfClientOpts(),
 			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
 		if err != nil {
 			return err
 		}
-		s.console, cfg.Console = c, c
+		cfg.Console = c
 	}
 	a, err := admin.Start(cfg)
 	if err != nil {
-		if s.console != nil {
-			s.console.Close()
+		if c != nil {
+			c.Close()
 		}
 		return err
 	}
-	s.admin = a
+	s.admin, s.console = a, c
 	s.logger.Info("admin listener started", "addr", a.Addr().String())
 	return nil
 }
 
+// stopAdmin stops the admin listener and the console, once.
 func (s *Server) stopAdmin(ctx context.Context) {
 	if s.admin != nil {
 		s.admin.Close(ctx)
+		s.admin = nil
 	}
 	if s.console != nil {
 		s.console.Close()
+		s.console = nil
 	}
 }
 

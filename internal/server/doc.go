@@ -23,6 +23,18 @@
 // asks a transaction's coordinator on another broker before it appends the
 // transaction's batches (AddPartitionsToTxn v5, KIP-890).
 //
-// Lifecycle: every goroutine is started through Server.goroutines and
-// ends before Shutdown returns.
+// Lifecycle: New first takes the data directory's lock (and, for a member
+// of the metadata quorum, the lock of its __cluster_metadata-0 directory;
+// datadir.go, layout in package dirlock), so a second broker on the same
+// directory, in this process or another, fails before reading anything.
+// Then it opens the metadata, the logs, the partitions and the
+// coordinators; if any step fails, what was opened is closed in reverse
+// order and the locks released (closeOpened), so New either returns a
+// Server or leaves nothing behind. Start binds the listeners (the
+// controller listener is bound by New, with the metadata quorum) and the
+// admin listener; when one cannot bind it closes what it bound and
+// returns an error naming the listener and its address. Shutdown may
+// follow a failed Start and may be called again: each part is stopped
+// once, and the locks are released last. Every goroutine is started
+// through Server.goroutines and ends before Shutdown returns.
 package server

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/console"
+	"github.com/strandlog/strand/internal/dirlock"
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/fetchpos"
 	"github.com/strandlog/strand/internal/group"
@@ -72,6 +72,10 @@ type Server struct {
 	self              *selfIdentity    // the broker's own clients' SASL user
 	oauth             *oauth.Config    // how OAUTHBEARER tokens are validated; nil without
 
+	// dirLocks hold the data directory (and the metadata quorum's) from
+	// the start of New to the end of Shutdown (datadir.go).
+	dirLocks []*dirlock.Lock
+
 	listeners  []*listener // in the order of cfg.Listeners
 	goroutines sync.WaitGroup
 	cancel     context.CancelFunc
@@ -81,6 +85,9 @@ type Server struct {
 	conns map[net.Conn]struct{}
 
 	failed chan error // the first error the broker cannot serve past
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Failed yields an error when the broker cannot go on (it belongs to
@@ -95,8 +102,11 @@ func (s *Server) fail(err error) {
 }
 
 // New opens the data directory, recovers every partition and readies the
-// broker; Start begins serving.
-func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
+// broker; Start begins serving. It first takes the data directory's lock
+// (and the metadata quorum's directory's, as a quorum member), so a second
+// broker on the same directory fails before reading anything; when New
+// fails it has closed everything it opened and released the locks.
+func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -104,12 +114,17 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, err
-	}
 	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
 		connsPerIP: map[string]int{}, connOverrides: connOverrides, requestBytes: newByteBudget(cfg.QueuedMaxRequestBytes),
 		rec: newReconciler(), failed: make(chan error, 1)}
+	if s.dirLocks, err = lockDataDir(cfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.closeOpened())
+		}
+	}()
 	if err := s.initSecurity(); err != nil {
 		return nil, err
 	}
@@ -131,7 +146,6 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
 	if err := s.openPartitions(); err != nil {
-		s.logs.Close()
 		return nil, err
 	}
 	s.topics = &topicAdmin{s: s}
@@ -160,9 +174,6 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 		}
 	}
 	if err := s.groups.Load(); err != nil {
-		s.groups.Close()
-		s.closeLedger()
-		s.logs.Close()
 		return nil, err
 	}
 	s.peers = s.newPeerClient()
@@ -180,13 +191,47 @@ func New(cfg config.Broker, logger *slog.Logger) (*Server, error) {
 	s.txns = s.newTxnCoordinator(logger)
 	s.broker.Txns = s.txns
 	if err := s.txns.Load(); err != nil {
-		s.txns.Close()
-		s.groups.Close()
-		s.closeLedger()
-		s.logs.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// closeOpened closes what New opened, in the reverse order, each part
+// once and only if it was opened, and releases the directory locks last:
+// the end of Shutdown, and of a New that failed part way.
+func (s *Server) closeOpened() error {
+	// Transactions first: completing one writes markers, which the group
+	// coordinator applies to its offsets.
+	if s.txns != nil {
+		s.txns.Close()
+	}
+	if s.groups != nil {
+		s.groups.Close()
+	}
+	s.closeLedger() // its last entries, while the replicas still serve
+	if s.fetcher != nil {
+		s.fetcher.Close()
+	}
+	// Producer-state snapshots first, so the next start need not rebuild
+	// them from the log.
+	var errs []error
+	if s.peers != nil {
+		errs = append(errs, s.peers.Close())
+	}
+	if s.replicas != nil {
+		errs = append(errs, s.replicas.Close())
+	}
+	if s.logs != nil {
+		errs = append(errs, s.logs.Close())
+	}
+	if s.cluster != nil {
+		errs = append(errs, s.cluster.Close())
+	}
+	for _, l := range slices.Backward(s.dirLocks) {
+		errs = append(errs, l.Release())
+	}
+	s.dirLocks = nil
+	return errors.Join(errs...)
 }
 
 func (s *Server) closeLedger() {
@@ -400,8 +445,16 @@ func hostOf(addr string) string {
 // Shutdown stops accepting, stops reading new requests, answers parked
 // fetches and group requests at once, lets the requests in flight finish
 // (up to ctx's deadline, then connections are closed), stops the group
-// coordinator once its writes are durable, and syncs and closes every log.
+// coordinator once its writes are durable, syncs and closes every log, and
+// releases the data directory. It is safe after a Start that failed (which
+// closed what it had opened) and after another Shutdown (it returns the
+// first one's result).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	started := len(s.listeners) > 0
 	if started && s.clustered() {
 		s.controlledShutdown()
@@ -434,13 +487,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-done
 		}
 	}
-	// Transactions first: completing one writes markers, which the group
-	// coordinator applies to its offsets.
-	s.txns.Close()
-	s.groups.Close()
-	s.closeLedger() // its last entries, while the replicas still serve
-	s.fetcher.Close()
-	// Producer-state snapshots first, so the next start need not rebuild
-	// them from the log.
-	return errors.Join(s.peers.Close(), s.replicas.Close(), s.logs.Close(), s.cluster.Close())
+	return s.closeOpened()
 }

@@ -198,6 +198,25 @@ func StartProcess(t testing.TB, dataDir string, extra ...string) *Process {
 	return p
 }
 
+// StartCommand runs the binary with exactly args (a strand serve command
+// line as documented, say) and waits for its ready line. Addr and Admin are
+// left for the caller, who chose them.
+func StartCommand(t testing.TB, args ...string) *Process {
+	t.Helper()
+	p := &Process{Args: args, Output: &SyncBuffer{}}
+	p.start(t)
+	t.Cleanup(func() { p.Kill() })
+	return p
+}
+
+// PID is the running process's id, 0 when it is not running.
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 func (p *Process) start(t testing.TB) {
 	t.Helper()
 	argv := append(append(slices.Clone(p.Prefix), Binary(t)), p.Args...)

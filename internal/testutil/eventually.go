@@ -5,20 +5,20 @@ import (
 	"time"
 )
 
-// Eventually calls check every interval until it returns nil, and fails t
-// with check's last error once total has passed. A test awaits a condition
-// with it instead of sleeping for a guess of how long the condition takes.
-func Eventually(t testing.TB, total, interval time.Duration, check func() error) {
+// Eventually waits until cond returns nil, asking it every 10 ms for up to
+// timeout, and fails the test with cond's last error if it never does.
+// Tests wait for conditions with it instead of sleeping.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(total)
+	deadline := time.Now().Add(timeout)
 	for {
-		err := check()
+		err := cond()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not so after %v: %v", total, err)
+			t.Fatalf("not within %v: %v", timeout, err)
 		}
-		time.Sleep(interval)
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -149,7 +149,7 @@ func TestHeldMemberShown(t *testing.T) {
 		return string(body)
 	}
 	const held = "connection lost, removed in "
-	testutil.Eventually(t, grace-2*time.Second, 100*time.Millisecond, func() error {
+	testutil.Eventually(t, grace-2*time.Second, func() error {
 		if !strings.Contains(b.Output.String(), "removed_in="+grace.String()) {
 			return fmt.Errorf("the broker's log does not say the member is removed in %v", grace)
 		}
@@ -165,7 +165,7 @@ func TestHeldMemberShown(t *testing.T) {
 		t.Fatalf("the member was shown held only %v after the kill, past its grace", since)
 	}
 	grouptest.WaitSettled(t, ctx, adm, "held", "orders", 4, ms[0])
-	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if w := watch(); strings.Contains(w, held) || !strings.Contains(w, "removed: it did not return within the grace") {
 			return fmt.Errorf("migrate watch after the removal:\n%s", w)
 		}
