@@ -23,6 +23,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(clusterCommand())

@@ -191,27 +191,6 @@ func normalName(s string) string {
 	return strings.TrimSuffix(s, "v")
 }
 
-// editDistance is Levenshtein's.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // readGroupView reads what plan needs through the admin client.
 func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupView, error) {
 	v := groupView{partitions: map[string]int{}, others: map[string][]string{}, migrationPolicy: "bidirectional"}
