@@ -91,11 +91,7 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	base, _, err := clientOpts(o.brokers)
-	if err != nil {
-		return err
-	}
-	meta, err := kgo.NewClient(base...)
+	meta, err := connect(ctx, o.brokers)
 	if err != nil {
 		return err
 	}
@@ -105,7 +101,7 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := slices.Clone(base)
+	var opts []kgo.Opt
 	if o.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -125,7 +121,7 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		}
 		opts = append(opts, kgo.ConsumePartitions(at))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := connect(ctx, o.brokers, opts...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/inspect"
 )
@@ -57,17 +58,13 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.
 func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
-	opts, _, err := clientOpts(brokers)
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(opts...)
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	cl, err := connect(ctx, brokers)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	defer cancel()
 	return fn(ctx, kadm.NewClient(cl))
 }
 
@@ -113,7 +110,7 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 					return err
 				}
 				if !g.Exists() {
-					return fmt.Errorf("group %s: not found", group)
+					return noGroup(ctx, adm, group)
 				}
 				if format != "table" {
 					return writeData(cmd.OutOrStdout(), format, g)
@@ -159,6 +156,37 @@ func ownedLabel(m inspect.Member) string {
 		parts[i] = p.String()
 	}
 	return orDash(strings.Join(parts, " "))
+}
+
+// errGroupExists is noGroup's answer for a group that exists: created
+// since the command looked.
+var errGroupExists = errors.New("the group was created meanwhile: run the command again")
+
+// noGroupError is a group the cluster does not know, with the ids of
+// those it knows that are closest.
+type noGroupError struct {
+	group string
+	near  []string
+}
+
+func (e *noGroupError) Error() string {
+	if len(e.near) == 0 {
+		return fmt.Sprintf("no group %s (strand group list lists the groups)", e.group)
+	}
+	return "no group " + e.group + didYouMean("%s", e.near)
+}
+
+// noGroup is a *noGroupError for group, which the cluster does not know;
+// errGroupExists if it knows it after all.
+func noGroup(ctx context.Context, adm *kadm.Client, group string) error {
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("no group %s? listing the groups: %w", group, err)
+	}
+	if _, ok := listed[group]; ok {
+		return errGroupExists
+	}
+	return &noGroupError{group: group, near: closest(group, listed.Groups())}
 }
 
 // emptyGroup checks that group has no members.
@@ -220,6 +248,9 @@ members.`,
 				}
 				os := cur.Offsets()
 				if len(os) == 0 {
+					if err := noGroup(ctx, adm, from); !errors.Is(err, errGroupExists) {
+						return err
+					}
 					return fmt.Errorf("group %s has no committed offsets", from)
 				}
 				return commitOffsets(ctx, cmd.OutOrStdout(), adm, to, os, true)
@@ -273,7 +304,9 @@ func groupDeleteCommand(admin adminFunc) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if r, ok := res[group]; ok && r.Err != nil {
+				if r, ok := res[group]; ok && errors.Is(r.Err, kerr.GroupIDNotFound) {
+					return noGroup(ctx, adm, group)
+				} else if ok && r.Err != nil {
 					return fmt.Errorf("group %s: %w", group, r.Err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", group)

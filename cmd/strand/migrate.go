@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
@@ -57,6 +58,11 @@ records.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			cl, err := connect(ctx, brokers)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
 			opts, seeds, err := clientOpts(brokers)
 			if err != nil {
 				return err
@@ -64,6 +70,14 @@ records.`,
 			entries, err := reader.Read(ctx, seeds, group, from, opts[1:]...)
 			if err != nil {
 				return err
+			}
+			if len(entries) == 0 {
+				// No hand-offs of a group the cluster does not know is
+				// most likely a mistyped id; a deleted group's hand-offs
+				// are still reported.
+				if err := noGroup(ctx, kadm.NewClient(cl), group); !errors.Is(err, errGroupExists) {
+					return err
+				}
 			}
 			r := ledger.NewReport(group, entries)
 			t := r.Totals

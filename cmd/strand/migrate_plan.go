@@ -45,6 +45,9 @@ type groupView struct {
 	others map[string][]string
 	// migrationPolicy is the broker's group.consumer.migration.policy.
 	migrationPolicy string
+	// closest: when the group does not exist, the existing groups whose
+	// ids are closest to its id.
+	closest []string
 }
 
 // finding is one rule's verdict.
@@ -60,7 +63,15 @@ func plan(in planInput, v groupView) []finding {
 	add := func(level, rule, format string, args ...any) {
 		fs = append(fs, finding{level, rule, fmt.Sprintf(format, args...)})
 	}
-	if !v.exists {
+	switch {
+	case !v.exists && len(v.closest) > 0:
+		// A group that does not exist has no topics to compare with
+		// other groups' (the group-id rule below), so a mistyped id is
+		// found by its name alone.
+		add("FAIL", "group-id", "no group %s%s A new version started under %s does not resume from %s's "+
+			"committed offsets: it starts from its auto.offset.reset policy", in.group,
+			didYouMean("%s", v.closest), in.group, strings.Join(v.closest, " or "))
+	case !v.exists:
 		add("warn", "group", "group %s does not exist yet: the new version starts from its auto.offset.reset policy", in.group)
 	}
 	// Capacity: every consumer, the canary included, must get a
@@ -134,11 +145,14 @@ func plan(in planInput, v groupView) []finding {
 		}
 	}
 	slices.Sort(near)
-	if len(near) > 0 {
+	switch {
+	case !v.exists && len(v.closest) > 0:
+		// Said above.
+	case len(near) > 0:
 		add("FAIL", "group-id", "groups with a name close to %s read the same topics: %s; a new version started under "+
 			"one of them by mistake does not resume from %s's offsets. Use exactly %s, or copy its offsets first "+
 			"(strand group copy-offsets)", in.group, strings.Join(near, "; "), in.group, in.group)
-	} else {
+	default:
 		add("ok", "group-id", "no other group with a name close to %s reads its topics", in.group)
 	}
 	return fs
@@ -204,6 +218,8 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		if v.groupType == "" {
 			v.groupType = "classic"
 		}
+	} else {
+		v.closest = closest(group, listed.Groups())
 	}
 	if v.exists && v.groupType == "consumer" {
 		ds, err := adm.DescribeConsumerGroups(ctx, group)

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
@@ -156,7 +156,7 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 		f.err = err
 		return f
 	case !g.Exists():
-		f.err = fmt.Errorf("group %s: not found (yet)", group)
+		f.err = fmt.Errorf("no group %s (yet)", group)
 		return f
 	}
 	f.groupType, f.state, f.assign = g.Type, g.State, g.Protocol
@@ -308,12 +308,20 @@ until interrupted.`,
 			if err != nil {
 				return err
 			}
-			cl, err := kgo.NewClient(opts...)
+			// A cluster that cannot be reached is an error, not a view
+			// of nothing; one lost later is shown in the frames.
+			cl, err := connect(ctx, brokers)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
 			adm := kadm.NewClient(cl)
+			// A group that does not exist yet is watched until it does,
+			// unless its id is a near miss of one that does.
+			var missing *noGroupError
+			if err := noGroup(ctx, adm, group); errors.As(err, &missing) && len(missing.near) > 0 {
+				return err
+			}
 			// The whole ledger is read for the members' software; only
 			// hand-offs from since on are counted.
 			tail, err := reader.NewTail(seeds, group, time.Time{}, opts[1:]...)

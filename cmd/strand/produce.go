@@ -78,12 +78,12 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
+	ctx := cmd.Context()
+	cl, err := connect(ctx, o.brokers, opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx := cmd.Context()
 	if o.transactionalID != "" {
 		if err := cl.BeginTransaction(); err != nil {
 			return err
@@ -131,12 +131,8 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 
 // clientOpts are the producer's client options from the flags.
 func (o produceOptions) clientOpts(topic string) ([]kgo.Opt, error) {
-	base, _, err := clientOpts(o.brokers)
-	if err != nil {
-		return nil, err
-	}
-	opts := append(base, kgo.DefaultProduceTopic(topic),
-		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024))))
+	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic),
+		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024)))}
 	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
 		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
 	codec, ok := codecs[o.compression]

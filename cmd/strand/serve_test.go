@@ -81,7 +81,7 @@ func TestConfigFileErrors(t *testing.T) {
 		if tc.env != "" {
 			t.Setenv("STRAND_RETENTION_MS", tc.env)
 		}
-		_, err := runStrand(t, "serve", "--config", path, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "", "--log-level", "bogus")
+		_, err := strandRun(t, "serve", "--config", path, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "", "--log-level", "bogus")
 		for _, want := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%q: %v, want %q", tc.file, err, want)

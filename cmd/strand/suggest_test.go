@@ -1,24 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// runStrand runs the strand command with args, as the binary does, and
-// returns its output and error.
-func runStrand(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := rootCommand()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
 
 // TestUnknownFlagSuggests: every command answers a mistyped flag with its
 // own flags closest to it, and one with nothing close with where they are
@@ -35,7 +21,7 @@ func TestUnknownFlagSuggests(t *testing.T) {
 		{[]string{"migrate", "plan", "--group", "g", "--profle", "p"}, "did you mean --profile?"}, // a root's persistent flag
 		{[]string{"topic", "create", "t", "--zzzzzz"}, "unknown flag: --zzzzzz (strand topic create --help lists its flags)"},
 	} {
-		_, err := runStrand(t, tc.args...)
+		_, err := strandRun(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("strand %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
 		}
