@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
@@ -98,7 +99,10 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	defer meta.Close()
 	adm := kadm.NewClient(meta)
 	pos, ends, err := startPositions(ctx, adm, topics, o.partitions, o.group, start)
-	if err != nil {
+	var perr *inspect.PartitionError
+	if errors.As(err, &perr) && errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return topicNotFound(ctx, adm, perr.Topic, perr.Err)
+	} else if err != nil {
 		return err
 	}
 	var opts []kgo.Opt
@@ -321,14 +325,14 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	s startSpec) (pos, ends map[string]map[int32]int64, err error) {
 	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
-		err = starts.Error()
+		err = inspect.ListedError(starts)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	endOffs, err := adm.ListEndOffsets(ctx, topics...)
 	if err == nil {
-		err = endOffs.Error()
+		err = inspect.ListedError(endOffs)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -336,7 +340,7 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	var at kadm.ListedOffsets
 	if s.kind == "time" {
 		if at, err = adm.ListOffsetsAfterMilli(ctx, s.n, topics...); err == nil {
-			err = at.Error()
+			err = inspect.ListedError(at)
 		}
 		if err != nil {
 			return nil, nil, err

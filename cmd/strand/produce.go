@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/recordfmt"
@@ -123,8 +125,10 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 	switch {
 	case inErr != nil:
 		return fmt.Errorf("reading the input: %w", inErr)
+	case failed > 0 && errors.Is(firstErr, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%d records not written: %w", failed, topicNotFound(ctx, kadm.NewClient(cl), topic, firstErr))
 	case failed > 0:
-		return fmt.Errorf("%d records not written; the first: %w", failed, firstErr)
+		return fmt.Errorf("%d records not written to %s; the first: %w", failed, topic, firstErr)
 	}
 	return nil
 }

@@ -2,11 +2,13 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/testutil"
 )
@@ -81,4 +83,50 @@ func TestToolsNoSuchGroup(t *testing.T) {
 	// The groups that exist are read as before.
 	wantCLI(t, cli("migrate", "report", "--group", "orders-processor"), true, "0 hand-offs")
 	wantCLI(t, cli("group", "lag", "--group", "payments"), true, "total lag 0")
+}
+
+// TestErrorsNameTheThing: an error names what it is about, as the user
+// wrote it: the config and its value, the topic a name is refused for and
+// why (in the broker's answer, as Kafka words it), the topic that does not
+// exist.
+func TestErrorsNameTheThing(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopic(t, b.Addr, "orders", 1, nil)
+	cli := func(stdin string, args ...string) result {
+		return run(time.Minute, "", stdin, testutil.Binary(t), append(args, "--brokers", b.Addr)...)
+	}
+	wantCLI(t, cli("", "topic", "create", "events", "--config", "retention.ms=1d"), false,
+		"events: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: not a number")
+	wantCLI(t, cli("", "topic", "alter-config", "orders", "--set", "retention.ms=1d"), false,
+		"orders: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: not a number")
+	wantCLI(t, cli("", "topic", "alter-config", "orders", "--set", "retention.msx=1"), false,
+		"orders: INVALID_CONFIG: Unknown topic config name: retention.msx")
+	wantCLI(t, cli("", "cluster", "config", "set", "--set", "log.retention.ms=1d"), false,
+		"INVALID_CONFIG: Invalid value 1d for configuration log.retention.ms: not a number")
+
+	long := strings.Repeat("a", 250)
+	wantCLI(t, cli("", "topic", "create", long), false,
+		"INVALID_TOPIC_EXCEPTION: Topic name is invalid: the length of '"+long+"' is longer than the max allowed length 249")
+	wantCLI(t, cli("", "topic", "create", "bad/name"), false,
+		"INVALID_TOPIC_EXCEPTION: Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'")
+	// The broker's own answer, as any Kafka client gets it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resps, err := kadm.NewClient(client(t, b.Addr)).CreateTopics(ctx, 1, 1, nil, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := resps[long]; !errors.Is(resp.Err, kerr.InvalidTopicException) {
+		t.Errorf("CreateTopics answers %v, want INVALID_TOPIC_EXCEPTION", resp.Err)
+	} else if want := "Topic name is invalid: the length of '" + long + "' is longer than the max allowed length 249"; resp.ErrMessage != want {
+		t.Errorf("CreateTopics answers %q, want %q", resp.ErrMessage, want)
+	}
+
+	const missing = "no topic ordrs; did you mean orders?: UNKNOWN_TOPIC_OR_PARTITION"
+	wantCLI(t, cli("x\n", "produce", "ordrs"), false, missing)
+	wantCLI(t, cli("", "consume", "ordrs", "--exit-at-end"), false, missing)
+	wantCLI(t, cli("", "consume", "ordrs", "--exit-at-end", "--group", "audit"), false, missing)
+	wantCLI(t, cli("", "group", "reset-offsets", "--group", "audit", "--topic", "ordrs"), false, "topic ordrs: UNKNOWN_TOPIC_OR_PARTITION")
+	wantCLI(t, cli("", "topic", "delete", "ordrs"), false, "ordrs: UNKNOWN_TOPIC_OR_PARTITION")
 }
