@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/ledger/reader"
 )
 
 // groupCommand is the everyday tools for consumer groups. They speak the
@@ -96,11 +98,16 @@ func groupListCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-// groupLagCommand is describe (members first) or lag (partitions only).
+// groupLagCommand is describe (members first, with their client
+// software) or lag (partitions only).
 func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
-	var group, format string
-	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	var groupFlag, format string
+	cmd := &cobra.Command{Use: use + " GROUP", Short: short, Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(cmd, groupFlag, args)
+			if err != nil {
+				return err
+			}
 			if err := checkFormat(format); err != nil {
 				return err
 			}
@@ -112,17 +119,56 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 				if !g.Exists() {
 					return noGroup(ctx, adm, group)
 				}
+				var softwareErr error
+				if use == "describe" {
+					softwareErr = addSoftware(ctx, cmd, &g)
+				}
 				if format != "table" {
 					return writeData(cmd.OutOrStdout(), format, g)
 				}
 				printLag(cmd.OutOrStdout(), g, use == "describe")
+				if softwareErr != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "(client software unknown: %v)\n", softwareErr)
+				}
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
+	cmd.Flags().StringVar(&groupFlag, "group", "", "the group (or give it as the argument)")
 	formatFlag(cmd, &format)
-	_ = cmd.MarkFlagRequired("group")
 	return cmd
+}
+
+// groupArg is the group a command names, as its argument (as Kafka's and
+// rpk's tools take it) or with --group.
+func groupArg(cmd *cobra.Command, flag string, args []string) (string, error) {
+	switch {
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", fmt.Errorf("--group %s and the argument %s name two groups", flag, args[0])
+	case len(args) == 1:
+		return args[0], nil
+	case flag == "":
+		return "", fmt.Errorf("name the group: %s GROUP", cmd.CommandPath())
+	}
+	return flag, nil
+}
+
+// addSoftware gives g's members the client software the hand-off ledger
+// recorded for them; a cluster without a ledger (another Kafka) leaves it
+// unknown.
+func addSoftware(ctx context.Context, cmd *cobra.Command, g *inspect.Group) error {
+	opts, seeds, err := clientOpts(cmd.Flag("brokers").Value.String())
+	if err != nil {
+		return err
+	}
+	es, err := reader.Read(ctx, seeds, g.Group, time.Time{}, opts[1:]...)
+	if err != nil {
+		return fmt.Errorf("reading the hand-off ledger: %w", err)
+	}
+	software := ledger.SoftwareByMember(es)
+	for i := range g.Members {
+		g.Members[i].Software = software[g.Members[i].MemberID]
+	}
+	return nil
 }
 
 func printLag(w io.Writer, g inspect.Group, members bool) {
@@ -130,9 +176,9 @@ func printLag(w io.Writer, g inspect.Group, members bool) {
 		orDash(g.Protocol), len(g.Members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if members && len(g.Members) > 0 {
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tPARTITIONS")
+		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tSOFTWARE\tHOST\tINSTANCE\tPARTITIONS")
 		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, orDash(m.InstanceID), ownedLabel(m))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, orDash(m.Software), m.Host, orDash(m.InstanceID), ownedLabel(m))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -296,9 +342,13 @@ func commitOffsets(ctx context.Context, w io.Writer, adm *kadm.Client, group str
 }
 
 func groupDeleteCommand(admin adminFunc) *cobra.Command {
-	var group string
-	cmd := &cobra.Command{Use: "delete", Short: "Delete a group with no members, and its offsets", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	var groupFlag string
+	cmd := &cobra.Command{Use: "delete GROUP", Short: "Delete a group with no members, and its offsets", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(cmd, groupFlag, args)
+			if err != nil {
+				return err
+			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
 				res, err := adm.DeleteGroups(ctx, group)
 				if err != nil {
@@ -313,8 +363,7 @@ func groupDeleteCommand(admin adminFunc) *cobra.Command {
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
-	_ = cmd.MarkFlagRequired("group")
+	cmd.Flags().StringVar(&groupFlag, "group", "", "the group (or give it as the argument)")
 	return cmd
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -156,8 +155,8 @@ func memberLabel(m ledger.Member) string {
 	if m.InstanceID != "" {
 		s += " (" + m.InstanceID + ")"
 	}
-	if m.SoftwareName != "" {
-		s += " [" + strings.TrimSpace(m.SoftwareName+" "+m.SoftwareVersion) + "]"
+	if sw := m.Software(); sw != "" {
+		s += " [" + sw + "]"
 	}
 	return s
 }

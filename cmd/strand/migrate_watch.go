@@ -73,12 +73,8 @@ type watchState struct {
 // learn takes in the ledger's new entries: members' software from all of
 // them, and the hand-offs from since on to count and list.
 func (s *watchState) learn(es []ledger.Entry, since time.Time) {
+	maps.Copy(s.software, ledger.SoftwareByMember(es))
 	for _, e := range es {
-		for _, m := range []*ledger.Member{e.From, &e.To, e.Committer, e.Owner} {
-			if m != nil && m.MemberID != "" && m.SoftwareName != "" {
-				s.software[m.MemberID] = softwareLabel(*m)
-			}
-		}
 		if e.Time.Before(since) {
 			continue
 		}
@@ -252,10 +248,6 @@ func handoffLine(e ledger.Entry) string {
 	}
 	return s + fmt.Sprintf(", duplicate risk %s, skipped %s, unowned %s", countLabel(e.DuplicateRisk), countLabel(e.Skipped),
 		time.Duration(e.UnownedMs)*time.Millisecond)
-}
-
-func softwareLabel(m ledger.Member) string {
-	return strings.TrimSpace(m.SoftwareName + " " + m.SoftwareVersion)
 }
 
 func memberOrDash(m *ledger.Member) string {
