@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -36,8 +38,13 @@ func connect(ctx context.Context, flag string, extra ...kgo.Opt) (*kgo.Client, e
 	defer cancel()
 	if err := cl.Ping(pingCtx); err != nil {
 		cl.Close()
-		if ctx.Err() != nil {
+		var refused *kerr.Error
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.As(err, &refused):
+			// It answered, with an error: authentication, most often.
+			return nil, fmt.Errorf("the cluster at %s (%s) refused the client: %w", strings.Join(c.seeds, ","), c.from, err)
 		}
 		return nil, fmt.Errorf("cannot reach the cluster at %s (%s): %w", strings.Join(c.seeds, ","), c.from, err)
 	}
