@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
@@ -25,6 +26,7 @@ import (
 // consumeOptions are strand consume's flags.
 type consumeOptions struct {
 	brokers, group, from, format string
+	assignors                    []string
 	partitions                   []int32
 	num                          int
 	exitAtEnd, readCommitted     bool
@@ -41,18 +43,24 @@ func consumeCommand() *cobra.Command {
 relative to the start (+10) or to the end (-10), or a time (@2026-12-01T10:00:00Z,
 @1764583200000 in milliseconds, @-15m for 15 minutes ago). With --group
 the group's committed offsets come first and --from applies where there is
-none; the records printed are committed when the command ends.
+none; the records printed are committed when the command ends. A group
+takes a member only with an assignor its members offer: --assignor names
+those this one offers (cooperative-sticky by default), and a refused join
+says which the group runs.
 
 --format is text with fields: ` + formatVerbs() + `,
 %% for a percent sign, and the escapes \n \t \r \0 \\; or json for one
 JSON object per record and line.`,
 		Example: `  strand consume orders --from beginning --num 3 --format '%k=%v\n'
   strand consume orders --from -10 --exit-at-end --format json
-  strand consume orders --group audit --from end`,
+  strand consume orders --group audit --from end
+  strand consume orders --group audit --assignor range,cooperative-sticky   # a group whose members offer those`,
 		RunE: func(cmd *cobra.Command, topics []string) error { return consume(cmd, topics, o) }}
 	f := cmd.Flags()
 	f.StringVar(&o.brokers, "brokers", "", brokersUsage)
 	f.StringVarP(&o.group, "group", "g", "", "read as a member of this consumer group, committing what was printed")
+	f.StringSliceVar(&o.assignors, "assignor", nil, "with --group, the assignors this member offers, the first preferred: "+
+		strings.Join(assignorNames, ", ")+" (default cooperative-sticky); a member joins a group only with an assignor every member offers")
 	f.StringVarP(&o.from, "from", "o", "beginning", "where to start (see above)")
 	f.StringVarP(&o.format, "format", "f", `%v\n`, "how to print each record (see above)")
 	f.Int32SliceVarP(&o.partitions, "partitions", "p", nil, "only these partitions (not with --group)")
@@ -84,6 +92,13 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	if o.group != "" && len(o.partitions) > 0 {
 		return errors.New("--partitions reads without a group: the group assigns its members' partitions")
 	}
+	balancers, err := groupBalancers(o.assignors)
+	if err != nil {
+		return err
+	}
+	if len(balancers) > 0 && o.group == "" {
+		return errors.New("--assignor is for a member of a group: give --group")
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.timeout > 0 {
@@ -91,21 +106,20 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	base, _, err := clientOpts(o.brokers)
-	if err != nil {
-		return err
-	}
-	meta, err := kgo.NewClient(base...)
+	meta, err := connect(ctx, o.brokers)
 	if err != nil {
 		return err
 	}
 	defer meta.Close()
 	adm := kadm.NewClient(meta)
 	pos, ends, err := startPositions(ctx, adm, topics, o.partitions, o.group, start)
-	if err != nil {
+	var perr *inspect.PartitionError
+	if errors.As(err, &perr) && errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return topicNotFound(ctx, adm, perr.Topic, perr.Err)
+	} else if err != nil {
 		return err
 	}
-	opts := slices.Clone(base)
+	var opts []kgo.Opt
 	if o.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -114,6 +128,9 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		// Idle time counts once the group gave the member its partitions.
 		opts = append(opts, kgo.ConsumerGroup(o.group), kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(start.reset()),
 			kgo.AutoCommitMarks(), kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { r.assigned.Store(true) }))
+		if len(balancers) > 0 {
+			opts = append(opts, kgo.Balancers(balancers...))
+		}
 	} else {
 		r.assigned.Store(true)
 		at := map[string]map[int32]kgo.Offset{}
@@ -125,7 +142,7 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		}
 		opts = append(opts, kgo.ConsumePartitions(at))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := connect(ctx, o.brokers, opts...)
 	if err != nil {
 		return err
 	}
@@ -136,6 +153,9 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 		r.progress = startProgress(cmd.ErrOrStderr(), "records read")
 	}
 	err = r.run(ctx, cl)
+	if errors.Is(err, kerr.InconsistentGroupProtocol) {
+		err = refusedJoin(ctx, adm, o.group, o.assignors, err)
+	}
 	r.progress.end()
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr
@@ -249,15 +269,66 @@ func (r *reading) stopped(ctx context.Context) error {
 }
 
 // fetchError is the first error of a poll that is not the client's own
-// stop, naming its partition.
+// stop, naming its partition; the group's errors come without one.
 func fetchError(fs kgo.Fetches) error {
 	var err error
 	fs.EachError(func(t string, p int32, e error) {
-		if err == nil && !errors.Is(e, context.DeadlineExceeded) && !errors.Is(e, context.Canceled) && !errors.Is(e, kgo.ErrClientClosed) {
+		switch {
+		case err != nil || errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled) || errors.Is(e, kgo.ErrClientClosed):
+		case t == "":
+			err = e
+		default:
 			err = fmt.Errorf("%s[%d]: %w", t, p, e)
 		}
 	})
 	return err
+}
+
+// assignorNames are the classic group assignors a member can offer, as
+// Kafka's clients name them.
+var assignorNames = []string{"range", "roundrobin", "sticky", "cooperative-sticky"}
+
+// groupBalancers are the assignors of --assignor, as the client's.
+func groupBalancers(names []string) ([]kgo.GroupBalancer, error) {
+	var out []kgo.GroupBalancer
+	for _, n := range names {
+		switch n {
+		case "range":
+			out = append(out, kgo.RangeBalancer())
+		case "roundrobin":
+			out = append(out, kgo.RoundRobinBalancer())
+		case "sticky":
+			out = append(out, kgo.StickyBalancer())
+		case "cooperative-sticky":
+			out = append(out, kgo.CooperativeStickyBalancer())
+		default:
+			return nil, fmt.Errorf("--assignor %q: one of %s%s", n, strings.Join(assignorNames, ", "), didYouMean("%s", closest(n, assignorNames)))
+		}
+	}
+	return out, nil
+}
+
+// refusedJoin explains the group's refusal of this member
+// (INCONSISTENT_GROUP_PROTOCOL): which assignor or protocol the group's
+// members use, and how to join with it.
+func refusedJoin(ctx context.Context, adm *kadm.Client, group string, offered []string, err error) error {
+	if len(offered) == 0 {
+		offered = []string{"cooperative-sticky"}
+	}
+	g, derr := inspect.ReadGroup(ctx, adm, group)
+	switch {
+	case derr != nil:
+	case g.Type == "consumer":
+		return fmt.Errorf("group %s is a consumer group (KIP-848: the broker assigns) and refuses classic members "+
+			"as its group.consumer.migration.policy says: %w", group, err)
+	case g.ProtocolType != "" && g.ProtocolType != "consumer":
+		return fmt.Errorf("group %s is a group of %s clients, not of consumers: %w", group, g.ProtocolType, err)
+	case g.Protocol != "":
+		return fmt.Errorf("group %s's members use the %s assignor, which this member does not offer (it offers %s): "+
+			"join with --assignor %s: %w", group, g.Protocol, strings.Join(offered, ", "), g.Protocol, err)
+	}
+	return fmt.Errorf("group %s's members use an assignor this member does not offer (it offers %s): "+
+		"pass theirs with --assignor (%s): %w", group, strings.Join(offered, ", "), strings.Join(assignorNames, ", "), err)
 }
 
 // startSpec is where --from says to start.
@@ -325,14 +396,14 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	s startSpec) (pos, ends map[string]map[int32]int64, err error) {
 	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
-		err = starts.Error()
+		err = inspect.ListedError(starts)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	endOffs, err := adm.ListEndOffsets(ctx, topics...)
 	if err == nil {
-		err = endOffs.Error()
+		err = inspect.ListedError(endOffs)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -340,7 +411,7 @@ func startPositions(ctx context.Context, adm *kadm.Client, topics []string, only
 	var at kadm.ListedOffsets
 	if s.kind == "time" {
 		if at, err = adm.ListOffsetsAfterMilli(ctx, s.n, topics...); err == nil {
-			err = at.Error()
+			err = inspect.ListedError(at)
 		}
 		if err != nil {
 			return nil, nil, err

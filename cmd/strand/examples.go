@@ -17,14 +17,14 @@ var examples = map[string]string{
 	"strand topic delete": `  strand topic delete orders payments`,
 	"strand group list": `  strand group list
   strand group list --format json`,
-	"strand group describe": `  strand group describe --group orders-processor
-  strand group describe --group orders-processor --format yaml`,
-	"strand group lag": `  strand group lag --group orders-processor
-  strand group lag --group orders-processor --format json | jq .total_lag`,
+	"strand group describe": `  strand group describe orders-processor          # members with their client software, partitions, lag
+  strand group describe orders-processor --format yaml`,
+	"strand group lag": `  strand group lag orders-processor
+  strand group lag orders-processor --format json | jq .total_lag`,
 	"strand group reset-offsets": `  strand group reset-offsets --group audit --to earliest            # prints what it would commit
   strand group reset-offsets --group audit --to latest --topic orders --execute`,
 	"strand group copy-offsets": `  strand group copy-offsets --from orders-processor --to orders-processor-v2`,
-	"strand group delete":       `  strand group delete --group old-audit`,
+	"strand group delete":       `  strand group delete old-audit`,
 	"strand migrate plan": `  strand migrate plan --group orders-processor
   strand migrate plan --group orders-processor --planned 3 --protocol consumer`,
 	"strand migrate watch": `  strand migrate watch --group orders-processor

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/ledger/reader"
 )
 
 // groupCommand is the everyday tools for consumer groups. They speak the
@@ -57,17 +60,13 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.
 func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
-	opts, _, err := clientOpts(brokers)
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(opts...)
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	cl, err := connect(ctx, brokers)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	defer cancel()
 	return fn(ctx, kadm.NewClient(cl))
 }
 
@@ -99,11 +98,16 @@ func groupListCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-// groupLagCommand is describe (members first) or lag (partitions only).
+// groupLagCommand is describe (members first, with their client
+// software) or lag (partitions only).
 func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
-	var group, format string
-	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	var groupFlag, format string
+	cmd := &cobra.Command{Use: use + " GROUP", Short: short, Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(cmd, groupFlag, args)
+			if err != nil {
+				return err
+			}
 			if err := checkFormat(format); err != nil {
 				return err
 			}
@@ -113,19 +117,58 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 					return err
 				}
 				if !g.Exists() {
-					return fmt.Errorf("group %s: not found", group)
+					return noGroup(ctx, adm, group)
+				}
+				var softwareErr error
+				if use == "describe" {
+					softwareErr = addSoftware(ctx, cmd, &g)
 				}
 				if format != "table" {
 					return writeData(cmd.OutOrStdout(), format, g)
 				}
 				printLag(cmd.OutOrStdout(), g, use == "describe")
+				if softwareErr != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "(client software unknown: %v)\n", softwareErr)
+				}
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
+	cmd.Flags().StringVar(&groupFlag, "group", "", "the group (or give it as the argument)")
 	formatFlag(cmd, &format)
-	_ = cmd.MarkFlagRequired("group")
 	return cmd
+}
+
+// groupArg is the group a command names, as its argument (as Kafka's and
+// rpk's tools take it) or with --group.
+func groupArg(cmd *cobra.Command, flag string, args []string) (string, error) {
+	switch {
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", fmt.Errorf("--group %s and the argument %s name two groups", flag, args[0])
+	case len(args) == 1:
+		return args[0], nil
+	case flag == "":
+		return "", fmt.Errorf("name the group: %s GROUP", cmd.CommandPath())
+	}
+	return flag, nil
+}
+
+// addSoftware gives g's members the client software the hand-off ledger
+// recorded for them; a cluster without a ledger (another Kafka) leaves it
+// unknown.
+func addSoftware(ctx context.Context, cmd *cobra.Command, g *inspect.Group) error {
+	opts, seeds, err := clientOpts(cmd.Flag("brokers").Value.String())
+	if err != nil {
+		return err
+	}
+	es, err := reader.Read(ctx, seeds, g.Group, time.Time{}, opts[1:]...)
+	if err != nil {
+		return fmt.Errorf("reading the hand-off ledger: %w", err)
+	}
+	software := ledger.SoftwareByMember(es)
+	for i := range g.Members {
+		g.Members[i].Software = software[g.Members[i].MemberID]
+	}
+	return nil
 }
 
 func printLag(w io.Writer, g inspect.Group, members bool) {
@@ -133,9 +176,9 @@ func printLag(w io.Writer, g inspect.Group, members bool) {
 		orDash(g.Protocol), len(g.Members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if members && len(g.Members) > 0 {
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tPARTITIONS")
+		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tSOFTWARE\tHOST\tINSTANCE\tPARTITIONS")
 		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, orDash(m.InstanceID), ownedLabel(m))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, orDash(m.Software), m.Host, orDash(m.InstanceID), ownedLabel(m))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -159,6 +202,37 @@ func ownedLabel(m inspect.Member) string {
 		parts[i] = p.String()
 	}
 	return orDash(strings.Join(parts, " "))
+}
+
+// errGroupExists is noGroup's answer for a group that exists: created
+// since the command looked.
+var errGroupExists = errors.New("the group was created meanwhile: run the command again")
+
+// noGroupError is a group the cluster does not know, with the ids of
+// those it knows that are closest.
+type noGroupError struct {
+	group string
+	near  []string
+}
+
+func (e *noGroupError) Error() string {
+	if len(e.near) == 0 {
+		return fmt.Sprintf("no group %s (strand group list lists the groups)", e.group)
+	}
+	return "no group " + e.group + didYouMean("%s", e.near)
+}
+
+// noGroup is a *noGroupError for group, which the cluster does not know;
+// errGroupExists if it knows it after all.
+func noGroup(ctx context.Context, adm *kadm.Client, group string) error {
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("no group %s? listing the groups: %w", group, err)
+	}
+	if _, ok := listed[group]; ok {
+		return errGroupExists
+	}
+	return &noGroupError{group: group, near: closest(group, listed.Groups())}
 }
 
 // emptyGroup checks that group has no members.
@@ -220,6 +294,9 @@ members.`,
 				}
 				os := cur.Offsets()
 				if len(os) == 0 {
+					if err := noGroup(ctx, adm, from); !errors.Is(err, errGroupExists) {
+						return err
+					}
 					return fmt.Errorf("group %s has no committed offsets", from)
 				}
 				return commitOffsets(ctx, cmd.OutOrStdout(), adm, to, os, true)
@@ -265,23 +342,28 @@ func commitOffsets(ctx context.Context, w io.Writer, adm *kadm.Client, group str
 }
 
 func groupDeleteCommand(admin adminFunc) *cobra.Command {
-	var group string
-	cmd := &cobra.Command{Use: "delete", Short: "Delete a group with no members, and its offsets", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	var groupFlag string
+	cmd := &cobra.Command{Use: "delete GROUP", Short: "Delete a group with no members, and its offsets", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(cmd, groupFlag, args)
+			if err != nil {
+				return err
+			}
 			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
 				res, err := adm.DeleteGroups(ctx, group)
 				if err != nil {
 					return err
 				}
-				if r, ok := res[group]; ok && r.Err != nil {
+				if r, ok := res[group]; ok && errors.Is(r.Err, kerr.GroupIDNotFound) {
+					return noGroup(ctx, adm, group)
+				} else if ok && r.Err != nil {
 					return fmt.Errorf("group %s: %w", group, r.Err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", group)
 				return nil
 			})
 		}}
-	cmd.Flags().StringVar(&group, "group", "", "the group (required)")
-	_ = cmd.MarkFlagRequired("group")
+	cmd.Flags().StringVar(&groupFlag, "group", "", "the group (or give it as the argument)")
 	return cmd
 }
 

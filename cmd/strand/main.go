@@ -25,6 +25,7 @@ func rootCommand() *cobra.Command {
 		Version:       currentVersion().String(),
 	}
 	root.SetVersionTemplate(versionTemplate)
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(serveCommand())
 	root.AddCommand(devClusterCommand())
 	root.AddCommand(clusterCommand())

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
@@ -57,6 +57,11 @@ records.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			cl, err := connect(ctx, brokers)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
 			opts, seeds, err := clientOpts(brokers)
 			if err != nil {
 				return err
@@ -64,6 +69,14 @@ records.`,
 			entries, err := reader.Read(ctx, seeds, group, from, opts[1:]...)
 			if err != nil {
 				return err
+			}
+			if len(entries) == 0 {
+				// No hand-offs of a group the cluster does not know is
+				// most likely a mistyped id; a deleted group's hand-offs
+				// are still reported.
+				if err := noGroup(ctx, kadm.NewClient(cl), group); !errors.Is(err, errGroupExists) {
+					return err
+				}
 			}
 			r := ledger.NewReport(group, entries)
 			t := r.Totals
@@ -142,8 +155,8 @@ func memberLabel(m ledger.Member) string {
 	if m.InstanceID != "" {
 		s += " (" + m.InstanceID + ")"
 	}
-	if m.SoftwareName != "" {
-		s += " [" + strings.TrimSpace(m.SoftwareName+" "+m.SoftwareVersion) + "]"
+	if sw := m.Software(); sw != "" {
+		s += " [" + sw + "]"
 	}
 	return s
 }

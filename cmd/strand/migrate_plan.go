@@ -45,6 +45,9 @@ type groupView struct {
 	others map[string][]string
 	// migrationPolicy is the broker's group.consumer.migration.policy.
 	migrationPolicy string
+	// closest: when the group does not exist, the existing groups whose
+	// ids are closest to its id.
+	closest []string
 }
 
 // finding is one rule's verdict.
@@ -60,7 +63,15 @@ func plan(in planInput, v groupView) []finding {
 	add := func(level, rule, format string, args ...any) {
 		fs = append(fs, finding{level, rule, fmt.Sprintf(format, args...)})
 	}
-	if !v.exists {
+	switch {
+	case !v.exists && len(v.closest) > 0:
+		// A group that does not exist has no topics to compare with
+		// other groups' (the group-id rule below), so a mistyped id is
+		// found by its name alone.
+		add("FAIL", "group-id", "no group %s%s A new version started under %s does not resume from %s's "+
+			"committed offsets: it starts from its auto.offset.reset policy", in.group,
+			didYouMean("%s", v.closest), in.group, strings.Join(v.closest, " or "))
+	case !v.exists:
 		add("warn", "group", "group %s does not exist yet: the new version starts from its auto.offset.reset policy", in.group)
 	}
 	// Capacity: every consumer, the canary included, must get a
@@ -134,11 +145,14 @@ func plan(in planInput, v groupView) []finding {
 		}
 	}
 	slices.Sort(near)
-	if len(near) > 0 {
+	switch {
+	case !v.exists && len(v.closest) > 0:
+		// Said above.
+	case len(near) > 0:
 		add("FAIL", "group-id", "groups with a name close to %s read the same topics: %s; a new version started under "+
 			"one of them by mistake does not resume from %s's offsets. Use exactly %s, or copy its offsets first "+
 			"(strand group copy-offsets)", in.group, strings.Join(near, "; "), in.group, in.group)
-	} else {
+	default:
 		add("ok", "group-id", "no other group with a name close to %s reads its topics", in.group)
 	}
 	return fs
@@ -191,27 +205,6 @@ func normalName(s string) string {
 	return strings.TrimSuffix(s, "v")
 }
 
-// editDistance is Levenshtein's.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // readGroupView reads what plan needs through the admin client.
 func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupView, error) {
 	v := groupView{partitions: map[string]int{}, others: map[string][]string{}, migrationPolicy: "bidirectional"}
@@ -225,6 +218,8 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 		if v.groupType == "" {
 			v.groupType = "classic"
 		}
+	} else {
+		v.closest = closest(group, listed.Groups())
 	}
 	if v.exists && v.groupType == "consumer" {
 		ds, err := adm.DescribeConsumerGroups(ctx, group)

@@ -47,6 +47,11 @@ func TestPlanRules(t *testing.T) {
 			v.others["orders-processor-v2"] = []string{"orders"}
 		}, "group-id", "FAIL", "orders-processor-v2 (on orders)"},
 		{"a mistyped group id", func(_ *planInput, v *groupView) { v.others["orders-procesor"] = []string{"orders"} }, "group-id", "FAIL", "orders-procesor"},
+		{"a mistyped id of a group that does not exist", func(in *planInput, v *groupView) {
+			in.group = "orders-procesor"
+			*v = groupView{closest: []string{"orders-processor"}}
+		}, "group-id", "FAIL", "no group orders-procesor; did you mean orders-processor?"},
+		{"a new group", func(in *planInput, v *groupView) { in.group = "reports"; *v = groupView{} }, "group", "warn", "does not exist yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in2, v := in, sound

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
@@ -79,12 +79,8 @@ func newWatchState() *watchState {
 // learn takes in the ledger's new entries: members' software from all of
 // them, and the hand-offs from since on to count and list.
 func (s *watchState) learn(es []ledger.Entry, since time.Time) {
+	maps.Copy(s.software, ledger.SoftwareByMember(es))
 	for _, e := range es {
-		for _, m := range []*ledger.Member{e.From, &e.To, e.Committer, e.Owner} {
-			if m != nil && m.MemberID != "" && m.SoftwareName != "" {
-				s.software[m.MemberID] = softwareLabel(*m)
-			}
-		}
 		s.holds.Learn(e)
 		if e.Time.Before(since) {
 			continue
@@ -165,7 +161,7 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 		f.err = err
 		return f
 	case !g.Exists():
-		f.err = fmt.Errorf("group %s: not found (yet)", group)
+		f.err = fmt.Errorf("no group %s (yet)", group)
 		return f
 	}
 	f.groupType, f.state, f.assign = g.Type, g.State, g.Protocol
@@ -263,10 +259,6 @@ func handoffLine(e ledger.Entry) string {
 		time.Duration(e.UnownedMs)*time.Millisecond)
 }
 
-func softwareLabel(m ledger.Member) string {
-	return strings.TrimSpace(m.SoftwareName + " " + m.SoftwareVersion)
-}
-
 func memberOrDash(m *ledger.Member) string {
 	if m == nil {
 		return "-"
@@ -317,12 +309,20 @@ until interrupted.`,
 			if err != nil {
 				return err
 			}
-			cl, err := kgo.NewClient(opts...)
+			// A cluster that cannot be reached is an error, not a view
+			// of nothing; one lost later is shown in the frames.
+			cl, err := connect(ctx, brokers)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
 			adm := kadm.NewClient(cl)
+			// A group that does not exist yet is watched until it does,
+			// unless its id is a near miss of one that does.
+			var missing *noGroupError
+			if err := noGroup(ctx, adm, group); errors.As(err, &missing) && len(missing.near) > 0 {
+				return err
+			}
 			// The whole ledger is read for the members' software; only
 			// hand-offs from since on are counted.
 			tail, err := reader.NewTail(seeds, group, time.Time{}, opts[1:]...)

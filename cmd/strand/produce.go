@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/recordfmt"
@@ -78,12 +80,12 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
+	ctx := cmd.Context()
+	cl, err := connect(ctx, o.brokers, opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx := cmd.Context()
 	if o.transactionalID != "" {
 		if err := cl.BeginTransaction(); err != nil {
 			return err
@@ -123,20 +125,18 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 	switch {
 	case inErr != nil:
 		return fmt.Errorf("reading the input: %w", inErr)
+	case failed > 0 && errors.Is(firstErr, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%d records not written: %w", failed, topicNotFound(ctx, kadm.NewClient(cl), topic, firstErr))
 	case failed > 0:
-		return fmt.Errorf("%d records not written; the first: %w", failed, firstErr)
+		return fmt.Errorf("%d records not written to %s; the first: %w", failed, topic, firstErr)
 	}
 	return nil
 }
 
 // clientOpts are the producer's client options from the flags.
 func (o produceOptions) clientOpts(topic string) ([]kgo.Opt, error) {
-	base, _, err := clientOpts(o.brokers)
-	if err != nil {
-		return nil, err
-	}
-	opts := append(base, kgo.DefaultProduceTopic(topic),
-		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024))))
+	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic),
+		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024)))}
 	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
 		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
 	codec, ok := codecs[o.compression]

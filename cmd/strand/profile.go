@@ -92,23 +92,37 @@ const localBroker = "127.0.0.1:9092"
 
 // clientOpts are the tools' client options: the bootstrap brokers
 // (seedBrokers) and the TLS and SASL settings of the flags, over those of
-// the chosen profile.
+// the chosen profile. Tools get their clients through connect, which uses
+// them.
 func clientOpts(flag string) ([]kgo.Opt, []string, error) {
-	seeds, err := seedBrokers(flag)
+	c, err := clusterOpts(flag)
+	return c.opts, c.seeds, err
+}
+
+// clusterConfig is how the tools reach a cluster: its bootstrap brokers,
+// where they were named, and the client options (the brokers first).
+type clusterConfig struct {
+	seeds []string
+	from  string // --brokers, STRAND_BROKERS, a profile, or the default
+	opts  []kgo.Opt
+}
+
+func clusterOpts(flag string) (clusterConfig, error) {
+	seeds, from, err := seedBrokersFrom(flag)
 	if err != nil {
-		return nil, nil, err
+		return clusterConfig{}, err
 	}
 	var prof clientSecurity
 	if p, ok, err := chosenProfile(); err != nil {
-		return nil, nil, err
+		return clusterConfig{}, err
 	} else if ok {
 		prof = p.clientSecurity
 	}
 	sec, err := security.merged(prof).opts()
 	if err != nil {
-		return nil, nil, err
+		return clusterConfig{}, err
 	}
-	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...), seeds, nil
+	return clusterConfig{seeds: seeds, from: from, opts: append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...)}, nil
 }
 
 // chosenProfile is the profile --profile, STRAND_PROFILE or the current
@@ -141,21 +155,27 @@ func chosenProfile() (profile, bool, error) {
 // seedBrokers is the tools' bootstrap brokers: flag (--brokers) if given,
 // else STRAND_BROKERS, else the chosen profile's, else the local broker.
 func seedBrokers(flag string) ([]string, error) {
-	list := flag
+	seeds, _, err := seedBrokersFrom(flag)
+	return seeds, err
+}
+
+// seedBrokersFrom is seedBrokers and where they were named.
+func seedBrokersFrom(flag string) ([]string, string, error) {
+	list, from := flag, "--brokers"
 	if list == "" {
-		list = os.Getenv("STRAND_BROKERS")
+		list, from = os.Getenv("STRAND_BROKERS"), "STRAND_BROKERS"
 	}
 	if list == "" {
 		p, ok, err := chosenProfile()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if ok {
-			list = p.Brokers
+			list, from = p.Brokers, "the profile's brokers"
 		}
 	}
 	if list == "" {
-		list = localBroker
+		list, from = localBroker, "the default; --brokers, STRAND_BROKERS or a profile names others"
 	}
 	var out []string
 	for _, b := range strings.Split(list, ",") {
@@ -164,9 +184,9 @@ func seedBrokers(flag string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no brokers in %q", list)
+		return nil, "", fmt.Errorf("no brokers in %q (%s)", list, from)
 	}
-	return out, nil
+	return out, from, nil
 }
 
 func profileCommand() *cobra.Command {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +48,8 @@ server.properties); a flag on the command line wins over the environment, which
 wins over the file. docs/settings.md lists every setting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnvAndFile(cmd.Flags(), configFile); err != nil {
+			unused, err := applyEnvAndFile(cmd.Flags(), configFile)
+			if err != nil {
 				return err
 			}
 			if err := config.ApplyListeners(&cfg, listeners, advertised, protocolMap); err != nil {
@@ -60,6 +63,10 @@ wins over the file. docs/settings.md lists every setting.`,
 			logger, err := newLogger(os.Stderr, logLevel, logFormat)
 			if err != nil {
 				return err
+			}
+			if len(unused) > 0 {
+				logger.Warn("the config file sets Kafka settings that Strand has no use for: they are ignored (docs/settings.md says why)",
+					"file", configFile, "settings", strings.Join(unused, ", "))
 			}
 			if cpuProfile != "" {
 				// Profiles until shutdown; strand bench suite --cpuprofile uses it.
@@ -102,73 +109,129 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// fileValue is a config file's setting: the flag it sets, and the key and
+// value as the file writes them.
+type fileValue struct {
+	key, value, flagValue string
+	line                  int
+}
+
 // applyEnvAndFile fills the flags not given on the command line from
-// STRAND_<NAME> variables, then from the config file.
-func applyEnvAndFile(flags *pflag.FlagSet, file string) error {
-	fileValues := map[string]string{}
+// STRAND_<NAME> variables, then from the config file. Kafka broker
+// configs that Strand has no use for are accepted and returned, for one
+// warning; a key that is neither Kafka's nor Strand's is an error naming
+// its line and the settings closest to it.
+func applyEnvAndFile(flags *pflag.FlagSet, file string) (unused []string, err error) {
+	fileValues := map[string]fileValue{} // by flag
 	if file != "" {
-		f, err := os.Open(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			k, v, ok := strings.Cut(line, "=")
-			if !ok {
-				return fmt.Errorf("%s:%d: want flag = value", file, n)
-			}
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if flags.Lookup(k) == nil {
-				// A setting under its Kafka name, as in server.properties.
-				flag, fv, known, err := config.FileSetting(k, v)
-				switch {
-				case err != nil:
-					return fmt.Errorf("%s:%d: %w", file, n, err)
-				case known && flag == "":
-					continue // said for Kafka's sake (ssl.keystore.type=PEM)
-				case known:
-					k, v = flag, fv
-				}
-			}
-			fileValues[k] = v
-		}
-		if err := sc.Err(); err != nil {
-			return err
+		if fileValues, unused, err = readConfigFile(flags, file); err != nil {
+			return nil, err
 		}
 	}
-	var err error
 	flags.VisitAll(func(fl *pflag.Flag) {
 		if err != nil || fl.Changed || fl.Name == "config" {
 			return
 		}
 		env := "STRAND_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
-		v, ok := os.LookupEnv(env)
-		src := env
-		if !ok {
-			v, ok = fileValues[fl.Name]
-			src = file
-		}
-		delete(fileValues, fl.Name)
-		if ok {
+		if v, ok := os.LookupEnv(env); ok {
 			if serr := fl.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s: %s: %v", src, fl.Name, serr)
+				err = fmt.Errorf("%s=%q: %s", env, v, valueError(serr))
+			}
+			return
+		}
+		if fv, ok := fileValues[fl.Name]; ok {
+			if serr := fl.Value.Set(fv.flagValue); serr != nil {
+				err = fmt.Errorf("%s:%d: %s = %q: %s", file, fv.line, fv.key, fv.value, valueError(serr))
 			}
 		}
 	})
+	return unused, err
+}
+
+// readConfigFile reads file's "key = value" lines: the settings it gives,
+// by flag, and the Kafka configs it gives that Strand does not act on.
+func readConfigFile(flags *pflag.FlagSet, file string) (map[string]fileValue, []string, error) {
+	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	for k := range fileValues {
-		if flags.Lookup(k) == nil {
-			return fmt.Errorf("%s: unknown setting %q", file, k)
+	defer f.Close()
+	values := map[string]fileValue{}
+	var unused []string
+	var errs []error
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+			continue
 		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s:%d: want key = value", file, n))
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		fv := fileValue{key: k, value: v, flagValue: v, line: n}
+		flag := k
+		if flags.Lookup(k) == nil {
+			// A setting under its Kafka name, as in server.properties.
+			name, value, known, err := config.FileSetting(k, v)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s:%d: %w", file, n, err))
+				continue
+			case known && name == "":
+				continue // said for Kafka's sake (ssl.keystore.type=PEM)
+			case known:
+				flag, fv.flagValue = name, value
+			case isUnusedKafkaConfig(k):
+				if !slices.Contains(unused, k) {
+					unused = append(unused, k)
+				}
+				continue
+			default:
+				errs = append(errs, fmt.Errorf("%s:%d: unknown setting %q%s", file, n, k,
+					didYouMean("%s", closest(k, configFileKeys(flags)))))
+				continue
+			}
+		}
+		values[flag] = fv
 	}
-	return nil
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return values, unused, errors.Join(errs...)
+}
+
+// isUnusedKafkaConfig says whether key is a Kafka broker config that
+// Strand has no use for.
+func isUnusedKafkaConfig(key string) bool {
+	_, ok := config.LookupUnusedKafkaDef(key)
+	return ok
+}
+
+// configFileKeys are the keys a config file may use: the flags' names and
+// the settings' Kafka names.
+func configFileKeys(flags *pflag.FlagSet) []string {
+	keys := config.FileKeys()
+	flags.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && f.Name != "config" {
+			keys = append(keys, f.Name)
+		}
+	})
+	return keys
+}
+
+// valueError is why a flag refused a value, without the parser's jargon.
+func valueError(err error) string {
+	var ne *strconv.NumError
+	switch {
+	case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+		return "out of range"
+	case errors.As(err, &ne):
+		return "not a whole number"
+	}
+	return err.Error()
 }
 
 func serve(cfg config.Broker, logger *slog.Logger) error {

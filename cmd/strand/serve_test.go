@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,7 @@ auto.create.topics.enable = false
 segment-bytes = 1048576
 `)
 	cmd := serveCommand()
-	if err := applyEnvAndFile(cmd.Flags(), path); err != nil {
+	if _, err := applyEnvAndFile(cmd.Flags(), path); err != nil {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]string{"node-id": "3", "retention-ms": "86400000", "group-initial-rebalance-delay": "1.5s",
@@ -43,10 +44,63 @@ segment-bytes = 1048576
 		}
 	}
 	for bad, why := range map[string]string{"no.such.setting = 1": "unknown setting", "ssl.keystore.type = JKS": "only PEM",
-		"node.id": "want flag = value"} {
+		"node.id": "want key = value"} {
 		write(bad + "\n")
-		if err := applyEnvAndFile(serveCommand().Flags(), path); err == nil || !strings.Contains(err.Error(), why) {
+		if _, err := applyEnvAndFile(serveCommand().Flags(), path); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%q: %v, want %q", bad, err, why)
 		}
+	}
+}
+
+// TestConfigFileErrors: strand serve refuses a config file's unknown key
+// with its line and the settings closest to it, names a bad value by the
+// key as the file or the environment writes it, says how a setting changed
+// only at run time is set, and accepts Kafka's settings it has no use
+// for.
+func TestConfigFileErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	for _, tc := range []struct {
+		file, env string
+		want      []string
+	}{
+		{file: "node.id = 1\n# a comment\nnum.partition = 3\nlog.retention.msx = 5\n",
+			want: []string{path + ":3: unknown setting \"num.partition\"; did you mean num.partitions?",
+				path + ":4: unknown setting \"log.retention.msx\"; did you mean log.retention.ms?"}},
+		{file: "retension-ms = 5\n", want: []string{path + ":1: unknown setting \"retension-ms\"; did you mean retention-ms?"}},
+		{file: "log.retention.ms = 1d\n", want: []string{path + `:1: log.retention.ms = "1d": not a whole number of milliseconds`}},
+		{file: "\nretention-ms = 1d\n", want: []string{path + `:2: retention-ms = "1d": not a whole number of milliseconds`}},
+		{file: "num.partitions = six\n", want: []string{path + `:1: num.partitions = "six": not a whole number`}},
+		{file: "log.retention.hours = 1d\n", want: []string{path + `:1: log.retention.hours = "1d": not a whole number`}},
+		{env: "1d", want: []string{`STRAND_RETENTION_MS="1d": not a whole number of milliseconds`}},
+		{file: "min.insync.replicas = 2\n", want: []string{path + ":1: min.insync.replicas is not read from a config file",
+			"strand cluster config set --set min.insync.replicas=2"}},
+	} {
+		if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if tc.env != "" {
+			t.Setenv("STRAND_RETENTION_MS", tc.env)
+		}
+		_, err := strandRun(t, "serve", "--config", path, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "", "--log-level", "bogus")
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %v, want %q", tc.file, err, want)
+			}
+		}
+		os.Unsetenv("STRAND_RETENTION_MS")
+	}
+
+	// Kafka's settings that Strand does without are returned for one
+	// warning, each once; its own are applied.
+	if err := os.WriteFile(path, []byte("num.io.threads=8\nprocess.roles=broker,controller\nnum.io.threads=16\nnum.partitions=3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := serveCommand()
+	unused, err := applyEnvAndFile(cmd.Flags(), path)
+	if err != nil || !slices.Equal(unused, []string{"num.io.threads", "process.roles"}) {
+		t.Fatalf("unused %q, %v", unused, err)
+	}
+	if got := cmd.Flags().Lookup("default-partitions").Value.String(); got != "3" {
+		t.Errorf("num.partitions gave --default-partitions %s", got)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/inspect"
 )
@@ -79,12 +81,42 @@ func eachTopic[R any](rs []R, result func(R) (topic string, err error), done fun
 	return nil
 }
 
-// withMessage adds the broker's error message, when it gave one.
+// withMessage is err with the broker's error message, when it gave one
+// that says more than the code's own description: the code's name and the
+// message (INVALID_CONFIG: Invalid value 1d for configuration
+// retention.ms: not a number).
 func withMessage(err error, message string) error {
-	if err == nil || message == "" {
+	var ke *kerr.Error
+	switch {
+	case err == nil || message == "":
 		return err
+	case errors.As(err, &ke) && message == ke.Description:
+		return err
+	case errors.As(err, &ke):
+		return &brokerError{code: ke, message: message}
 	}
 	return fmt.Errorf("%w (%s)", err, message)
+}
+
+// brokerError is a Kafka error code with the broker's message for it.
+type brokerError struct {
+	code    *kerr.Error
+	message string
+}
+
+func (e *brokerError) Error() string { return e.code.Message + ": " + e.message }
+func (e *brokerError) Unwrap() error { return e.code }
+
+// topicNotFound is err, the cluster's answer for a topic it does not know,
+// naming the topic and the topics it knows whose names are closest.
+func topicNotFound(ctx context.Context, adm *kadm.Client, topic string, err error) error {
+	hint := " (strand topic list lists the topics)"
+	if listed, lerr := adm.ListTopics(ctx); lerr == nil {
+		if near := didYouMean("%s", closest(topic, listed.Names())); near != "" {
+			hint = near
+		}
+	}
+	return fmt.Errorf("no topic %s%s: %w", topic, hint, err)
 }
 
 // topicSummary is a topic as list shows it.

@@ -258,19 +258,42 @@ func (s *Store) LiveBrokers() int {
 }
 
 // ValidateTopicName applies Kafka's rules: 1 to 249 characters of
-// [a-zA-Z0-9._-], and not "." or "..".
+// [a-zA-Z0-9._-], and not "." or "..". Its error says which rule the name
+// breaks, in Kafka's words (Topic.validate), which CreateTopics answers
+// with.
 func ValidateTopicName(name string) error {
-	if name == "" || name == "." || name == ".." || len(name) > 249 {
-		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
-	}
-	for _, c := range name {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w: %q contains %q", ErrInvalidTopic, name, c)
+	var why string
+	switch {
+	case name == "":
+		why = "the empty string is not allowed"
+	case name == "." || name == "..":
+		why = fmt.Sprintf("'%s' is not allowed", name)
+	case len(name) > maxTopicNameLength:
+		why = fmt.Sprintf("the length of '%s' is longer than the max allowed length %d", name, maxTopicNameLength)
+	default:
+		for _, c := range name {
+			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+			if !ok {
+				why = fmt.Sprintf("'%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-' (%q)", name, c)
+				break
+			}
 		}
 	}
-	return nil
+	if why == "" {
+		return nil
+	}
+	return &topicNameError{why: why}
 }
+
+// maxTopicNameLength is Kafka's: a partition's directory, its name with
+// "-" and a partition number, stays within 255 bytes.
+const maxTopicNameLength = 249
+
+// topicNameError is an invalid topic name (ErrInvalidTopic) and why.
+type topicNameError struct{ why string }
+
+func (e *topicNameError) Error() string { return "Topic name is invalid: " + e.why }
+func (e *topicNameError) Unwrap() error { return ErrInvalidTopic }
 
 // CollidingTopic returns an existing topic whose name differs from name only
 // by '.' against '_' (Kafka refuses such pairs, since metric names would

@@ -434,7 +434,7 @@ func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broke
 			continue
 		}
 		if err := d.Set(&b, v); err != nil {
-			return static, fmt.Errorf("%s: %w", d.Name, err)
+			return static, &ValueError{Name: d.Name, Value: v, Err: err}
 		}
 	}
 	for i := range TopicDefs {
@@ -450,7 +450,7 @@ func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broke
 			continue
 		}
 		if err := d.Set(&b.Log, v); err != nil {
-			return static, fmt.Errorf("%s: %w", d.BrokerName, err)
+			return static, &ValueError{Name: d.BrokerName, Value: v, Err: err}
 		}
 	}
 	if err := b.Log.Validate(); err != nil {

@@ -238,3 +238,26 @@ func TestFlagsFromBrokerDefs(t *testing.T) {
 		}
 	}
 }
+
+// TestUnusedKafkaDefs: a Kafka config is either served (BrokerDefs, or
+// another name of one) or listed as unused, never both, and the list is
+// sorted for its lookup.
+func TestUnusedKafkaDefs(t *testing.T) {
+	for i, d := range UnusedKafkaDefs {
+		if _, ok := LookupBrokerDef(d.Name); ok {
+			t.Errorf("%s is a broker config and listed as unused", d.Name)
+		}
+		if _, ok := kafkaFileKeys[d.Name]; ok {
+			t.Errorf("%s is read from config files and listed as unused", d.Name)
+		}
+		if got, ok := LookupUnusedKafkaDef(d.Name); !ok || got.Name != d.Name {
+			t.Errorf("LookupUnusedKafkaDef(%s) = %v, %v", d.Name, got, ok)
+		}
+		if i > 0 && UnusedKafkaDefs[i-1].Name >= d.Name {
+			t.Errorf("%s is not after %s", d.Name, UnusedKafkaDefs[i-1].Name)
+		}
+	}
+	if _, ok := LookupUnusedKafkaDef("no.such.config"); ok {
+		t.Error("an unknown name is listed")
+	}
+}

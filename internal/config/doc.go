@@ -11,4 +11,12 @@
 // are applied over the static settings by ApplyDynamic, and the levels a
 // config is set at are listed by TopicSynonyms and BrokerSynonyms, the one in
 // force first.
+//
+// unused.go lists the broker configs of Kafka's that Strand accepts in a
+// config file but does not act on (num.io.threads, process.roles, ...),
+// each with why, so that Kafka's own server.properties starts a broker.
+// Every Kafka broker config is either in BrokerDefs or there: a config
+// Strand comes to serve moves from one list to the other, and a key in
+// neither is no Kafka config. Errors about a value name the config as it
+// was given (ValueError), in the words Kafka's answers use.
 package config

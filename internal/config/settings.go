@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -100,7 +101,7 @@ func (f *msFlag) String() string {
 func (f *msFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%q: milliseconds", s)
+		return errors.New("not a whole number of milliseconds (-1 for unlimited)")
 	}
 	if n < 0 {
 		*f = -1
@@ -156,6 +157,19 @@ This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + 
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, flag, typeNames[d.Type], def, dynamic,
 			strings.ReplaceAll(d.Doc, "|", "\\|"))
 	}
+	b.WriteString(`
+## Kafka settings Strand has no use for
+
+A ` + "`--config`" + ` file may set these, as Kafka's own ` + "`server.properties`" + ` does: ` + "`strand serve`" + ` starts with one
+warning that lists those it found, and ignores them. A key that is neither Kafka's nor Strand's stops it, with
+the line and the settings closest to the key.
+
+| Setting | Why Strand does without it |
+|---|---|
+`)
+	for _, d := range UnusedKafkaDefs {
+		fmt.Fprintf(&b, "| `%s` | %s%s. |\n", d.Name, strings.ToUpper(d.Why[:1]), d.Why[1:])
+	}
 	return b.String()
 }
 
@@ -167,6 +181,7 @@ var kafkaFileKeys = map[string]struct {
 	scale time.Duration // the value's unit, for a -ms flag; 0 to pass it as it is
 }{
 	"advertised.listeners":           {"advertised-listeners", 0},
+	"broker.id":                      {"node-id", 0},
 	"listener.security.protocol.map": {"listener-security-protocol-map", 0},
 	"security.inter.broker.protocol": {"inter-broker-listener-name", 0},
 	"log.retention.hours":            {"retention-ms", time.Hour},
@@ -178,7 +193,8 @@ var kafkaFileKeys = map[string]struct {
 // (log.retention.ms = 86400000) as the flag that sets it and the flag's
 // value (--retention-ms 86400000; a duration in the name's unit becomes a
 // Go duration for a flag that takes one). ok is false for a key that is no
-// setting's name.
+// setting's name; a setting the file cannot set (one changed only at run
+// time) is an error that says how it is set.
 func FileSetting(key, value string) (flag, flagValue string, ok bool, err error) {
 	if k, found := kafkaFileKeys[key]; found {
 		if k.scale == 0 {
@@ -186,7 +202,7 @@ func FileSetting(key, value string) (flag, flagValue string, ok bool, err error)
 		}
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
-			return "", "", true, fmt.Errorf("%s %q: a number", key, value)
+			return "", "", true, fmt.Errorf("%s = %q: not a whole number", key, value)
 		}
 		if n < 0 {
 			return k.flag, "-1", true, nil
@@ -195,13 +211,19 @@ func FileSetting(key, value string) (flag, flagValue string, ok bool, err error)
 	}
 	if key == "ssl.keystore.type" || key == "ssl.truststore.type" {
 		if !strings.EqualFold(value, "PEM") {
-			return "", "", true, fmt.Errorf("%s %q: only PEM files are read", key, value)
+			return "", "", true, fmt.Errorf("%s = %q: only PEM files are read", key, value)
 		}
 		return "", "", true, nil
 	}
 	d, found := LookupBrokerDef(key)
-	if !found || d.Flag == "" {
+	switch {
+	case !found:
 		return "", "", false, nil
+	case d.Flag == "" && d.Dynamic():
+		return "", "", true, fmt.Errorf("%s is not read from a config file: it is set while the broker runs "+
+			"(strand cluster config set --set %s=%s, or kafka-configs.sh --alter)", key, key, value)
+	case d.Flag == "":
+		return "", "", true, fmt.Errorf("%s is not set in a config file: %s", key, d.Doc)
 	}
 	var probe Broker
 	if _, isDuration := d.Field(&probe).(*time.Duration); !isDuration || strings.HasSuffix(d.Flag, "-ms") {
@@ -218,7 +240,7 @@ func FileSetting(key, value string) (flag, flagValue string, ok bool, err error)
 	}
 	n, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
-		return "", "", true, fmt.Errorf("%s %q: a number", key, value)
+		return "", "", true, fmt.Errorf("%s = %q: not a whole number", key, value)
 	}
 	return d.Flag, strconv.FormatInt(n, 10) + unit, true, nil
 }

@@ -18,6 +18,29 @@ var (
 	ErrUnknownConfig = errors.New("config: unknown config")
 )
 
+// ValueError is a config value that cannot be taken, named as it was given
+// and said as Kafka's ConfigException says it (Invalid value 1d for
+// configuration retention.ms: not a number), which is what clients show
+// from the answer's error message. It is an ErrInvalidConfig.
+type ValueError struct {
+	Name, Value string
+	Err         error // the reason, an ErrInvalidConfig
+}
+
+func (e *ValueError) Error() string {
+	why := strings.TrimPrefix(e.Err.Error(), ErrInvalidConfig.Error()+": ")
+	return fmt.Sprintf("Invalid value %s for configuration %s: %s", e.Value, e.Name, why)
+}
+
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// unknownTopicConfig is a topic config Strand does not serve, said as
+// Kafka says it.
+type unknownTopicConfig struct{ name string }
+
+func (e *unknownTopicConfig) Error() string { return "Unknown topic config name: " + e.name }
+func (e *unknownTopicConfig) Unwrap() error { return ErrUnknownConfig }
+
 // Type is Kafka's DescribeConfigs config type.
 type Type int8
 
@@ -75,7 +98,7 @@ func msSet(min int64, f func(c *log.Config, d time.Duration)) func(*log.Config, 
 func parseLong(v string, min int64) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q is not a number", ErrInvalidConfig, v)
+		return 0, fmt.Errorf("%w: not a number", ErrInvalidConfig)
 	}
 	if n < min {
 		return 0, fmt.Errorf("%w: %d is below the minimum %d", ErrInvalidConfig, n, min)
@@ -106,7 +129,7 @@ var TopicDefs = []TopicDef{
 				case "compact":
 					c.Compact = true
 				default:
-					return fmt.Errorf("%w: cleanup.policy %q (delete, compact)", ErrInvalidConfig, p)
+					return fmt.Errorf("%w: %q is neither delete nor compact", ErrInvalidConfig, strings.TrimSpace(p))
 				}
 			}
 			return nil
@@ -116,7 +139,7 @@ var TopicDefs = []TopicDef{
 		Get: func(log.Config) string { return "producer" },
 		Set: func(c *log.Config, v string) error {
 			if v != "producer" {
-				return fmt.Errorf("%w: compression.type %q: only 'producer' is supported", ErrInvalidConfig, v)
+				return fmt.Errorf("%w: only 'producer' is supported", ErrInvalidConfig)
 			}
 			return nil
 		}},
@@ -208,7 +231,7 @@ var TopicDefs = []TopicDef{
 			case "LogAppendTime":
 				c.LogAppendTime = true
 			default:
-				return fmt.Errorf("%w: message.timestamp.type %q (CreateTime, LogAppendTime)", ErrInvalidConfig, v)
+				return fmt.Errorf("%w: CreateTime or LogAppendTime", ErrInvalidConfig)
 			}
 			return nil
 		}},
@@ -226,7 +249,7 @@ var TopicDefs = []TopicDef{
 		Set: func(c *log.Config, v string) error {
 			n, err := parseLong(v, 1)
 			if err == nil && n > math.MaxInt16 {
-				return fmt.Errorf("%w: min.insync.replicas %d", ErrInvalidConfig, n)
+				return fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt16)
 			}
 			c.MinInSyncReplicas = int(n)
 			return err
@@ -267,7 +290,7 @@ var TopicDefs = []TopicDef{
 				c.UncleanLeaderElection = strings.EqualFold(v, "true")
 				return nil
 			}
-			return fmt.Errorf("%w: %s %q (true, false)", ErrInvalidConfig, UncleanLeaderElection, v)
+			return fmt.Errorf("%w: true or false", ErrInvalidConfig)
 		}},
 }
 
@@ -360,7 +383,7 @@ func TopicLogConfig(defaults log.Config, overrides map[string]string) (log.Confi
 	c := defaults
 	for name := range overrides {
 		if _, ok := LookupTopicDef(name); !ok {
-			return c, fmt.Errorf("%w: %s", ErrUnknownConfig, name)
+			return c, &unknownTopicConfig{name: name}
 		}
 	}
 	for _, d := range TopicDefs {
@@ -369,7 +392,7 @@ func TopicLogConfig(defaults log.Config, overrides map[string]string) (log.Confi
 			continue
 		}
 		if err := d.Set(&c, v); err != nil {
-			return c, fmt.Errorf("%s: %w", d.Name, err)
+			return c, &ValueError{Name: d.Name, Value: v, Err: err}
 		}
 	}
 	if err := c.Validate(); err != nil {

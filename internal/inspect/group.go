@@ -32,11 +32,15 @@ type Group struct {
 
 // Member is one member with the partitions it owns.
 type Member struct {
-	MemberID   string      `json:"member_id"`
-	InstanceID string      `json:"instance_id,omitempty"`
-	ClientID   string      `json:"client_id"`
-	Host       string      `json:"host"`
-	Owned      []Partition `json:"partitions"` // sorted
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id"`
+	Host       string `json:"host"`
+	// Software is the client's software and version, when the caller
+	// knows it: DescribeGroups does not carry it (the hand-off ledger
+	// does, ledger.SoftwareByMember).
+	Software string      `json:"software,omitempty"`
+	Owned    []Partition `json:"partitions"` // sorted
 }
 
 // Partition names a topic's partition.

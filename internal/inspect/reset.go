@@ -62,7 +62,7 @@ func ResetTargets(ctx context.Context, adm *kadm.Client, group, topic, to string
 	if err != nil {
 		return nil, err
 	}
-	if err := listed.Error(); err != nil {
+	if err := ListedError(listed); err != nil {
 		return nil, err
 	}
 	return listed.Offsets(), nil

@@ -3,6 +3,8 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -140,3 +142,33 @@ func SizeLabel(n int64) string {
 	}
 	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
+
+// ListedError is the first error of listed offsets, as a *PartitionError
+// naming its topic: UNKNOWN_TOPIC_OR_PARTITION alone does not say which of
+// the topics asked for is missing.
+func ListedError(l kadm.ListedOffsets) error {
+	for _, t := range slices.Sorted(maps.Keys(l)) {
+		for _, p := range slices.Sorted(maps.Keys(l[t])) {
+			if o := l[t][p]; o.Err != nil {
+				return &PartitionError{Topic: t, Partition: p, Err: o.Err}
+			}
+		}
+	}
+	return nil
+}
+
+// PartitionError is a topic's or a partition's error in an answer.
+type PartitionError struct {
+	Topic     string
+	Partition int32 // -1: the whole topic's
+	Err       error
+}
+
+func (e *PartitionError) Error() string {
+	if e.Partition < 0 {
+		return fmt.Sprintf("topic %s: %v", e.Topic, e.Err)
+	}
+	return fmt.Sprintf("topic %s partition %d: %v", e.Topic, e.Partition, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -90,4 +91,26 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("since %q: a time (RFC 3339) or a positive duration", s)
 	}
 	return now.Add(-d), nil
+}
+
+// Software is the member's client software and version as one label
+// (franz-go 1.22.3), "" when the broker did not learn it.
+func (m Member) Software() string {
+	return strings.TrimSpace(m.SoftwareName + " " + m.SoftwareVersion)
+}
+
+// SoftwareByMember is the client software each member runs, by member id,
+// as the entries name it: the broker learns it from a client's
+// ApiVersions and the ledger keeps it, while DescribeGroups does not carry
+// it. Entries are read in order, so a later one wins.
+func SoftwareByMember(es []Entry) map[string]string {
+	out := map[string]string{}
+	for _, e := range es {
+		for _, m := range []*Member{e.From, &e.To, e.Committer, e.Owner} {
+			if m != nil && m.MemberID != "" && m.Software() != "" {
+				out[m.MemberID] = m.Software()
+			}
+		}
+	}
+	return out
 }

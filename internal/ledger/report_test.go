@@ -62,3 +62,22 @@ func TestHolds(t *testing.T) {
 		t.Errorf("status of a removed member: %q", got)
 	}
 }
+
+// TestSoftwareByMember: each member's software is the latest an entry
+// names for it, in any of the entry's roles; a member never named with
+// its software has none.
+func TestSoftwareByMember(t *testing.T) {
+	v1 := Member{MemberID: "m1", SoftwareName: "app", SoftwareVersion: "1.0"}
+	v1b := Member{MemberID: "m1", SoftwareName: "app", SoftwareVersion: "1.1"}
+	v2 := Member{MemberID: "m2", SoftwareName: "librdkafka"}
+	anon := Member{MemberID: "m3"}
+	got := SoftwareByMember([]Entry{
+		{Type: TypeHandoff, To: v1},
+		{Type: TypeHandoff, From: &v1, To: anon},
+		{Type: TypeCommitNotOwned, Committer: &v2, Owner: &v1b},
+	})
+	want := map[string]string{"m1": "app 1.1", "m2": "librdkafka"}
+	if len(got) != len(want) || got["m1"] != want["m1"] || got["m2"] != want["m2"] {
+		t.Fatalf("SoftwareByMember = %v, want %v", got, want)
+	}
+}
