@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/inspect"
-	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 )
 
@@ -121,7 +120,7 @@ func groupLagCommand(admin adminFunc, use, short string) *cobra.Command {
 				}
 				var softwareErr error
 				if use == "describe" {
-					softwareErr = addSoftware(ctx, cmd, &g)
+					softwareErr = addFromLedger(ctx, cmd, &g)
 				}
 				if format != "table" {
 					return writeData(cmd.OutOrStdout(), format, g)
@@ -152,10 +151,10 @@ func groupArg(cmd *cobra.Command, flag string, args []string) (string, error) {
 	return flag, nil
 }
 
-// addSoftware gives g's members the client software the hand-off ledger
-// recorded for them; a cluster without a ledger (another Kafka) leaves it
-// unknown.
-func addSoftware(ctx context.Context, cmd *cobra.Command, g *inspect.Group) error {
+// addFromLedger gives g's members the client software the hand-off ledger
+// recorded for them, and says which are held after their connection
+// closed; a cluster without a ledger (another Kafka) leaves both unknown.
+func addFromLedger(ctx context.Context, cmd *cobra.Command, g *inspect.Group) error {
 	opts, seeds, err := clientOpts(cmd.Flag("brokers").Value.String())
 	if err != nil {
 		return err
@@ -164,10 +163,7 @@ func addSoftware(ctx context.Context, cmd *cobra.Command, g *inspect.Group) erro
 	if err != nil {
 		return fmt.Errorf("reading the hand-off ledger: %w", err)
 	}
-	software := ledger.SoftwareByMember(es)
-	for i := range g.Members {
-		g.Members[i].Software = software[g.Members[i].MemberID]
-	}
+	g.AddLedger(es, time.Now())
 	return nil
 }
 
@@ -176,9 +172,10 @@ func printLag(w io.Writer, g inspect.Group, members bool) {
 		orDash(g.Protocol), len(g.Members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if members && len(g.Members) > 0 {
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tSOFTWARE\tHOST\tINSTANCE\tPARTITIONS")
+		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tSOFTWARE\tHOST\tINSTANCE\tPARTITIONS\tSTATUS")
 		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, orDash(m.Software), m.Host, orDash(m.InstanceID), ownedLabel(m))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, orDash(m.Software), m.Host, orDash(m.InstanceID),
+				ownedLabel(m), orDash(m.Status))
 		}
 		fmt.Fprintln(tw)
 	}

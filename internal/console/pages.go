@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -141,17 +140,8 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	c.write(w, "Groups", "groups", func(d *doc) { viewGroups(d, rows) })
 }
 
-// memberRow is a member with the client software the ledger saw it run,
-// and why it is held if its connection was lost.
-type memberRow struct {
-	inspect.Member
-	Software string
-	Status   string
-}
-
 type groupPage struct {
 	inspect.Group
-	Members   []memberRow
 	Owners    map[string]string // member id to client id
 	Chart     Chart
 	Report    ledger.Report
@@ -173,18 +163,10 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	es := c.readLedger(ctx, id)
-	software, holds := map[string]string{}, ledger.Holds{}
-	for _, e := range es {
-		if e.Type == ledger.TypeHandoff && e.To.SoftwareName != "" {
-			software[e.To.MemberID] = strings.TrimSpace(e.To.SoftwareName + " " + e.To.SoftwareVersion)
-		}
-		holds.Learn(e)
-	}
-	now := time.Now()
+	g.AddLedger(es, time.Now())
 	d := groupPage{Group: g, Owners: map[string]string{}, Chart: lagChart(c.samples.lagOf(id)), Report: ledger.NewReport(id, es),
 		HasLedger: es != nil, Message: r.URL.Query().Get("done")}
 	for _, m := range g.Members {
-		d.Members = append(d.Members, memberRow{Member: m, Software: software[m.MemberID], Status: holds.Status(m.MemberID, now)})
 		d.Owners[m.MemberID] = m.ClientID
 	}
 	c.write(w, "Group "+id, "groups", func(doc *doc) { viewGroup(doc, d, c.cfg.Actions) })

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/internal/ledger"
 )
 
 // A group is read whichever protocol it speaks: a classic group answers
@@ -39,8 +41,12 @@ type Member struct {
 	// Software is the client's software and version, when the caller
 	// knows it: DescribeGroups does not carry it (the hand-off ledger
 	// does, ledger.SoftwareByMember).
-	Software string      `json:"software,omitempty"`
-	Owned    []Partition `json:"partitions"` // sorted
+	Software string `json:"software,omitempty"`
+	// Status says why a member is held after its connection closed
+	// ("connection lost, removed in 2s"), when the caller knows: from the
+	// ledger's presence entries (ledger.Holds). "" for a member heard from.
+	Status string      `json:"status,omitempty"`
+	Owned  []Partition `json:"partitions"` // sorted
 }
 
 // Partition names a topic's partition.
@@ -244,4 +250,18 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// AddLedger gives g's members what the hand-off ledger's entries es (of
+// this group, in time order) say of them at now: their client software,
+// and why a member is held after its connection closed.
+func (g *Group) AddLedger(es []ledger.Entry, now time.Time) {
+	software, holds := ledger.SoftwareByMember(es), ledger.Holds{}
+	for _, e := range es {
+		holds.Learn(e)
+	}
+	for i := range g.Members {
+		g.Members[i].Software = software[g.Members[i].MemberID]
+		g.Members[i].Status = holds.Status(g.Members[i].MemberID, now)
+	}
 }

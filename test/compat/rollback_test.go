@@ -108,8 +108,8 @@ func TestRollbackSharedClientID(t *testing.T) {
 }
 
 // TestHeldMemberShown: while a killed member is held (the grace is long
-// here, 15 s), the broker's log, `strand migrate watch` and the console's
-// group page say that its connection was lost and when it will be removed;
+// here, 15 s), the broker's log, `strand group describe`, `strand migrate
+// watch` and the console's group page say that its connection was lost and when it will be removed;
 // once it is removed, they say so and stop showing it held. The members
 // are kcat's with its default client id, all on one host.
 func TestHeldMemberShown(t *testing.T) {
@@ -139,6 +139,13 @@ func TestHeldMemberShown(t *testing.T) {
 		}
 		return r.stdout
 	}
+	describe := func() string {
+		r := strandCLI(t, b.Addr, "group")("describe", "held")
+		if r.err != nil {
+			t.Fatalf("group describe: %v", r)
+		}
+		return r.stdout
+	}
 	page := func() string {
 		resp, err := http.Get("http://" + b.Admin + "/groups/held")
 		if err != nil {
@@ -156,6 +163,9 @@ func TestHeldMemberShown(t *testing.T) {
 		if w := watch(); !strings.Contains(w, held) || !strings.Contains(w, "lost without a LeaveGroup") {
 			return fmt.Errorf("migrate watch does not show the member held:\n%s", w)
 		}
+		if d := describe(); !strings.Contains(d, held) {
+			return fmt.Errorf("group describe does not show the member held:\n%s", d)
+		}
 		if p := page(); !strings.Contains(p, held) {
 			return fmt.Errorf("the console's group page does not show the member held")
 		}
@@ -171,6 +181,9 @@ func TestHeldMemberShown(t *testing.T) {
 		}
 		if p := page(); strings.Contains(p, held) {
 			return fmt.Errorf("the console's group page still shows the member held")
+		}
+		if d := describe(); strings.Contains(d, held) {
+			return fmt.Errorf("group describe still shows the member held:\n%s", d)
 		}
 		return nil
 	})
