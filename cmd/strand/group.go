@@ -57,6 +57,12 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.
 func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	return withClient(cmd, brokers, timeout, func(ctx context.Context, cl *kgo.Client) error { return fn(ctx, kadm.NewClient(cl)) })
+}
+
+// withClient runs fn with a client of brokers (comma-separated), within
+// timeout: for requests kadm does not make.
+func withClient(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, cl *kgo.Client) error) error {
 	opts, _, err := clientOpts(brokers)
 	if err != nil {
 		return err
@@ -68,7 +74,7 @@ func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn fun
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
-	return fn(ctx, kadm.NewClient(cl))
+	return fn(ctx, cl)
 }
 
 func groupListCommand(admin adminFunc) *cobra.Command {

@@ -47,12 +47,26 @@ type Health interface {
 // HealthReport is /api/health's answer. Status is "ok", or "degraded"
 // while a partition is offline or under-replicated.
 type HealthReport struct {
-	Status                    string `json:"status"`
-	NodeID                    int32  `json:"node_id"`
-	ClusterID                 string `json:"cluster_id"`
-	Controller                int32  `json:"controller"`
-	Brokers                   int    `json:"brokers"`
-	Partitions                int    `json:"partitions"`
-	OfflinePartitions         int    `json:"offline_partitions"`
-	UnderReplicatedPartitions int    `json:"under_replicated_partitions"`
+	Status    string `json:"status"`
+	NodeID    int32  `json:"node_id"` // the broker that answers
+	ClusterID string `json:"cluster_id"`
+	// Controller is the active controller, the metadata quorum's leader
+	// (what `strand cluster info` and DescribeQuorum name); -1 while there
+	// is none.
+	Controller int32 `json:"controller"`
+	Brokers    int   `json:"brokers"` // those up
+	// DownBrokers are the registered brokers that are down (fenced), with
+	// the partitions they hold a replica of.
+	DownBrokers               []DownBroker `json:"down_brokers"`
+	Partitions                int          `json:"partitions"`
+	OfflinePartitions         int          `json:"offline_partitions"`
+	UnderReplicatedPartitions int          `json:"under_replicated_partitions"`
+}
+
+// DownBroker is a registered broker that is down.
+type DownBroker struct {
+	NodeID int32 `json:"node_id"`
+	// Partitions are those with a replica on it ("topic-partition"),
+	// sorted.
+	Partitions []string `json:"partitions"`
 }

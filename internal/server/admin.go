@@ -184,7 +184,6 @@ func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([
 	return reader.Read(ctx, []string{a.s.selfAddr()}, group, since, a.s.selfClientOpts()...)
 }
 
-// adminHealth reports the cluster as this broker's metadata shows it.
 // adminCoordinators finds a group's coordinator as FindCoordinator does:
 // the leader of its __consumer_offsets partition.
 type adminCoordinators struct{ s *Server }
@@ -202,20 +201,40 @@ func (a adminCoordinators) Coordinator(id string) (int32, string, bool) {
 	return leader, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
 }
 
+// adminHealth reports the cluster as this broker's metadata shows it:
+// the controller is the quorum's leader as this broker's member of the
+// quorum knows it.
 type adminHealth struct{ s *Server }
 
 func (a adminHealth) Health() admin.HealthReport {
 	st := a.s.cluster
 	r := admin.HealthReport{Status: "ok", NodeID: a.s.cfg.NodeID, ClusterID: st.ClusterID(), Controller: st.Controller(),
-		Brokers: len(st.Brokers())}
-	for _, t := range st.Topics() {
-		for _, p := range t.States {
+		DownBrokers: []admin.DownBroker{}}
+	down := map[int32]*admin.DownBroker{}
+	for _, b := range st.Brokers() {
+		if !b.Fenced {
+			r.Brokers++
+			continue
+		}
+		r.DownBrokers = append(r.DownBrokers, admin.DownBroker{NodeID: b.NodeID, Partitions: []string{}})
+	}
+	for i := range r.DownBrokers {
+		down[r.DownBrokers[i].NodeID] = &r.DownBrokers[i]
+	}
+	for _, t := range st.Topics() { // sorted by name
+
+		for i, p := range t.States {
 			r.Partitions++
 			switch {
 			case p.Leader == cluster.NoLeader:
 				r.OfflinePartitions++
 			case len(p.ISR) < len(p.Replicas):
 				r.UnderReplicatedPartitions++
+			}
+			for _, id := range p.Replicas {
+				if d := down[id]; d != nil {
+					d.Partitions = append(d.Partitions, t.Name+"-"+strconv.Itoa(i))
+				}
 			}
 		}
 	}
