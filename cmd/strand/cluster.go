@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 )
@@ -20,19 +20,39 @@ import (
 // protocol, so it works against any Kafka cluster.
 func clusterCommand() *cobra.Command {
 	cmd, admin := adminCommand("cluster", "A cluster's brokers, controller and health")
-	cmd.AddCommand(clusterInfoCommand(admin), clusterHealthCommand(admin), clusterConfigCommand(admin))
+	client := clientOf(cmd)
+	cmd.AddCommand(clusterInfoCommand(client), clusterHealthCommand(client), clusterConfigCommand(admin))
 	return cmd
 }
 
-func clusterInfoCommand(admin adminFunc) *cobra.Command {
+// clientFunc runs a command's work with a Kafka client of the cluster.
+type clientFunc = func(cmd *cobra.Command, fn func(ctx context.Context, cl *kgo.Client) error) error
+
+// clientOf is the clientFunc of an adminCommand: its --brokers and
+// --timeout, as its admin client's.
+func clientOf(parent *cobra.Command) clientFunc {
+	return func(cmd *cobra.Command, fn func(ctx context.Context, cl *kgo.Client) error) error {
+		brokers, err := parent.PersistentFlags().GetString("brokers")
+		if err != nil {
+			return err
+		}
+		timeout, err := parent.PersistentFlags().GetDuration("timeout")
+		if err != nil {
+			return err
+		}
+		return withClient(cmd, brokers, timeout, fn)
+	}
+}
+
+func clusterInfoCommand(client clientFunc) *cobra.Command {
 	var format string
-	cmd := &cobra.Command{Use: "info", Short: "The cluster's id, controller and brokers", Args: cobra.NoArgs,
+	cmd := &cobra.Command{Use: "info", Short: "The cluster's id, active controller and brokers (up and down)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				info, err := inspect.ReadCluster(ctx, adm)
+			return client(cmd, func(ctx context.Context, cl *kgo.Client) error {
+				info, err := inspect.ReadCluster(ctx, cl)
 				if err != nil {
 					return err
 				}
@@ -40,28 +60,51 @@ func clusterInfoCommand(admin adminFunc) *cobra.Command {
 				if format != "table" {
 					return writeData(w, format, info)
 				}
-				fmt.Fprintf(w, "cluster %s, controller %d, %d brokers\n", orDash(info.ClusterID), info.Controller, len(info.Brokers))
+				down := len(info.Brokers) - info.Live()
+				fmt.Fprintf(w, "cluster %s, controller %d, %d brokers", orDash(info.ClusterID), info.Controller, len(info.Brokers))
+				if down > 0 {
+					fmt.Fprintf(w, " (%d down)", down)
+				}
 				var fs []string
 				for _, name := range slices.Sorted(maps.Keys(info.Features)) {
 					fs = append(fs, fmt.Sprintf("%s=%d", name, info.Features[name]))
 				}
-				fmt.Fprintf(w, "features: %s\n\n", orDash(strings.Join(fs, ", ")))
+				fmt.Fprintf(w, "\nfeatures: %s\n\n", orDash(strings.Join(fs, ", ")))
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tHOST\tPORT\tRACK")
+				fmt.Fprintln(tw, "NODE\tHOST\tPORT\tRACK\tSTATUS\tPARTITIONS\tLEADS")
 				for _, b := range info.Brokers {
-					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", b.NodeID, b.Host, b.Port, orDash(b.Rack))
+					port := "-"
+					if b.Port > 0 {
+						port = fmt.Sprint(b.Port)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", b.NodeID, orDash(b.Host), port, orDash(b.Rack), b.Status,
+						len(b.Partitions), b.Leads)
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				printDown(w, info.Brokers)
+				return nil
 			})
 		}}
 	formatFlag(cmd, &format)
 	return cmd
 }
 
+// printDown names the partitions each down broker holds a replica of.
+func printDown(w io.Writer, brokers []inspect.Broker) {
+	for _, b := range brokers {
+		if b.Down() {
+			fmt.Fprintf(w, "broker %d is down, holding %d partitions: %s\n", b.NodeID, len(b.Partitions),
+				orDash(strings.Join(b.Partitions, ", ")))
+		}
+	}
+}
+
 // errUnhealthy is cluster health's failure, for scripts.
 var errUnhealthy = errors.New("the cluster is not healthy")
 
-func clusterHealthCommand(admin adminFunc) *cobra.Command {
+func clusterHealthCommand(client clientFunc) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{Use: "health", Short: "Offline and under-replicated partitions; exits non-zero when there are any",
 		Args: cobra.NoArgs,
@@ -69,8 +112,8 @@ func clusterHealthCommand(admin adminFunc) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			return admin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				h, err := inspect.ReadHealth(ctx, adm)
+			return client(cmd, func(ctx context.Context, cl *kgo.Client) error {
+				h, err := inspect.ReadHealth(ctx, cl)
 				if err != nil {
 					return err
 				}
@@ -92,15 +135,17 @@ func clusterHealthCommand(admin adminFunc) *cobra.Command {
 	return cmd
 }
 
-// healthOf counts the partitions without a leader and those whose
-// in-sync set is smaller than their replica set.
+// printHealth shows the partitions without a leader, those whose in-sync
+// set is smaller than their replica set, and the brokers that are down.
 func printHealth(w io.Writer, h inspect.Health) {
-	fmt.Fprintf(w, "healthy: %v\nbrokers: %d, controller: %d\npartitions: %d, offline: %d, under-replicated: %d\n", h.Healthy,
-		h.Brokers, h.Controller, h.Partitions, len(h.OfflinePartitions), len(h.UnderReplicatedPartitions))
+	fmt.Fprintf(w, "healthy: %v\nbrokers: %d up, %d down, controller: %d\npartitions: %d, offline: %d, under-replicated: %d\n",
+		h.Healthy, h.Brokers, len(h.DownBrokers), h.Controller, h.Partitions, len(h.OfflinePartitions),
+		len(h.UnderReplicatedPartitions))
 	for _, p := range h.OfflinePartitions {
 		fmt.Fprintf(w, "  offline: %s\n", p)
 	}
 	for _, p := range h.UnderReplicatedPartitions {
 		fmt.Fprintf(w, "  under-replicated: %s\n", p)
 	}
+	printDown(w, h.DownBrokers)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger/reader"
@@ -59,6 +60,12 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 // withAdmin runs fn with an admin client of brokers (comma-separated),
 // within timeout.
 func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	return withClient(cmd, brokers, timeout, func(ctx context.Context, cl *kgo.Client) error { return fn(ctx, kadm.NewClient(cl)) })
+}
+
+// withClient runs fn with a client of brokers (comma-separated), within
+// timeout: for requests kadm does not make.
+func withClient(cmd *cobra.Command, brokers string, timeout time.Duration, fn func(ctx context.Context, cl *kgo.Client) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
 	cl, err := connect(ctx, brokers)
@@ -66,7 +73,7 @@ func withAdmin(cmd *cobra.Command, brokers string, timeout time.Duration, fn fun
 		return err
 	}
 	defer cl.Close()
-	return fn(ctx, kadm.NewClient(cl))
+	return fn(ctx, cl)
 }
 
 func groupListCommand(admin adminFunc) *cobra.Command {

@@ -12,6 +12,11 @@ import (
 	"github.com/strandlog/strand/internal/group"
 )
 
+// eachCoordinator ends the help of the group metrics: a group's series
+// come from its coordinator only, so that scraping every broker counts
+// each group once (see doc.go).
+const eachCoordinator = " Exported by the group's coordinator only: scrape every broker."
+
 // Metrics is the broker's Prometheus registry and the counters the
 // request path and the group coordinator feed. Its methods are safe for
 // concurrent use.
@@ -48,16 +53,19 @@ func NewMetrics() *Metrics {
 	m.produced = counter("strand_produce_bytes_total", "Record batch bytes appended by producers, by topic.", "topic")
 	m.fetched = counter("strand_fetch_bytes_total", "Record batch bytes sent to consumers (not to followers), by topic.", "topic")
 	m.rebalances = counter("strand_group_rebalances_total",
-		"Rebalances of the groups this broker coordinates: a classic group's new generation, a consumer group's new target assignment.", "group")
-	m.handoffs = counter("strand_group_handoffs_total", "Partitions that changed owner (first assignments included).", "group")
+		"Rebalances of the groups this broker coordinates: a classic group's new generation, a consumer group's new target assignment."+
+			eachCoordinator, "group")
+	m.handoffs = counter("strand_group_handoffs_total", "Partitions that changed owner (first assignments included)."+eachCoordinator,
+		"group")
 	m.duplicateRisk = counter("strand_group_handoff_duplicate_risk_records_total",
-		"Records sent to a partition's previous owner past the committed offset, which its new owner is sent again.", "group")
+		"Records sent to a partition's previous owner past the committed offset, which its new owner is sent again."+eachCoordinator,
+		"group")
 	m.skipped = counter("strand_group_handoff_skipped_records_total",
-		"Records a partition's new owner started past: between the committed offset and its first fetch.", "group")
+		"Records a partition's new owner started past: between the committed offset and its first fetch."+eachCoordinator, "group")
 	m.rewound = counter("strand_group_handoff_rewound_records_total",
-		"Records below the committed offset a partition's new owner started at.", "group")
+		"Records below the committed offset a partition's new owner started at."+eachCoordinator, "group")
 	m.commitNotOwned = counter("strand_group_commits_not_owned_total",
-		"Commits by a member of partitions it did not own.", "group")
+		"Commits by a member of partitions it did not own."+eachCoordinator, "group")
 	m.reg.MustRegister(latency, m.produced, m.fetched, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
 		m.commitNotOwned)
 	return m
@@ -134,12 +142,13 @@ type groupCollector struct {
 }
 
 var (
-	groupMembersDesc = prometheus.NewDesc("strand_group_members", "Members of a group this broker coordinates.",
+	groupMembersDesc = prometheus.NewDesc("strand_group_members", "Members of a group this broker coordinates."+eachCoordinator,
 		[]string{"group", "type", "state"}, nil)
-	groupLagDesc = prometheus.NewDesc("strand_group_lag", "Records between a group's committed offset and the high watermark.",
+	groupLagDesc = prometheus.NewDesc("strand_group_lag",
+		"Records between a group's committed offset and the high watermark."+eachCoordinator,
 		[]string{"group", "topic", "partition"}, nil)
 	groupLagSecondsDesc = prometheus.NewDesc("strand_group_lag_seconds",
-		"How long ago the first record past a group's committed offset was written; 0 without lag.",
+		"How long ago the first record past a group's committed offset was written; 0 without lag."+eachCoordinator,
 		[]string{"group", "topic", "partition"}, nil)
 )
 

@@ -22,14 +22,16 @@ import (
 // Config is what the listener serves.
 type Config struct {
 	Listen string // host:port
+	// Groups are the groups this broker coordinates: the API reads them
+	// from the coordinator itself, /metrics exports only them.
 	Groups Groups
-	// Coordinators, when set, names the broker coordinating a group
-	// that this one does not.
-	Coordinators Coordinators
-	Partitions   Partitions
-	Ledger       Ledger // nil without the hand-off ledger
-	Health       Health
-	Metrics      *Metrics
+	// Cluster, when set, reads the groups other brokers coordinate, so
+	// that the API answers for every group of the cluster.
+	Cluster    ClusterGroups
+	Partitions Partitions
+	Ledger     Ledger // nil without the hand-off ledger
+	Health     Health
+	Metrics    *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
 	Console http.Handler
 	Logger  *slog.Logger
@@ -108,18 +110,59 @@ type groupSummary struct {
 	Generation int32  `json:"generation"`
 	Members    int    `json:"members"`
 	Lag        int64  `json:"lag"`
+	// Error says why the group could not be read (its coordinator did
+	// not answer); its figures are then -1.
+	Error string `json:"error,omitempty"`
 }
 
 func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
+	ids, err := s.groupIDs(ctx)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("listing the cluster's groups: %v", err))
+		return
+	}
 	now := time.Now()
 	out := []groupSummary{}
-	for _, v := range s.cfg.Groups.Views() {
-		out = append(out, groupSummary{Group: v.Group, Type: v.Type, State: v.State, Protocol: v.Protocol,
-			Generation: v.Generation, Members: len(v.Members), Lag: totalLag(lagOf(ctx, s.cfg.Partitions, v, now))})
+	for _, id := range ids {
+		v, ok, _, err := s.view(ctx, id)
+		switch {
+		case err != nil:
+			out = append(out, groupSummary{Group: id, Generation: -1, Members: -1, Lag: -1, Error: err.Error()})
+		case ok: // a group deleted since it was listed is left out
+			out = append(out, groupSummary{Group: v.Group, Type: v.Type, State: v.State, Protocol: v.Protocol,
+				Generation: v.Generation, Members: len(v.Members), Lag: totalLag(lagOf(ctx, s.cfg.Partitions, v, now))})
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
+}
+
+// groupIDs is every group of the cluster; without Cluster, those this
+// broker coordinates.
+func (s *Server) groupIDs(ctx context.Context) ([]string, error) {
+	if s.cfg.Cluster != nil {
+		return s.cfg.Cluster.List(ctx)
+	}
+	var ids []string
+	for _, v := range s.cfg.Groups.Views() {
+		ids = append(ids, v.Group)
+	}
+	return ids, nil
+}
+
+// view is group as this broker holds it when it coordinates it (local),
+// else as its coordinator answers for it; false when there is no such
+// group.
+func (s *Server) view(ctx context.Context, id string) (v group.View, ok, local bool, err error) {
+	if v, ok := s.cfg.Groups.View(id); ok {
+		return v, true, true, nil
+	}
+	if s.cfg.Cluster == nil {
+		return group.View{}, false, false, nil
+	}
+	v, ok, err = s.cfg.Cluster.Read(ctx, id)
+	return v, ok, false, err
 }
 
 // groupDetail is /api/groups/{group}.
@@ -153,13 +196,19 @@ type topicAssigned struct {
 
 func (s *Server) group(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("group")
-	v, ok := s.cfg.Groups.View(id)
-	if !ok {
-		s.groupElsewhere(w, id)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
+	v, ok, local, err := s.view(ctx, id)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("reading group %q from its coordinator: %v", id, err))
+		return
+	case !ok:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("group %q not found", id))
+		return
+	case !local:
+		s.addSoftware(ctx, &v)
+	}
 	d := groupDetail{Group: v.Group, Type: v.Type, State: v.State, ProtocolType: v.ProtocolType, Protocol: v.Protocol,
 		Generation: v.Generation, Members: []memberDetail{}, Partitions: lagOf(ctx, s.cfg.Partitions, v, time.Now())}
 	d.Lag = totalLag(d.Partitions)
@@ -169,6 +218,32 @@ func (s *Server) group(w http.ResponseWriter, r *http.Request) {
 			Assignment: byTopic(m.Assignment)})
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// addSoftware gives the members of a group read from its coordinator the
+// client software the hand-off ledger recorded for them (the coordinator
+// learned it from their ApiVersions, which the Kafka protocol does not
+// pass on).
+func (s *Server) addSoftware(ctx context.Context, v *group.View) {
+	if s.cfg.Ledger == nil {
+		return
+	}
+	entries, err := s.cfg.Ledger.Read(ctx, v.Group, time.Time{})
+	if err != nil {
+		s.cfg.Logger.Debug("reading the hand-off ledger for the members' software", "group", v.Group, "err", err)
+		return
+	}
+	software := map[string]group.Owner{}
+	for _, e := range entries {
+		if e.Type == ledger.TypeHandoff && e.To.SoftwareName != "" {
+			software[e.To.MemberID] = group.Owner{SoftwareName: e.To.SoftwareName, SoftwareVersion: e.To.SoftwareVersion}
+		}
+	}
+	for i, m := range v.Members {
+		if o, ok := software[m.MemberID]; ok {
+			v.Members[i].SoftwareName, v.Members[i].SoftwareVersion = o.SoftwareName, o.SoftwareVersion
+		}
+	}
 }
 
 // byTopic groups sorted partitions by topic.
@@ -220,29 +295,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-// groupElsewhere answers for a group this broker does not coordinate:
-// not found, naming the broker that coordinates it, if one does and it is
-// another.
-func (s *Server) groupElsewhere(w http.ResponseWriter, id string) {
-	if s.cfg.Coordinators != nil {
-		node, addr, ok := s.cfg.Coordinators.Coordinator(id)
-		if ok && node != s.cfg.Health.Health().NodeID {
-			writeJSON(w, http.StatusNotFound, coordinatedElsewhere{
-				Error:       fmt.Sprintf("group %q is coordinated by broker %d (%s): ask its admin listener", id, node, addr),
-				Coordinator: node, CoordinatorAddr: addr})
-			return
-		}
-	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("group %q not found", id))
-}
-
-// coordinatedElsewhere is the answer for a group another broker serves.
-type coordinatedElsewhere struct {
-	Error           string `json:"error"`
-	Coordinator     int32  `json:"coordinator"`
-	CoordinatorAddr string `json:"coordinator_addr"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

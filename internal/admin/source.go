@@ -9,18 +9,23 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-// Groups is the group coordinator: the groups it serves.
+// Groups is this broker's group coordinator: the groups it serves.
 type Groups interface {
 	Views() []group.View
 	View(id string) (group.View, bool)
 }
 
-// Coordinators says which broker coordinates a group, so that a broker
-// asked about a group it does not serve can point to the one that does.
-type Coordinators interface {
-	// Coordinator is the node id and Kafka address of group's
-	// coordinator; ok is false while no broker is.
-	Coordinator(group string) (node int32, addr string, ok bool)
+// ClusterGroups reads the groups of the whole cluster through the Kafka
+// protocol, as any client would (and as the console does): each group as
+// its coordinator answers for it, whichever broker that is.
+type ClusterGroups interface {
+	// List is the id of every group of the cluster, sorted.
+	List(ctx context.Context) ([]string, error)
+	// Read is group as its coordinator describes it; false when the
+	// cluster does not know the group. What the Kafka protocol does not
+	// carry is unknown: a classic group's generation (-1) and the
+	// members' client software (empty).
+	Read(ctx context.Context, id string) (group.View, bool, error)
 }
 
 // Partitions says where partitions end and when their records were
@@ -47,12 +52,26 @@ type Health interface {
 // HealthReport is /api/health's answer. Status is "ok", or "degraded"
 // while a partition is offline or under-replicated.
 type HealthReport struct {
-	Status                    string `json:"status"`
-	NodeID                    int32  `json:"node_id"`
-	ClusterID                 string `json:"cluster_id"`
-	Controller                int32  `json:"controller"`
-	Brokers                   int    `json:"brokers"`
-	Partitions                int    `json:"partitions"`
-	OfflinePartitions         int    `json:"offline_partitions"`
-	UnderReplicatedPartitions int    `json:"under_replicated_partitions"`
+	Status    string `json:"status"`
+	NodeID    int32  `json:"node_id"` // the broker that answers
+	ClusterID string `json:"cluster_id"`
+	// Controller is the active controller, the metadata quorum's leader
+	// (what `strand cluster info` and DescribeQuorum name); -1 while there
+	// is none.
+	Controller int32 `json:"controller"`
+	Brokers    int   `json:"brokers"` // those up
+	// DownBrokers are the registered brokers that are down (fenced), with
+	// the partitions they hold a replica of.
+	DownBrokers               []DownBroker `json:"down_brokers"`
+	Partitions                int          `json:"partitions"`
+	OfflinePartitions         int          `json:"offline_partitions"`
+	UnderReplicatedPartitions int          `json:"under_replicated_partitions"`
+}
+
+// DownBroker is a registered broker that is down.
+type DownBroker struct {
+	NodeID int32 `json:"node_id"`
+	// Partitions are those with a replica on it ("topic-partition"),
+	// sorted.
+	Partitions []string `json:"partitions"`
 }

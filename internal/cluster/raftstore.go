@@ -117,6 +117,7 @@ func OpenRaft(cfg RaftConfig) (*Store, error) {
 		Incarnation:  s.incarnation,
 		TickInterval: cfg.TickInterval,
 		Logger:       cfg.Logger,
+		LogID:        func(id uint64) int64 { return int64(nodeID(id)) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("metadata log: %w", err)

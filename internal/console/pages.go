@@ -27,12 +27,12 @@ type overviewData struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	cl, err := inspect.ReadCluster(ctx, c.adm)
+	cl, err := inspect.ReadCluster(ctx, c.cl)
 	if err != nil {
 		c.fail(w, http.StatusBadGateway, err)
 		return
 	}
-	h, err := inspect.ReadHealth(ctx, c.adm)
+	h, err := inspect.ReadHealth(ctx, c.cl)
 	if err != nil {
 		c.fail(w, http.StatusBadGateway, err)
 		return

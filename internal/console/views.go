@@ -30,19 +30,38 @@ func viewOverview(d *doc, o overviewData) {
 		health, class = "healthy", "ok"
 	}
 	d.card("Health", "health", class, health)
-	d.card("Brokers", "brokers", "", len(o.Cluster.Brokers))
+	down := len(o.Cluster.Brokers) - o.Cluster.Live()
+	d.card("Brokers", "brokers", "", o.Cluster.Live())
+	d.card("Brokers down", "brokers-down", string(when(down > 0, "bad")), down)
 	d.card("Controller", "controller", "", o.Cluster.Controller)
 	d.card("Topics", "topics", "", o.Topics)
 	d.card("Groups", "groups", "", o.Groups)
 	d.card("Partitions", "partitions", "", h.Partitions)
 	d.card("Offline", "offline", string(when(len(h.OfflinePartitions) > 0, "bad")), len(h.OfflinePartitions))
 	d.card("Under-replicated", "under-replicated", string(when(len(h.UnderReplicatedPartitions) > 0, "bad")), len(h.UnderReplicatedPartitions))
-	d.h("</div>\n<h2>Brokers</h2>\n<table id=\"broker-table\">\n<tr><th>Node</th><th>Host</th><th>Port</th><th>Rack</th><th>Role</th></tr>\n")
+	d.h("</div>\n<h2>Brokers</h2>\n<table id=\"broker-table\">\n<tr><th>Node</th><th>Host</th><th>Port</th><th>Rack</th><th>Status</th>" +
+		"<th class=\"num\">Partitions</th><th class=\"num\">Leads</th><th>Role</th></tr>\n")
 	for _, b := range o.Cluster.Brokers {
-		d.h("<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n", b.NodeID, b.Host, b.Port, orDash(b.Rack),
+		port := "-"
+		if b.Port > 0 {
+			port = fmt.Sprint(b.Port)
+		}
+		d.h("<tr id=\"broker-%d\"><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td class=\"status %s\">%s</td>"+
+			"<td class=\"num\">%d</td><td class=\"num\">%d</td><td>%s</td></tr>\n", b.NodeID, b.NodeID, orDash(b.Host), port,
+			orDash(b.Rack), when(b.Down(), "bad"), b.Status, len(b.Partitions), b.Leads,
 			when(b.NodeID == o.Cluster.Controller, "controller"))
 	}
 	d.h("</table>\n")
+	if down > 0 {
+		d.h("<h2>Brokers down</h2>\n<table id=\"down-brokers\">\n<tr><th>Node</th><th>Partitions it holds</th></tr>\n")
+		for _, b := range o.Cluster.Brokers {
+			if b.Down() {
+				d.h("<tr><td class=\"bad\">%d</td><td class=\"partitions\">%s</td></tr>\n", b.NodeID,
+					orDash(strings.Join(b.Partitions, ", ")))
+			}
+		}
+		d.h("</table>\n")
+	}
 	if len(h.OfflinePartitions)+len(h.UnderReplicatedPartitions) > 0 {
 		d.h("<h2>Partitions needing attention</h2>\n<table>")
 		for _, p := range h.OfflinePartitions {

@@ -2,6 +2,8 @@ package inspect_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,40 +14,118 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// TestReadClusterFollowsBrokers: a client that stays open (the console's)
-// sees a broker leave the cluster on its next read, not when the client's
-// own metadata next refreshes.
-func TestReadClusterFollowsBrokers(t *testing.T) {
+// TestReadClusterNamesTheQuorumLeader: whichever broker is asked, and
+// however often, the controller is the metadata quorum's leader (Metadata
+// names the broker asked); a broker that stops is listed as down with the
+// partitions it holds, read afresh by a client that stays open (the
+// console's), in the cluster's info and in its health.
+func TestReadClusterNamesTheQuorumLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-broker cluster")
 	}
-	c := testutil.StartCluster(t, 3, 0, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	c := testutil.StartCluster(t, 4, 3, nil) // broker 3 does not vote
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if info, err := inspect.ReadCluster(ctx, adm); err != nil || len(info.Brokers) != 3 {
-		t.Fatalf("ReadCluster: %+v %v, want 3 brokers", info, err)
+	clients := make([]*kgo.Client, len(c.Brokers))
+	for i, seed := range c.Seeds() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		clients[i] = cl
 	}
+	if _, err := kadm.NewClient(clients[0]).CreateTopic(ctx, 6, 2, nil, "held"); err != nil {
+		t.Fatal(err)
+	}
+	// sameController reads the cluster and its health through every
+	// running broker's client, three times, and wants leader each time.
+	sameController := func(leader int32, running ...int) {
+		t.Helper()
+		for range 3 {
+			for _, i := range running {
+				info, err := inspect.ReadCluster(ctx, clients[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := inspect.ReadHealth(ctx, clients[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Controller != leader || h.Controller != leader {
+					t.Fatalf("through broker %d: cluster info names controller %d, health %d; the quorum's leader is %d",
+						i, info.Controller, h.Controller, leader)
+				}
+			}
+		}
+	}
+	leader := c.Brokers[0].Server().Metadata().Controller()
+	sameController(leader, 0, 1, 2, 3)
 
-	c.Brokers[2].Stop(t) // controlled shutdown: fenced at once
-	var info inspect.Cluster
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		info, err = inspect.ReadCluster(ctx, adm)
-		if err == nil && len(info.Brokers) == 2 {
-			break
+	// Stop a broker that is not the controller, so that the controller
+	// stays as it was; then the controller, so that another voter leads.
+	for _, stop := range []int{3, int(leader)} {
+		var running []int
+		for i, b := range c.Brokers {
+			if i != stop && b.Server() != nil {
+				running = append(running, i)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ReadCluster 10 s after broker 2 stopped: %+v %v, want brokers 0 and 1", info, err)
+		// Each topic's partitions held on the broker, as the survivors'
+		// metadata places them.
+		var held []string
+		for _, topic := range []string{"__consumer_offsets", "held"} {
+			tp, ok := c.Brokers[running[0]].Server().Metadata().Topic(topic)
+			if !ok {
+				continue
+			}
+			for p, st := range tp.States {
+				if slices.Contains(st.Replicas, int32(stop)) {
+					held = append(held, fmt.Sprintf("%s-%d", topic, p))
+				}
+			}
 		}
-	}
-	for _, b := range info.Brokers {
-		if b.NodeID == 2 {
-			t.Errorf("broker 2 still listed: %+v", info.Brokers)
+		slices.Sort(held)
+		c.Brokers[stop].Stop(t) // controlled shutdown: fenced at once
+		for _, i := range running {
+			testutil.Eventually(t, 20*time.Second, func() error {
+				info, err := inspect.ReadCluster(ctx, clients[i])
+				if err != nil {
+					return err
+				}
+				for _, b := range info.Brokers {
+					if b.NodeID == int32(stop) && b.Down() {
+						return nil
+					}
+				}
+				return fmt.Errorf("through broker %d, broker %d is not listed as down: %+v", i, stop, info.Brokers)
+			})
+		}
+		testutil.Eventually(t, 20*time.Second, func() error {
+			if l := c.Brokers[running[0]].Server().Metadata().Controller(); l < 0 || l == int32(stop) {
+				return fmt.Errorf("the quorum's leader is %d", l)
+			}
+			return nil
+		})
+		sameController(c.Brokers[running[0]].Server().Metadata().Controller(), running...)
+
+		info, err := inspect.ReadCluster(ctx, clients[running[0]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := inspect.ReadHealth(ctx, clients[running[0]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(info.Brokers, func(b inspect.Broker) bool { return b.NodeID == int32(stop) })
+		if i < 0 || !info.Brokers[i].Down() || !slices.Equal(info.Brokers[i].Partitions, held) || info.Brokers[i].Leads != 0 ||
+			info.Brokers[i].Host == "" {
+			t.Fatalf("broker %d in cluster info: %+v, want down holding %v", stop, info.Brokers, held)
+		}
+		j := slices.IndexFunc(h.DownBrokers, func(b inspect.Broker) bool { return b.NodeID == int32(stop) })
+		if j < 0 || !slices.Equal(h.DownBrokers[j].Partitions, held) || h.Brokers != len(running) {
+			t.Fatalf("health: %d up, down %+v; want %d up and broker %d down holding %v", h.Brokers, h.DownBrokers,
+				len(running), stop, held)
 		}
 	}
 }

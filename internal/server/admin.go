@@ -6,12 +6,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/console"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 	"github.com/strandlog/strand/internal/model"
@@ -24,8 +27,15 @@ func (s *Server) startAdmin() error {
 	if s.cfg.AdminListen == "" {
 		return nil
 	}
-	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Coordinators: adminCoordinators{s}, Partitions: adminPartitions{s},
-		Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin")}
+	// The API reads the groups other brokers coordinate through this
+	// broker's own listener, as a client would.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
+	if err != nil {
+		return err
+	}
+	s.adminClient = cl
+	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
+		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin")}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
@@ -38,6 +48,7 @@ func (s *Server) startAdmin() error {
 			ClientOpts: s.selfClientOpts(),
 			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
 		if err != nil {
+			s.adminClient.Close()
 			return err
 		}
 		cfg.Console = c
@@ -47,6 +58,7 @@ func (s *Server) startAdmin() error {
 		if c != nil {
 			c.Close()
 		}
+		s.adminClient.Close()
 		return err
 	}
 	s.admin, s.console = a, c
@@ -63,6 +75,9 @@ func (s *Server) stopAdmin(ctx context.Context) {
 	if s.console != nil {
 		s.console.Close()
 		s.console = nil
+	}
+	if s.adminClient != nil {
+		s.adminClient.Close()
 	}
 }
 
@@ -191,38 +206,98 @@ func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([
 	return reader.Read(ctx, []string{a.s.selfAddr()}, group, since, a.s.selfClientOpts()...)
 }
 
-// adminHealth reports the cluster as this broker's metadata shows it.
-// adminCoordinators finds a group's coordinator as FindCoordinator does:
-// the leader of its __consumer_offsets partition.
-type adminCoordinators struct{ s *Server }
+// adminClusterGroups reads the cluster's groups through this broker's
+// own listener with internal/inspect, the path the console and `strand
+// group` take, so that each group is described by its coordinator.
+type adminClusterGroups struct{ adm *kadm.Client }
 
-func (a adminCoordinators) Coordinator(id string) (int32, string, bool) {
-	t, ok := a.s.cluster.Topic(group.OffsetsTopic)
-	if !ok {
-		return cluster.NoLeader, "", false
+func (a adminClusterGroups) List(ctx context.Context) ([]string, error) {
+	gs, err := inspect.ListGroups(ctx, a.adm)
+	if err != nil {
+		return nil, err
 	}
-	leader := t.States[model.CoordinatorPartition(id, t.Partitions)].Leader
-	b, ok := a.s.cluster.Broker(leader)
-	if !ok || b.Fenced {
-		return cluster.NoLeader, "", false
+	ids := make([]string, len(gs))
+	for i, g := range gs {
+		ids[i] = g.Group
 	}
-	return leader, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
+	return ids, nil
 }
 
+func (a adminClusterGroups) Read(ctx context.Context, id string) (group.View, bool, error) {
+	g, err := inspect.ReadGroup(ctx, a.adm, id)
+	if err != nil || !g.Exists() {
+		return group.View{}, false, err
+	}
+	v := group.View{Group: g.Group, Type: g.Type, State: g.State, ProtocolType: g.ProtocolType, Protocol: g.Protocol,
+		Generation: -1} // a classic group's generation is not in DescribeGroups
+	kinds := map[string]string{}
+	if g.Type == "consumer" {
+		// ConsumerGroupDescribe has the group's epoch, and whether each
+		// member speaks the consumer protocol or joined as a classic one.
+		ds, err := a.adm.DescribeConsumerGroups(ctx, id)
+		if err != nil {
+			return group.View{}, false, err
+		}
+		if d := ds[id]; d.Err == nil {
+			v.Generation = d.Epoch
+			for _, m := range d.Members {
+				kinds[m.MemberID] = map[int8]string{0: "classic", 1: "consumer"}[m.MemberType]
+			}
+		}
+	}
+	for _, m := range g.Members {
+		protocol := "classic"
+		if g.Type == "consumer" {
+			protocol = kinds[m.MemberID]
+		}
+		mv := group.MemberView{Owner: group.Owner{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID,
+			ClientHost: m.Host}, Protocol: protocol}
+		for _, p := range m.Owned {
+			mv.Assignment = append(mv.Assignment, model.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+		v.Members = append(v.Members, mv)
+	}
+	for _, p := range g.Partitions {
+		v.Offsets = append(v.Offsets, group.OffsetView{TopicPartition: model.TopicPartition{Topic: p.Topic, Partition: p.Partition},
+			Committed: p.Committed, Owner: p.MemberID})
+	}
+	return v, true, nil
+}
+
+// adminHealth reports the cluster as this broker's metadata shows it:
+// the controller is the quorum's leader as this broker's member of the
+// quorum knows it.
 type adminHealth struct{ s *Server }
 
 func (a adminHealth) Health() admin.HealthReport {
 	st := a.s.cluster
 	r := admin.HealthReport{Status: "ok", NodeID: a.s.cfg.NodeID, ClusterID: st.ClusterID(), Controller: st.Controller(),
-		Brokers: len(st.Brokers())}
-	for _, t := range st.Topics() {
-		for _, p := range t.States {
+		DownBrokers: []admin.DownBroker{}}
+	down := map[int32]*admin.DownBroker{}
+	for _, b := range st.Brokers() {
+		if !b.Fenced {
+			r.Brokers++
+			continue
+		}
+		r.DownBrokers = append(r.DownBrokers, admin.DownBroker{NodeID: b.NodeID, Partitions: []string{}})
+	}
+	for i := range r.DownBrokers {
+		down[r.DownBrokers[i].NodeID] = &r.DownBrokers[i]
+	}
+	for _, t := range st.Topics() { // sorted by name
+
+		for i, p := range t.States {
 			r.Partitions++
 			switch {
 			case p.Leader == cluster.NoLeader:
 				r.OfflinePartitions++
 			case len(p.ISR) < len(p.Replicas):
 				r.UnderReplicatedPartitions++
+			}
+			for _, id := range p.Replicas {
+				if d := down[id]; d != nil {
+					d.Partitions = append(d.Partitions, t.Name+"-"+strconv.Itoa(i))
+				}
 			}
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
@@ -61,6 +63,7 @@ type Server struct {
 	broker            *protocol.Broker
 	metrics           *admin.Metrics // nil without the admin listener
 	admin             *admin.Server
+	adminClient       *kgo.Client // the admin API's client of the cluster, through this broker's listener
 	console           *console.Console
 	warnings          *warnLimiter     // of the warnings about clients' requests
 	connsPerIP        map[string]int   // open connections by client host, under mu

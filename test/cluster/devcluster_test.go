@@ -100,15 +100,25 @@ func TestDevCluster(t *testing.T) {
 	if err != nil || len(brokers) != 3 {
 		t.Fatalf("brokers %v %v", brokers, err)
 	}
-	// Each broker's admin listener is on --admin-port+i.
+	// Each broker's admin listener is on --admin-port+i, and names the
+	// quorum's leader as controller.
+	leader, err := testutil.QuorumLeader(fmt.Sprintf("127.0.0.1:%d", base))
+	if err != nil || leader < 0 {
+		t.Fatalf("the quorum's leader: %d %v", leader, err)
+	}
 	for i := range 3 {
+		var health struct {
+			Controller int32 `json:"controller"`
+		}
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/health", base+200+i))
 		if err != nil {
 			t.Fatalf("broker %d admin listener: %v", i, err)
 		}
+		err = json.NewDecoder(resp.Body).Decode(&health)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("broker %d /api/health: %s", i, resp.Status)
+		if resp.StatusCode != http.StatusOK || err != nil || health.Controller != leader {
+			t.Fatalf("broker %d /api/health: %s %v, controller %d; the quorum's leader is %d", i, resp.Status, err,
+				health.Controller, leader)
 		}
 	}
 	checkGroupAdmin(t, ctx, adm, base+200)
@@ -143,8 +153,8 @@ func TestDevCluster(t *testing.T) {
 	}
 }
 
-// checkGroupAdmin: a group is described by its coordinator's admin
-// listener; the others answer not found and name the coordinator.
+// checkGroupAdmin: every broker's admin listener describes a group, the
+// group's coordinator and the others alike.
 func checkGroupAdmin(t *testing.T, ctx context.Context, adm *kadm.Client, adminBase int) {
 	t.Helper()
 	var offs kadm.Offsets
@@ -152,16 +162,15 @@ func checkGroupAdmin(t *testing.T, ctx context.Context, adm *kadm.Client, adminB
 	if err := adm.CommitAllOffsets(ctx, "dev-group", offs); err != nil {
 		t.Fatal(err)
 	}
-	cs := adm.FindGroupCoordinators(ctx, "dev-group")
-	coord, ok := cs["dev-group"]
-	if !ok || coord.Err != nil {
-		t.Fatalf("coordinator of dev-group: %+v", cs)
-	}
 	for i := range 3 {
 		var body struct {
-			Group       string `json:"group"`
-			Error       string `json:"error"`
-			Coordinator int32  `json:"coordinator"`
+			Group      string `json:"group"`
+			State      string `json:"state"`
+			Partitions []struct {
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+				Committed int64  `json:"committed"`
+			} `json:"partitions"`
 		}
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/groups/dev-group", adminBase+i))
 		if err != nil {
@@ -172,12 +181,9 @@ func checkGroupAdmin(t *testing.T, ctx context.Context, adm *kadm.Client, adminB
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch {
-		case int32(i) == coord.NodeID && (resp.StatusCode != http.StatusOK || body.Group != "dev-group"):
-			t.Errorf("the coordinator %d answers %s %+v", i, resp.Status, body)
-		case int32(i) != coord.NodeID && (resp.StatusCode != http.StatusNotFound || body.Coordinator != coord.NodeID ||
-			!strings.Contains(body.Error, fmt.Sprint("broker ", coord.NodeID))):
-			t.Errorf("broker %d answers %s %+v, want not found naming broker %d", i, resp.Status, body, coord.NodeID)
+		if resp.StatusCode != http.StatusOK || body.Group != "dev-group" || body.State != "Empty" || len(body.Partitions) != 1 ||
+			body.Partitions[0].Topic != "dev" || body.Partitions[0].Committed != 1 {
+			t.Errorf("broker %d answers %s %+v, want dev-group, empty, committed 1 on dev-0", i, resp.Status, body)
 		}
 	}
 }

@@ -137,6 +137,13 @@
 // requires. Failed sends are reported to Raft (ReportUnreachable), and so is
 // each MsgSnap's outcome (ReportSnapshot).
 //
+// # Logs
+//
+// Log lines name members by Config.LogID, the ids the rest of the system
+// knows them by (package cluster's node ids), never by Raft id: the node's
+// own (node_id), its leader, members, peers; etcd's own lines too, whose
+// %x verbs of Raft ids are printed as those ids (logger.go).
+//
 // # Goroutines and locking
 //
 // Every goroutine of a Node and of its transport starts through Node.spawn

@@ -123,7 +123,7 @@ func (n *Node) setLeader(lead uint64) {
 	close(n.leaderCh)
 	n.leaderCh = make(chan struct{})
 	n.leaderMu.Unlock()
-	n.log.Info("leader changed", "leader", lead, "term", n.rn.BasicStatus().HardState.GetTerm())
+	n.log.Info("leader changed", "leader", n.cfg.LogID(lead), "term", n.rn.BasicStatus().HardState.GetTerm())
 }
 
 // restore installs a snapshot into the state machine and the membership:
@@ -230,7 +230,7 @@ func (n *Node) applyConfChange(cc *pb.ConfChange) error {
 			if addr := n.routes()[id]; addr != "" {
 				n.cfg.Transport.addPeer(id, addr)
 			}
-			n.log.Info("membership changed", "change", cc.GetType().String(), "member", id, "addr", ctx.Addr)
+			n.log.Info("membership changed", "change", cc.GetType().String(), "member", n.cfg.LogID(id), "addr", ctx.Addr)
 		case pb.ConfChangeRemoveNode:
 			delete(n.members, id)
 			delete(n.contact, id)
@@ -238,7 +238,7 @@ func (n *Node) applyConfChange(cc *pb.ConfChange) error {
 			if id != n.id {
 				n.cfg.Transport.removePeer(id)
 			}
-			n.log.Info("membership changed", "change", cc.GetType().String(), "member", id)
+			n.log.Info("membership changed", "change", cc.GetType().String(), "member", n.cfg.LogID(id))
 		}
 	}
 	if refused != nil {
@@ -382,7 +382,7 @@ func (n *Node) step(m *pb.Message) {
 		case st.RaftState == etcdraft.StateLeader:
 			// Raft itself refuses it while another change is pending.
 			if err := n.rn.ProposeConfChange(cc); err != nil {
-				n.log.Debug("join request not proposed", "from", from, "err", err)
+				n.log.Debug("join request not proposed", "from", n.cfg.LogID(from), "err", err)
 			}
 		case st.Lead != 0:
 			m.To = new(st.Lead)
@@ -394,7 +394,7 @@ func (n *Node) step(m *pb.Message) {
 		n.noteContact(m, time.Now())
 	}
 	if err := n.stepRaft(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
-		n.log.Debug("message not stepped", "type", m.GetType().String(), "from", from, "err", err)
+		n.log.Debug("message not stepped", "type", m.GetType().String(), "from", n.cfg.LogID(from), "err", err)
 	}
 }
 

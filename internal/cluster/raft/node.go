@@ -80,6 +80,10 @@ type Config struct {
 	// MaxSizePerMsg bounds the entries in one append message. Default 1 MiB.
 	MaxSizePerMsg uint64
 	Logger        *slog.Logger // slog.Default() when nil
+	// LogID is the id that log lines name a member by, given its Raft id:
+	// the id the rest of the system knows it by (package cluster's node
+	// ids, one less than their Raft ids). The Raft id itself when nil.
+	LogID func(id uint64) int64
 }
 
 func (c *Config) setDefaults() error {
@@ -116,6 +120,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.LogID == nil {
+		c.LogID = func(id uint64) int64 { return int64(id) }
 	}
 	return nil
 }
@@ -193,7 +200,7 @@ func start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("component", "raft", "raft_id", cfg.NodeID)
+	log := cfg.Logger.With("component", "raft", "node_id", cfg.LogID(cfg.NodeID))
 	store, err := openStorage(cfg.FS, cfg.Dir, cfg.SegmentBytes, log)
 	if err != nil {
 		return nil, err
@@ -258,7 +265,7 @@ func start(cfg Config) (*Node, error) {
 		CheckQuorum:       true,
 		PreVote:           true,
 		StepDownOnRemoval: true,
-		Logger:            raftLogger{log},
+		Logger:            raftLogger{log, cfg.LogID},
 	})
 	if err != nil {
 		return fail(err)
@@ -277,7 +284,7 @@ func start(cfg Config) (*Node, error) {
 		if err := rn.Bootstrap(peers); err != nil {
 			return fail(err)
 		}
-		log.Info("bootstrapping a new quorum", "voters", cfg.Voters)
+		log.Info("bootstrapping a new quorum", "voters", logIDs(cfg.LogID, cfg.Voters))
 	}
 	if err := cfg.Transport.start(n.id, cfg.Incarnation, (*nodeHandler)(n), n.spawn); err != nil {
 		return fail(err)
@@ -629,6 +636,8 @@ type inbound struct {
 	m           *pb.Message
 	incarnation string
 }
+
+func (h *nodeHandler) logID(id uint64) int64 { return h.cfg.LogID(id) }
 
 func (h *nodeHandler) receive(m *pb.Message, incarnation string) {
 	select {

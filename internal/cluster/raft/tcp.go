@@ -287,7 +287,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 	}
 	from, to := binary.BigEndian.Uint64(hello[4:]), binary.BigEndian.Uint64(hello[12:])
 	if [4]byte(hello[:4]) != tcpMagic || to != t.self || hello[20] > maxIncarnation {
-		t.log.Warn("refusing a connection not meant for this node", "remote", c.RemoteAddr().String(), "from", from, "to", to)
+		t.log.Warn("refusing a connection not meant for this node", "remote", c.RemoteAddr().String(), "from", t.h.logID(from), "to", t.h.logID(to))
 		return
 	}
 	inc := make([]byte, hello[20])
@@ -303,7 +303,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
 		if n > maxFrame {
-			t.log.Warn("closing a connection with an oversized frame", "from", from, "bytes", n)
+			t.log.Warn("closing a connection with an oversized frame", "from", t.h.logID(from), "bytes", n)
 			return
 		}
 		b := make([]byte, n)
@@ -312,7 +312,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 		}
 		m := &pb.Message{}
 		if err := proto.Unmarshal(b, m); err != nil {
-			t.log.Warn("closing a connection with a bad frame", "from", from, "err", err)
+			t.log.Warn("closing a connection with a bad frame", "from", t.h.logID(from), "err", err)
 			return
 		}
 		t.h.receive(m, incarnation)
@@ -416,7 +416,7 @@ func (p *tcpPeer) handshake(c net.Conn) (net.Conn, error) {
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
 		if p.ctx.Err() == nil {
-			p.t.warnTLS("TLS handshake with a peer failed", "peer", p.id, "addr", p.addr, "err", err)
+			p.t.warnTLS("TLS handshake with a peer failed", "peer", p.t.h.logID(p.id), "addr", p.addr, "err", err)
 		}
 		return nil, err
 	}

@@ -46,4 +46,6 @@ type handler interface {
 	refused(id uint64, refused bool)
 	// snapshotStatus reports whether a MsgSnap to id was sent.
 	snapshotStatus(id uint64, failed bool)
+	// logID is the id that log lines name a member by (Config.LogID).
+	logID(id uint64) int64
 }
