@@ -48,7 +48,7 @@ server.properties); a flag on the command line wins over the environment, which
 wins over the file. docs/settings.md lists every setting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			unused, err := applyEnvAndFile(cmd.Flags(), configFile)
+			unused, err := applyEnvAndFile(cmd.Flags(), configFile, &cfg)
 			if err != nil {
 				return err
 			}
@@ -121,10 +121,10 @@ type fileValue struct {
 // configs that Strand has no use for are accepted and returned, for one
 // warning; a key that is neither Kafka's nor Strand's is an error naming
 // its line and the settings closest to it.
-func applyEnvAndFile(flags *pflag.FlagSet, file string) (unused []string, err error) {
+func applyEnvAndFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (unused []string, err error) {
 	fileValues := map[string]fileValue{} // by flag
 	if file != "" {
-		if fileValues, unused, err = readConfigFile(flags, file); err != nil {
+		if fileValues, unused, err = readConfigFile(flags, file, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +150,9 @@ func applyEnvAndFile(flags *pflag.FlagSet, file string) (unused []string, err er
 
 // readConfigFile reads file's "key = value" lines: the settings it gives,
 // by flag, and the Kafka configs it gives that Strand does not act on.
-func readConfigFile(flags *pflag.FlagSet, file string) (map[string]fileValue, []string, error) {
+// Settings that have no flag (min.insync.replicas, log.cleanup.policy, the
+// other topic defaults without one) it sets in cfg.
+func readConfigFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (map[string]fileValue, []string, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, nil, err
@@ -174,6 +176,12 @@ func readConfigFile(flags *pflag.FlagSet, file string) (map[string]fileValue, []
 		fv := fileValue{key: k, value: v, flagValue: v, line: n}
 		flag := k
 		if flags.Lookup(k) == nil {
+			if set, err := config.SetStatic(cfg, k, v); set {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s:%d: %w", file, n, err))
+				}
+				continue
+			}
 			// A setting under its Kafka name, as in server.properties.
 			name, value, known, err := config.FileSetting(k, v)
 			switch {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strandlog/strand/internal/config"
 )
 
 // TestConfigFileKafkaNames: the config file takes settings under their
@@ -30,10 +32,22 @@ ssl.keystore.type = PEM
 ssl.keystore.location = /etc/strand/server.pem
 auto.create.topics.enable = false
 segment-bytes = 1048576
+min.insync.replicas = 2
+log.cleanup.policy = compact
+leader.replication.throttled.rate = 1000000
 `)
-	cmd := serveCommand()
-	if _, err := applyEnvAndFile(cmd.Flags(), path); err != nil {
+	cmd, cfg := serveCommand(), config.Defaults()
+	if _, err := applyEnvAndFile(cmd.Flags(), path, &cfg); err != nil {
 		t.Fatal(err)
+	}
+	// The settings without a flag of their own are the broker's static
+	// values.
+	for name, want := range map[string]string{"min.insync.replicas": "2", "log.cleanup.policy": "compact",
+		"leader.replication.throttled.rate": "1000000"} {
+		d, _ := config.LookupBrokerDef(name)
+		if got := d.Get(cfg); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
 	}
 	for flag, want := range map[string]string{"node-id": "3", "retention-ms": "86400000", "group-initial-rebalance-delay": "1.5s",
 		"offsets-retention": "1h0m0s", "leader-imbalance-check-interval": "30s", "listeners": "SSL://127.0.0.1:9093",
@@ -46,7 +60,8 @@ segment-bytes = 1048576
 	for bad, why := range map[string]string{"no.such.setting = 1": "unknown setting", "ssl.keystore.type = JKS": "only PEM",
 		"node.id": "want key = value"} {
 		write(bad + "\n")
-		if _, err := applyEnvAndFile(serveCommand().Flags(), path); err == nil || !strings.Contains(err.Error(), why) {
+		cfg := config.Defaults()
+		if _, err := applyEnvAndFile(serveCommand().Flags(), path, &cfg); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%q: %v, want %q", bad, err, why)
 		}
 	}
@@ -54,9 +69,8 @@ segment-bytes = 1048576
 
 // TestConfigFileErrors: strand serve refuses a config file's unknown key
 // with its line and the settings closest to it, names a bad value by the
-// key as the file or the environment writes it, says how a setting changed
-// only at run time is set, and accepts Kafka's settings it has no use
-// for.
+// key as the file or the environment writes it, and accepts Kafka's
+// settings it has no use for.
 func TestConfigFileErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "server.properties")
 	for _, tc := range []struct {
@@ -72,8 +86,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{file: "num.partitions = six\n", want: []string{path + `:1: num.partitions = "six": not a whole number`}},
 		{file: "log.retention.hours = 1d\n", want: []string{path + `:1: log.retention.hours = "1d": not a whole number`}},
 		{env: "1d", want: []string{`STRAND_RETENTION_MS="1d": not a whole number of milliseconds`}},
-		{file: "min.insync.replicas = 2\n", want: []string{path + ":1: min.insync.replicas is not read from a config file",
-			"strand cluster config set --set min.insync.replicas=2"}},
+		{file: "\n\nmin.insync.replicas = two\n", want: []string{path + ":3: ", "min.insync.replicas"}},
 	} {
 		if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
 			t.Fatal(err)
@@ -95,8 +108,8 @@ func TestConfigFileErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte("num.io.threads=8\nprocess.roles=broker,controller\nnum.io.threads=16\nnum.partitions=3\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := serveCommand()
-	unused, err := applyEnvAndFile(cmd.Flags(), path)
+	cmd, cfg := serveCommand(), config.Defaults()
+	unused, err := applyEnvAndFile(cmd.Flags(), path, &cfg)
 	if err != nil || !slices.Equal(unused, []string{"num.io.threads", "process.roles"}) {
 		t.Fatalf("unused %q, %v", unused, err)
 	}

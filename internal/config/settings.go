@@ -134,7 +134,10 @@ and ` + "`--log-format`" + ` shape the log; ` + "`strand serve --help`" + ` list
 
 The ` + "`--config`" + ` file takes the flags' names or the settings' names, as a Kafka ` + "`server.properties`" + `
 has them (` + "`log.retention.ms = 86400000`" + `, also ` + "`log.retention.hours`" + `, ` + "`listeners = SSL://0.0.0.0:9093`" + `,
-` + "`ssl.keystore.type = PEM`" + `), with durations in the unit of the name.
+` + "`ssl.keystore.type = PEM`" + `), with durations in the unit of the name. A setting that has no flag but changes at
+run time (` + "`min.insync.replicas`" + `, ` + "`log.cleanup.policy`" + `, the replication throttle rates) is set in the file
+under its name, as the broker's static value: DescribeConfigs gives it as STATIC_BROKER_CONFIG, and a value
+set at run time overrides it.
 
 This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + ` writes it again.
 
@@ -171,6 +174,29 @@ the line and the settings closest to the key.
 		fmt.Fprintf(&b, "| `%s` | %s%s. |\n", d.Name, strings.ToUpper(d.Why[:1]), d.Why[1:])
 	}
 	return b.String()
+}
+
+// SetStatic sets broker config name in b from a config file, when it is
+// one that has no flag of its own but can change while the broker runs (a
+// topic config's broker-wide default such as min.insync.replicas or
+// log.cleanup.policy, a replication throttle rate): the value is the
+// broker's static one (STATIC_BROKER_CONFIG), which the cluster's dynamic
+// configs override, as Kafka's server.properties is. ok is false for any
+// other name.
+func SetStatic(b *Broker, name, value string) (ok bool, err error) {
+	d, found := LookupBrokerDef(name)
+	if !found || d.Flag != "" || !d.Dynamic() {
+		return false, nil
+	}
+	if d.Topic != nil {
+		err = d.Topic.Set(&b.Log, value)
+	} else {
+		err = d.Set(b, value)
+	}
+	if err != nil {
+		return true, &ValueError{Name: name, Value: value, Err: err}
+	}
+	return true, nil
 }
 
 // kafkaFileKeys are config file keys under Kafka's names that are not one
@@ -220,8 +246,7 @@ func FileSetting(key, value string) (flag, flagValue string, ok bool, err error)
 	case !found:
 		return "", "", false, nil
 	case d.Flag == "" && d.Dynamic():
-		return "", "", true, fmt.Errorf("%s is not read from a config file: it is set while the broker runs "+
-			"(strand cluster config set --set %s=%s, or kafka-configs.sh --alter)", key, key, value)
+		return "", "", true, fmt.Errorf("%s has no flag: the file sets it with SetStatic", key)
 	case d.Flag == "":
 		return "", "", true, fmt.Errorf("%s is not set in a config file: %s", key, d.Doc)
 	}

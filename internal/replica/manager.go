@@ -131,7 +131,7 @@ func (m *Manager) SetConfig(topic string, cfg log.Config) error {
 	var errs []error
 	for tp, p := range m.parts {
 		if tp.Topic == topic {
-			errs = append(errs, p.log.SetConfig(cfg))
+			errs = append(errs, p.setConfig(cfg))
 		}
 	}
 	return errors.Join(errs...)

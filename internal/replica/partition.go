@@ -57,9 +57,12 @@ type Partition struct {
 	// in-sync set.
 	set          ReplicaSet
 	hasFollowers atomic.Bool // len(set.Replicas) > 1: replicas on other brokers; set under mu, read without
-	followers    map[int32]*follower
-	epochStart   int64
-	pendingISR   []int32
+	// minInSync is min.insync.replicas as the log's config last set it
+	// (at least 1): the produce path reads it without the log's lock.
+	minInSync  atomic.Int32
+	followers  map[int32]*follower
+	epochStart int64
+	pendingISR []int32
 }
 
 func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
@@ -67,6 +70,7 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 	p.role.Store(1)      // leading at epoch 0
 	p.hw = l.EndOffset() // what survived recovery is the log
 	p.applied.Store(p.hw)
+	p.minInSync.Store(int32(max(l.Config().MinInSyncReplicas, 1)))
 	l.SetHighWatermark(p.hw)
 
 	start := time.Now()
@@ -90,6 +94,15 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 		}
 	}
 	return p, nil
+}
+
+// setConfig applies new settings to the partition's log.
+func (p *Partition) setConfig(cfg log.Config) error {
+	if err := p.log.SetConfig(cfg); err != nil {
+		return err
+	}
+	p.minInSync.Store(int32(max(cfg.MinInSyncReplicas, 1)))
+	return nil
 }
 
 // Log returns the partition's log.

@@ -87,9 +87,6 @@ func (p *Partition) ReplicaSet() ReplicaSet {
 	return rs
 }
 
-// minInSync is min.insync.replicas.
-func (p *Partition) minInSync() int { return max(p.log.Config().MinInSyncReplicas, 1) }
-
 // replicatedHighWatermarkLocked caps hw, the leader's own committed end,
 // at what every in-sync follower (and every one about to join) has. It
 // reports false when the high watermark may not move at all: this broker
@@ -99,7 +96,7 @@ func (p *Partition) replicatedHighWatermarkLocked(hw int64) (int64, bool) {
 	if !p.hasFollowers.Load() {
 		return hw, true
 	}
-	if !p.IsLeader() || p.set.Leader != p.set.Self || len(p.set.ISR) < p.minInSync() {
+	if !p.IsLeader() || p.set.Leader != p.set.Self || len(p.set.ISR) < int(p.minInSync.Load()) {
 		return hw, false
 	}
 	for _, r := range p.set.ISR {
@@ -216,16 +213,17 @@ func (p *Partition) InSyncChangeFailed() {
 }
 
 // CheckEnoughReplicas refuses an acks=all write while the in-sync set is
-// below min.insync.replicas.
+// below min.insync.replicas: a partition of one replica too, as Kafka
+// refuses one whose min.insync.replicas is above 1.
 func (p *Partition) CheckEnoughReplicas() error {
-	if !p.hasFollowers.Load() {
-		return nil // a single replica: nothing to wait for, no lock on the produce path
+	n, min := 1, int(p.minInSync.Load())
+	if p.hasFollowers.Load() {
+		p.mu.Lock()
+		n = len(p.set.ISR)
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	n := len(p.set.ISR)
-	p.mu.Unlock()
-	if n < p.minInSync() {
-		return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", ErrNotEnoughReplicas, p.TP, n, p.minInSync())
+	if n < min {
+		return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", ErrNotEnoughReplicas, p.TP, n, min)
 	}
 	return nil
 }
@@ -250,7 +248,7 @@ func (p *Partition) WaitReplicated(ctx context.Context, upTo int64, timeout time
 			p.mu.Lock()
 			n := len(p.set.ISR)
 			p.mu.Unlock()
-			if n < p.minInSync() {
+			if n < int(p.minInSync.Load()) {
 				return ErrNotEnoughReplicasAfterAppend
 			}
 			return nil

@@ -129,7 +129,7 @@ func TestReplicationBetweenTwoReplicas(t *testing.T) {
 func TestInSyncChanges(t *testing.T) {
 	a, b := newEnv(t, nil), newEnv(t, nil)
 	a.cfg.MinInSyncReplicas = 2
-	a.p.Log().SetConfig(a.cfg)
+	a.p.setConfig(a.cfg)
 	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1})
 	a.p.SetRole(true, 1)
 	b.p.SetRole(false, 1)
@@ -292,5 +292,29 @@ func TestAppendRefusedOnceNotLeading(t *testing.T) {
 	}
 	if got := a.p.Log().EndOffset(); got != end {
 		t.Fatalf("the follower's log grew from %d to %d", end, got)
+	}
+}
+
+// TestSingleReplicaMinInSync: a partition of one replica refuses acks=all
+// writes while its min.insync.replicas is above 1, as Kafka does, and
+// takes them once the config comes down to 1.
+func TestSingleReplicaMinInSync(t *testing.T) {
+	e := newEnv(t, nil)
+	if err := e.p.CheckEnoughReplicas(); err != nil {
+		t.Fatalf("min.insync.replicas 1: %v", err)
+	}
+	e.cfg.MinInSyncReplicas = 2
+	if err := e.p.setConfig(e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.CheckEnoughReplicas(); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("one replica, min.insync.replicas 2: %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+	e.cfg.MinInSyncReplicas = 1
+	if err := e.p.setConfig(e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.CheckEnoughReplicas(); err != nil {
+		t.Fatalf("back to min.insync.replicas 1: %v", err)
 	}
 }

@@ -84,3 +84,32 @@ func TestServeKafkaServerProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestServeConfigFileTopicDefaults: a config file sets the broker-wide
+// topic defaults that have no flag of their own, as Kafka's
+// server.properties does: min.insync.replicas = 2 is the broker's static
+// config (DescribeConfigs says STATIC_BROKER_CONFIG), an acks=all write to
+// a topic of one replica is refused (NOT_ENOUGH_REPLICAS, which the
+// producer retries until its timeout), and a dynamic config set while it
+// runs overrides it.
+func TestServeConfigFileTopicDefaults(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte("min.insync.replicas = 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "--config", path)
+	cli := func(sub string) func(args ...string) result { return strandCLI(t, b.Addr, sub) }
+	r := cli("cluster")("config", "get", "min.insync.replicas", "--format", "json")
+	wantCLI(t, r, true, `"value": "2"`, `"source": "STATIC_BROKER_CONFIG"`)
+	wantCLI(t, cli("topic")("create", "orders"), true)
+	produce := func() result {
+		// NOT_ENOUGH_REPLICAS is retriable: the producer retries it until
+		// its timeout.
+		return run(time.Minute, "", "a\n", testutil.Binary(t), "produce", "orders", "--acks", "all", "--timeout", "2s",
+			"--brokers", b.Addr)
+	}
+	wantCLI(t, produce(), false, "1 records not written")
+	wantCLI(t, cli("cluster")("config", "set", "--set", "min.insync.replicas=1"), true)
+	wantCLI(t, produce(), true, "wrote 1 records")
+}
