@@ -295,6 +295,18 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Interrupt sends SIGINT, as Ctrl-C in a terminal does, and waits for
+// the process to end, returning its error.
+func (p *Process) Interrupt() error {
+	if p.cmd == nil {
+		return nil
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	err := <-p.done
+	p.cmd = nil
+	return err
+}
+
 // Pause stops the process with SIGSTOP: it holds its sockets and state but
 // does nothing, as a process stalled by its machine would.
 func (p *Process) Pause() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,11 +27,7 @@ func TestREADMEClusterExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes: not in -short")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	commands := serveCommands(t, sectionBlock(t, string(readme), "## A cluster"))
+	commands := serveCommands(t, testutil.SectionBlock(t, testutil.README(t), "## A cluster"))
 	if len(commands) != 3 {
 		t.Fatalf("the README's cluster example has %d strand serve commands, want 3: %q", len(commands), commands)
 	}
@@ -115,21 +110,6 @@ func TestREADMEClusterExample(t *testing.T) {
 			t.Errorf("node %d's /api/health: %s", i, resp.Status)
 		}
 	}
-}
-
-// sectionBlock is the first fenced code block after the heading.
-func sectionBlock(t *testing.T, doc, heading string) string {
-	t.Helper()
-	_, section, ok := strings.Cut(doc, "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no %q section", heading)
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	if !ok {
-		t.Fatalf("the %q section has no sh block", heading)
-	}
-	block, _, _ = strings.Cut(block, "```")
-	return block
 }
 
 // serveCommands are the block's strand serve commands, each as its words

@@ -119,6 +119,12 @@
 //     and --replication, kafka-topics.sh --create, --describe, and its
 //     refusal of a replication factor of 3.
 //
+// The README (readme_test.go): every command it shows, in its sh blocks
+// and in its text, run as written through bash in the README's order
+// against one broker, each exiting 0 and printing what the README says it
+// prints; what one broker cannot run is listed in the test with the
+// reason.
+//
 // A test whose client tool is missing skips with a message saying so, unless
 // the CI variable is set: CI installs every tool (.ci/run), so there a
 // missing tool fails the test.
