@@ -135,7 +135,9 @@ func produceStdin(cmd *cobra.Command, topic string, o produceOptions) error {
 
 // clientOpts are the producer's client options from the flags.
 func (o produceOptions) clientOpts(topic string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic),
+	// A topic that does not exist is created where the broker allows it
+	// (auto.create.topics.enable), as Kafka's producers do.
+	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RecordDeliveryTimeout(o.timeout), kgo.ProducerBatchMaxBytes(int32(max(1<<20, o.maxRecordBytes+1024)))}
 	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
 		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}

@@ -124,7 +124,14 @@ func TestErrorsNameTheThing(t *testing.T) {
 	}
 
 	const missing = "no topic ordrs; did you mean orders?: UNKNOWN_TOPIC_OR_PARTITION"
-	wantCLI(t, cli("x\n", "produce", "ordrs"), false, missing)
+	// Where the broker creates topics on first use, produce creates one,
+	// as Kafka's producers do; where it does not, a missing one is named.
+	wantCLI(t, cli("x\n", "produce", "created-on-use"), true, "wrote 1 records")
+	wantCLI(t, cli("", "topic", "describe", "created-on-use"), true)
+	closed := startBroker(t, "--auto-create-topics=false")
+	createTopic(t, closed.Addr, "orders", 1, nil)
+	wantCLI(t, run(time.Minute, "", "x\n", testutil.Binary(t), "produce", "ordrs", "--brokers", closed.Addr), false, missing)
+	wantCLI(t, run(time.Minute, "", "", testutil.Binary(t), "topic", "describe", "ordrs", "--brokers", closed.Addr), false)
 	wantCLI(t, cli("", "consume", "ordrs", "--exit-at-end"), false, missing)
 	wantCLI(t, cli("", "consume", "ordrs", "--exit-at-end", "--group", "audit"), false, missing)
 	wantCLI(t, cli("", "group", "reset-offsets", "--group", "audit", "--topic", "ordrs"), false, "topic ordrs: UNKNOWN_TOPIC_OR_PARTITION")
