@@ -135,6 +135,17 @@ var (
 	binErr  error
 )
 
+// Main runs a package's tests and then removes the binary Binary built for
+// them, so that runs do not fill the temporary directory: a package whose
+// tests run the binary has `func TestMain(m *testing.M) { testutil.Main(m) }`.
+func Main(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
