@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,37 +146,6 @@ func Main(m *testing.M) {
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// FreePort returns a loopback address with a port free at the time of the
-// call, below the kernel's ephemeral range: a port the kernel hands out
-// for port 0 could, once released, become the local port of some
-// connection the tests open before the broker binds it.
-func FreePort(t testing.TB) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	if low > 11000 {
-		for range 200 {
-			addr := fmt.Sprintf("127.0.0.1:%d", 10000+mrand.IntN(low-10000))
-			if ln, err := net.Listen("tcp", addr); err == nil {
-				ln.Close()
-				return addr
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Process is the real binary running as a child process.
