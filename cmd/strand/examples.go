@@ -37,6 +37,16 @@ var examples = map[string]string{
 	"strand profile use":    `  strand profile use prod`,
 	"strand profile list":   `  strand profile list --format json`,
 	"strand profile delete": `  strand profile delete staging`,
+	"strand link create": `  strand link create kafka-prod --source-brokers kafka-1:9092,kafka-2:9092 --topics 'orders.*' --groups 'orders-.*'
+  strand link create kafka-prod --source-brokers kafka-1:9093 --topics '.*' --exclude-topics 'tmp-.*' \
+    --source-tls-ca ca.pem --source-sasl-mechanism SCRAM-SHA-512 --source-sasl-user mirror --sync-topic-configs`,
+	"strand link list":     `  strand link list --format json`,
+	"strand link status":   `  strand link status kafka-prod --format json | jq '[.topics[].partitions[].lag_records] | add'`,
+	"strand link pause":    `  strand link pause kafka-prod`,
+	"strand link resume":   `  strand link resume kafka-prod`,
+	"strand link promote":  `  strand link promote kafka-prod --topic orders --timeout 2m`,
+	"strand link failover": `  strand link failover kafka-prod                # the source is gone: every mirror writable now`,
+	"strand link delete":   `  strand link delete kafka-prod`,
 	"strand version": `  strand version                                 # also: strand --version
   strand version --format json | jq -r .commit`,
 }

@@ -37,6 +37,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(profileCommand())
 	root.AddCommand(userCommand())
 	root.AddCommand(aclCommand())
+	root.AddCommand(linkCommand())
 	root.AddCommand(versionCommand())
 	// The tools that talk to a cluster take a profile; the broker's own
 	// commands do not.

@@ -30,6 +30,7 @@ type Config struct {
 	Cluster    ClusterGroups
 	Partitions Partitions
 	Ledger     Ledger // nil without the hand-off ledger
+	Links      Links  // the cluster links' API; nil for none
 	Health     Health
 	Metrics    *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
@@ -67,6 +68,9 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/groups", s.groups)
 	mux.HandleFunc("GET /api/groups/{group}", s.group)
 	mux.HandleFunc("GET /api/handoffs", s.handoffs)
+	if cfg.Links != nil {
+		s.linkRoutes(mux)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))
 	if cfg.Console != nil {

@@ -388,3 +388,100 @@ func TestContractClientQuotas(t *testing.T) {
 		}
 	})
 }
+
+func TestContractLinks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		link := Link{Name: "kafka-prod", Source: LinkSource{BootstrapServers: []string{"10.0.0.1:9092"},
+			SecurityProtocol: "SASL_SSL", SASLMechanism: "SCRAM-SHA-512", SASLUsername: "mirror", SASLPassword: "s3cret"},
+			Topics: Filter{Include: []string{"orders.*"}, Exclude: []string{"orders-tmp"}}, CreatedAtMs: 7}
+		if _, err := s.CreateLink(link); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateLink(link); !errors.Is(err, ErrLinkExists) {
+			t.Fatalf("a second link of the name: %v", err)
+		}
+		for _, bad := range []Link{
+			{Name: "x", Source: LinkSource{BootstrapServers: []string{"a:1"}}, Topics: Filter{Include: []string{"("}}},
+			{Name: "x", Source: LinkSource{BootstrapServers: []string{"nohost"}}, Topics: Filter{Include: []string{"a"}}},
+			{Name: "x", Source: LinkSource{BootstrapServers: []string{"a:1"}}},
+			{Name: "bad name", Source: LinkSource{BootstrapServers: []string{"a:1"}}, Topics: Filter{Include: []string{"a"}}},
+		} {
+			if _, err := s.CreateLink(bad); !errors.Is(err, ErrInvalidLink) {
+				t.Fatalf("link %+v: %v", bad, err)
+			}
+		}
+		id := TopicID{4, 2}
+		mirror := &TopicMirror{Link: "kafka-prod", State: MirrorActive}
+		if _, err := s.CreateTopic(TopicSpec{Name: "orders", Partitions: 3, ReplicationFactor: 1, ID: id, Mirror: mirror}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateTopic(TopicSpec{Name: "refunds", Partitions: 1, ReplicationFactor: 1,
+			Mirror: &TopicMirror{Link: "absent", State: MirrorActive}}); !errors.Is(err, ErrUnknownLink) {
+			t.Fatalf("a mirror of an unknown link: %v", err)
+		}
+		link.Paused = true
+		link.CreatedAtMs = 99
+		if err := s.AlterLink(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteLink("kafka-prod"); !errors.Is(err, ErrLinkInUse) {
+			t.Fatalf("deleting a link with a mirror: %v", err)
+		}
+		s = open()
+		got, ok := s.Link("kafka-prod")
+		if !ok || !got.Paused || got.CreatedAtMs != 7 || got.Source.SASLPassword != "s3cret" {
+			t.Fatalf("after a restart: %+v %v", got, ok)
+		}
+		if red := got.Source.Redacted(); red.SASLPassword == "s3cret" {
+			t.Fatal("the redacted source shows the password")
+		}
+		if top, ok := s.TopicByID(id); !ok || top.Name != "orders" || top.Mirror == nil || top.Mirror.State != MirrorActive {
+			t.Fatalf("mirror topic by id: %+v %v", top, ok)
+		}
+		if err := s.SetMirrorState("orders", "kafka-prod", MirrorStopped, "source topic deleted"); err != nil {
+			t.Fatal(err)
+		}
+		if top, _ := s.Topic("orders"); top.Mirror.State != MirrorStopped || top.Mirror.Reason == "" {
+			t.Fatalf("stopped mirror: %+v", top.Mirror)
+		}
+		if err := s.SetMirrorState("orders", "other", "", ""); !errors.Is(err, ErrInvalidLink) {
+			t.Fatalf("promoting through another link: %v", err)
+		}
+		if err := s.SetMirrorState("orders", "kafka-prod", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if top, _ := s.Topic("orders"); top.Mirror != nil {
+			t.Fatalf("promoted topic still a mirror: %+v", top.Mirror)
+		}
+		if err := s.DeleteLink("kafka-prod"); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Links()) != 0 {
+			t.Fatalf("links after deletion: %+v", s.Links())
+		}
+	})
+}
+
+// A producer id a mirrored partition carries is never handed out, not even
+// from a block this broker took before the reservation.
+func TestContractReservedProducerIDs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() *Store) {
+		s := open()
+		first, err := s.NextProducerID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		above := first + 3*ProducerIDBlockSize + 17
+		if err := s.ReserveProducerIDs(above); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := s.NextProducerID(); err != nil || id <= above {
+			t.Fatalf("after reserving up to %d: id %d, %v", above, id, err)
+		}
+		s = open()
+		if id, err := s.NextProducerID(); err != nil || id <= above {
+			t.Fatalf("after a restart: id %d, %v", id, err)
+		}
+	})
+}

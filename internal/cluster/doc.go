@@ -3,7 +3,11 @@
 // broker. The image has the cluster id, the broker registrations (listener,
 // rack, broker epoch, fenced or not), the topics with their ids, configs
 // and each partition's replicas, in-sync set, leader, leader epoch and
-// partition epoch, the dynamic broker configs and the producer-id blocks.
+// partition epoch, the dynamic broker configs and the producer-id blocks,
+// and the cluster links (links.go): other clusters mirrored here, and the
+// mark of each mirror topic (its link, mirroring or stopped). A mirror
+// topic takes its source's topic id; producer ids its source's batches
+// carry are reserved (ProducerIDsAbove), so none is handed out here.
 //
 // Store is a broker's view: reads answer from the image at once; a change
 // is proposed as a record and returns once applied here, with the outcome

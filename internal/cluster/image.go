@@ -67,10 +67,14 @@ type Topic struct {
 	// States holds each partition's placement, by partition number; its
 	// length is Partitions.
 	States []Partition `json:"states,omitempty"`
+	// Mirror, when set, makes the topic a read-only mirror of a cluster
+	// link's source topic of the same name and id.
+	Mirror *TopicMirror `json:"mirror,omitempty"`
 }
 
 func (t Topic) clone() Topic {
 	t.Configs = maps.Clone(t.Configs)
+	t.Mirror = t.Mirror.clone()
 	t.States = slices.Clone(t.States)
 	for i := range t.States {
 		t.States[i] = t.States[i].clone()
@@ -154,6 +158,11 @@ type image struct {
 	// ClientQuotasEpoch the index of the record that last changed them.
 	ClientQuotas      []ClientQuota `json:"client_quotas,omitempty"`
 	ClientQuotasEpoch int64         `json:"client_quotas_epoch,omitempty"`
+	// ProducerIDsAbove: ids up to it are reserved for the producers of
+	// mirrored partitions (ReserveProducerIDs).
+	ProducerIDsAbove int64 `json:"producer_ids_above,omitempty"`
+	// Links are the cluster links, in the order they were created.
+	Links []Link `json:"links,omitempty"`
 	// Applied is the index of the last record applied.
 	Applied uint64 `json:"applied,omitempty"`
 

@@ -45,6 +45,10 @@ const (
 	kindScramCredentials  = "scram-credentials"
 	kindACLs              = "acls"
 	kindClientQuotas      = "client-quotas"
+	kindLink              = "link"
+	kindDeleteLink        = "delete-link"
+	kindMirrorState       = "mirror-state"
+	kindProducerIDsAbove  = "producer-ids-above"
 )
 
 type clusterIDRecord struct {
@@ -113,6 +117,8 @@ type createTopicRecord struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 	Internal   bool              `json:"internal,omitempty"`
 	Seed       uint32            `json:"seed"` // where placement starts
+	// Mirror makes the topic a mirror of the link it names.
+	Mirror *TopicMirror `json:"mirror,omitempty"`
 }
 
 type deleteTopicRecord struct {
@@ -453,6 +459,30 @@ func (im *image) applyKind(index uint64, rec record) result {
 			return result{err: err}
 		}
 		return im.reassign(r)
+	case kindLink:
+		r, err := decode[linkRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.applyLink(r)
+	case kindDeleteLink:
+		r, err := decode[deleteLinkRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.deleteLink(r)
+	case kindMirrorState:
+		r, err := decode[mirrorStateRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.setMirrorState(r)
+	case kindProducerIDsAbove:
+		r, err := decode[producerIDsAboveRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		return im.reserveProducerIDs(r)
 	case kindProducerIDs:
 		start := im.ProducerIDBlockEnd
 		if start > math.MaxInt64-ProducerIDBlockSize {
@@ -741,12 +771,15 @@ func (im *image) createTopic(r createTopicRecord) result {
 	if _, ok := im.byID[r.ID]; ok || r.ID == (TopicID{}) {
 		return result{err: fmt.Errorf("%w: topic id %s", ErrTopicIDTaken, r.ID)}
 	}
+	if r.Mirror != nil && im.link(r.Mirror.Link) == nil {
+		return result{err: fmt.Errorf("%w: %s", ErrUnknownLink, r.Mirror.Link)}
+	}
 	states, err := im.place(r.Partitions, 0, r.Factor, r.Assignment, r.Seed)
 	if err != nil {
 		return result{err: err}
 	}
 	t := Topic{Name: r.Name, ID: r.ID, Partitions: r.Partitions, Configs: maps.Clone(r.Configs),
-		Internal: r.Internal, States: states}
+		Internal: r.Internal, States: states, Mirror: r.Mirror.clone()}
 	im.Topics = append(im.Topics, t)
 	return result{val: t.clone()}
 }

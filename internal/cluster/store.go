@@ -316,6 +316,11 @@ type TopicSpec struct {
 	Assignment [][]int32
 	Configs    map[string]string
 	Internal   bool
+	// ID, when set, is the topic's id (a mirror takes its source's);
+	// otherwise a new one is chosen.
+	ID TopicID
+	// Mirror makes the topic a mirror of a cluster link.
+	Mirror *TopicMirror
 }
 
 // CheckTopic runs the checks CreateTopic makes against the current image,
@@ -341,7 +346,7 @@ func (s *Store) CheckTopic(spec TopicSpec) error {
 
 func (spec TopicSpec) record(id TopicID, seed uint32) createTopicRecord {
 	return createTopicRecord{Name: spec.Name, ID: id, Partitions: spec.Partitions, Factor: spec.ReplicationFactor,
-		Assignment: spec.Assignment, Configs: spec.Configs, Internal: spec.Internal, Seed: seed}
+		Assignment: spec.Assignment, Configs: spec.Configs, Internal: spec.Internal, Seed: seed, Mirror: spec.Mirror}
 }
 
 // CreateTopic adds a topic with a new id, its partitions placed on the
@@ -350,8 +355,10 @@ func (s *Store) CreateTopic(spec TopicSpec) (Topic, error) {
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return Topic{}, err
 	}
-	var id TopicID
-	rand.Read(id[:])
+	id := spec.ID
+	if id == (TopicID{}) {
+		rand.Read(id[:])
+	}
 	v, err := s.propose(kindCreateTopic, spec.record(id, randomSeed()))
 	if err != nil {
 		return Topic{}, err
@@ -421,7 +428,12 @@ func (s *Store) SetNodeConfigs(node int32, configs map[string]string) error {
 func (s *Store) NextProducerID() (int64, error) {
 	s.pidMu.Lock()
 	defer s.pidMu.Unlock()
-	if s.pidNext >= s.pidEnd {
+	s.mu.RLock()
+	reserved := s.im.ProducerIDsAbove
+	s.mu.RUnlock()
+	if s.pidNext >= s.pidEnd || s.pidNext <= reserved {
+		// A block taken before ids were reserved for a link's mirrors
+		// may overlap them: it is dropped.
 		v, err := s.propose(kindProducerIDs, producerIDsRecord{NodeID: s.node})
 		if err != nil {
 			return -1, fmt.Errorf("cluster: reserving producer ids: %w", err)

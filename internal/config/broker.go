@@ -28,6 +28,10 @@ type Broker struct {
 	AdminConsole        bool
 	AdminConsoleActions bool
 	AdminConsoleSample  time.Duration
+	// LinkMetadataInterval is how often each cluster link reads its
+	// source's metadata: how soon a new source topic is mirrored
+	// (strand.link.metadata.interval.ms).
+	LinkMetadataInterval time.Duration
 	// MaxConnections bounds the client connections open at once, and
 	// MaxConnectionsPerIP those from one address, with
 	// MaxConnectionsPerIPOverrides (host:count,...) for some (Kafka's
@@ -228,6 +232,7 @@ func Defaults() Broker {
 		OAuthClockSkew:                    30 * time.Second,
 		QuotaWindowSize:                   time.Second,
 		AdminConsoleSample:                10 * time.Second,
+		LinkMetadataInterval:              5 * time.Second,
 		NodeID:                            0,
 		DefaultPartitions:                 1,
 		DefaultReplicationFactor:          1,
@@ -353,6 +358,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("ssl.client.auth %q: none, requested or required", b.SSLClientAuth)
 	case b.SSLClientAuth != "none" && b.SSLTruststore == "":
 		return fmt.Errorf("ssl.client.auth %s needs the clients' CA: ssl.truststore.location (--ssl-ca)", b.SSLClientAuth)
+	case b.LinkMetadataInterval <= 0:
+		return fmt.Errorf("strand.link.metadata.interval.ms %v: must be positive", b.LinkMetadataInterval)
 	case b.AdminConsoleSample <= 0:
 		return fmt.Errorf("admin.console.sample.interval.ms %v: must be positive", b.AdminConsoleSample)
 	case b.GroupMemberDisconnectGrace < 0:

@@ -57,7 +57,9 @@ func (l *Log) StartAt(offset int64) error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	if offset < l.next {
+	if offset < l.next && l.start != l.next {
+		// An empty log may start lower: a mirror whose source's first
+		// batch begins before the offset it was asked for.
 		return fmt.Errorf("%w: start at %d below the log end %d", ErrOffsetOutOfRange, offset, l.next)
 	}
 

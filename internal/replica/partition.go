@@ -29,6 +29,9 @@ type Partition struct {
 	// image sets it (SetRole). One word, so that a reader never sees an
 	// epoch with the other epoch's leadership.
 	role atomic.Uint64
+	// mirror names the cluster link this partition mirrors, nil for an
+	// ordinary partition (mirror.go). Read without a lock on every append.
+	mirror atomic.Pointer[string]
 
 	appendMu  sync.Mutex
 	producers *producerState // appendMu, but producers.txns: mu (see txn.go)
@@ -188,6 +191,10 @@ func (p *Partition) append(data []byte, o origin, guard *TxnGuard) (AppendResult
 		p.appendMu.Unlock()
 		return AppendResult{AppendResult: log.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}}, noWait,
 			fmt.Errorf("%w: %s is not led here", ErrNotLeader, p.TP)
+	}
+	if err := p.mirrorErr(); err != nil {
+		p.appendMu.Unlock()
+		return AppendResult{AppendResult: log.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}}, noWait, err
 	}
 	dup, isDup, err := p.producers.check(data, o)
 	if err == nil && !isDup {
@@ -496,6 +503,9 @@ func (p *Partition) Read(offset int64, maxBytes int, readCommitted bool) (log.Se
 // DeleteRecords moves the log start offset to offset; -1 means the high
 // watermark. Offsets above the high watermark are out of range.
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
+	if err := p.mirrorErr(); err != nil {
+		return 0, err
+	}
 	hw := p.HighWatermark()
 	if offset == -1 {
 		offset = hw

@@ -312,6 +312,9 @@ func (p *Partition) WriteMarker(m Marker) (int64, func() error, error) {
 	if m.ProducerID < 0 {
 		return -1, noWait, fmt.Errorf("%w: marker of producer %d", ErrInvalidRecord, m.ProducerID)
 	}
+	if err := p.mirrorErr(); err != nil {
+		return -1, noWait, err
+	}
 	p.appendMu.Lock()
 	ps := p.producers
 	if err := ps.checkMarker(m); err != nil {

@@ -35,7 +35,8 @@ func (s *Server) startAdmin() error {
 	}
 	s.adminClient = cl
 	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
-		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin")}
+		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
+		Links: adminLinks{s}}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}

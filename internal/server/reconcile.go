@@ -10,6 +10,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
@@ -61,6 +62,7 @@ func (s *Server) reconcile() error {
 	caughtUp := s.rec.caughtUp.Load()
 	want := map[model.TopicPartition][16]byte{}
 	var follow []fetcher.Assignment
+	var mirrors []link.Assignment
 	var errs []error
 	for _, t := range s.cluster.Topics() {
 		cfg, cfgErr := config.TopicLogConfig(defaults.Log, t.Configs)
@@ -88,7 +90,15 @@ func (s *Server) reconcile() error {
 			p.SetReplicaSet(replica.ReplicaSet{Self: node, Replicas: st.Replicas, ISR: st.ISR, Leader: st.Leader,
 				LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch, UncleanElections: st.UncleanElections})
 			leads := caughtUp && st.Leader == node
+			if t.Mirror != nil {
+				p.SetMirror(t.Mirror.Link)
+			} else {
+				p.SetMirror("")
+			}
 			p.SetRole(leads, st.LeaderEpoch)
+			if leads && t.Mirror != nil && t.Mirror.State == cluster.MirrorActive {
+				mirrors = append(mirrors, link.Assignment{Partition: p, TopicID: t.ID, Link: t.Mirror.Link, LeaderEpoch: st.LeaderEpoch})
+			}
 			if caughtUp && !leads && st.Leader != cluster.NoLeader {
 				follow = append(follow, fetcher.Assignment{Partition: p, TopicID: t.ID, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 					Throttled: config.Throttles(cfg.FollowerThrottledReplicas, int32(i), node)})
@@ -103,6 +113,7 @@ func (s *Server) reconcile() error {
 		s.rec.configs[t.Name] = cfg
 	}
 	s.fetcher.Set(follow)
+	s.links.Set(mirrors)
 	if !caughtUp {
 		return errors.Join(errs...)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/strandlog/strand/internal/fetchpos"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/oauth"
 	"github.com/strandlog/strand/internal/peer"
@@ -43,6 +44,10 @@ type Server struct {
 	rec     *reconciler
 	peers   *peer.Client
 	fetcher *fetcher.Fetcher
+	// links mirrors other clusters (cluster links); linkLocal is its
+	// client of this cluster.
+	links     *link.Manager
+	linkLocal *lazyClient
 	// brokerEpoch is this process's registration epoch, which its
 	// follower fetches carry.
 	brokerEpoch atomic.Int64
@@ -148,6 +153,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	s.followerRate.Store(cfg.FollowerThrottleRate)
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
+	s.links = s.newLinks(logger)
 	if err := s.openPartitions(); err != nil {
 		return nil, err
 	}
@@ -212,6 +218,7 @@ func (s *Server) closeOpened() error {
 		s.groups.Close()
 	}
 	s.closeLedger() // its last entries, while the replicas still serve
+	s.closeLinks()
 	if s.fetcher != nil {
 		s.fetcher.Close()
 	}

@@ -83,6 +83,9 @@ func (a *topicAdmin) CreatePartitions(name string, count int32, assignment [][]i
 	if !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
 	}
+	if t.Mirror != nil {
+		return fmt.Errorf("%w: topic %s mirrors link %s, which follows its source's partition count", cluster.ErrMirrorTopic, name, t.Mirror.Link)
+	}
 	if count <= t.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", cluster.ErrInvalidPartitions, name, t.Partitions)
 	}
@@ -98,8 +101,14 @@ func (a *topicAdmin) CreatePartitions(name string, count int32, assignment [][]i
 func (a *topicAdmin) SetTopicConfigs(name string, configs map[string]string, validateOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.s.cluster.Topic(name); !ok {
+	t, ok := a.s.cluster.Topic(name)
+	if !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
+	}
+	if t.Mirror != nil {
+		if l, ok := a.s.cluster.Link(t.Mirror.Link); ok && l.SyncTopicConfigs {
+			return fmt.Errorf("%w: topic %s mirrors link %s, which copies its configs from the source", cluster.ErrMirrorTopic, name, l.Name)
+		}
 	}
 	if _, err := config.TopicLogConfig(a.defaults(), configs); err != nil || validateOnly {
 		return err

@@ -1,0 +1,343 @@
+package link
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// Store is the cluster metadata as the links read and change it
+// (cluster.Store).
+type Store interface {
+	Links() []cluster.Link
+	Link(name string) (cluster.Link, bool)
+	Topics() []cluster.Topic
+	Topic(name string) (cluster.Topic, bool)
+	SetMirrorState(topic, link, state, reason string) error
+	ReserveProducerIDs(above int64) error
+	Controller() int32
+	ClusterID() string
+}
+
+// Mirrors creates and changes mirror topics: the broker checks configs
+// against what it supports and reconciles after each change.
+type Mirrors interface {
+	CreateMirror(name string, id cluster.TopicID, partitions int32, link string, configs map[string]string) error
+	GrowMirror(name string, partitions int32) error
+	SetMirrorConfigs(name string, configs map[string]string) error
+}
+
+// Config is what a Manager needs.
+type Config struct {
+	Self    int32
+	Store   Store
+	Mirrors Mirrors
+	// Local returns a client of this cluster (group offsets).
+	Local  func() (*kgo.Client, error)
+	Logger *slog.Logger
+	// MetadataInterval is how often the source's metadata is read (and
+	// topics synced); 5 s by default.
+	MetadataInterval time.Duration
+	// MaxWait is a fetch's wait for data at the source; 500 ms by default.
+	MaxWait time.Duration
+	// ClientOpts are added to every source client (tests).
+	ClientOpts []kgo.Opt
+	Now        func() time.Time
+}
+
+// Assignment is a mirror partition this broker leads.
+type Assignment struct {
+	Partition   *replica.Partition
+	TopicID     [16]byte
+	Link        string
+	LeaderEpoch int32
+}
+
+// Manager runs this broker's side of every link.
+type Manager struct {
+	cfg     Config
+	logger  *slog.Logger
+	mu      sync.Mutex
+	runners map[string]*runner
+	closed  bool
+	// stopping counts the runners stopping in the background.
+	stopping sync.WaitGroup
+	// reserved is the largest producer id known reserved in the metadata
+	// for the mirrored producers; reserveMu serialises reservations.
+	reserved  atomic.Int64
+	reserveMu sync.Mutex
+}
+
+// New returns a Manager; Set starts its work.
+func New(cfg Config) *Manager {
+	if cfg.MetadataInterval <= 0 {
+		cfg.MetadataInterval = 5 * time.Second
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Manager{cfg: cfg, logger: cfg.Logger.With("component", "link"), runners: map[string]*runner{}}
+	m.reserved.Store(-1)
+	return m
+}
+
+// Set starts, changes and stops the links' runners as the metadata says,
+// and hands each the mirror partitions this broker leads. The reconciler
+// calls it after every metadata change.
+func (m *Manager) Set(mirrors []Assignment) {
+	byLink := map[string]map[model.TopicPartition]Assignment{}
+	for _, a := range mirrors {
+		if byLink[a.Link] == nil {
+			byLink[a.Link] = map[model.TopicPartition]Assignment{}
+		}
+		byLink[a.Link][a.Partition.TP] = a
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	want := map[string]cluster.Link{}
+	for _, l := range m.cfg.Store.Links() {
+		if !l.Paused {
+			want[l.Name] = l
+		}
+	}
+	for name, r := range m.runners {
+		if l, ok := want[name]; !ok || !sameSource(l, r.link) {
+			// Stopped without waiting: the caller (the reconciler) may
+			// be what the runner's work waits for.
+			r.cancel()
+			m.stopping.Add(1)
+			go func() {
+				defer m.stopping.Done()
+				r.stop()
+			}()
+			delete(m.runners, name)
+		}
+	}
+	for name, l := range want {
+		r, ok := m.runners[name]
+		if !ok {
+			r = newRunner(m, l)
+			m.runners[name] = r
+		}
+		r.set(l, byLink[name])
+	}
+}
+
+// sameSource reports whether a runner's client still fits the link.
+func sameSource(a, b cluster.Link) bool { return reflect.DeepEqual(a.Source, b.Source) }
+
+// Close stops every runner and waits for them.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	rs := maps.Clone(m.runners)
+	m.runners = map[string]*runner{}
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.stop()
+	}
+	m.stopping.Wait()
+}
+
+// runner returns the running runner of a link, or nil.
+func (m *Manager) runner(name string) *runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runners[name]
+}
+
+// isController reports whether this broker is the active controller: the
+// one that changes mirror topics.
+func (m *Manager) isController() bool { return m.cfg.Store.Controller() == m.cfg.Self }
+
+// runner is one link's work on this broker.
+type runner struct {
+	m      *Manager
+	logger *slog.Logger
+	cl     *kgo.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{} // a token: read the source's metadata now
+
+	mu       sync.Mutex
+	link     cluster.Link
+	parts    map[model.TopicPartition]*mirrorPart // led here
+	leaders  map[model.TopicPartition]sourcePartition
+	topics   map[string]sourceTopic // as the source last described them
+	loops    map[int32]*sourceLoop
+	clientEr error // the source client could not be made
+	lastErr  error // the last failure reading the source's metadata
+	lastErrAt,
+	lastMetadata time.Time
+	sourceClusterID string
+	warned          map[string]bool // warnOnce
+	// The last group-offset sync: what it did, its failure, when.
+	offsetSync    OffsetSync
+	offsetSyncErr error
+	offsetSyncAt  time.Time
+}
+
+func newRunner(m *Manager, l cluster.Link) *runner {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{m: m, logger: m.logger.With("link", l.Name), ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		link: l, parts: map[model.TopicPartition]*mirrorPart{}, leaders: map[model.TopicPartition]sourcePartition{},
+		loops: map[int32]*sourceLoop{}}
+	cl, err := sourceClient(l.Source, m.cfg.ClientOpts...)
+	if err != nil {
+		r.clientEr = err
+		r.logger.Warn("the link's source client cannot be made", "err", err)
+		return r
+	}
+	r.cl = cl
+	r.wg.Add(2)
+	go r.run()
+	go r.syncOffsetsLoop()
+	return r
+}
+
+// set takes the link's settings and the mirror partitions led here.
+func (r *runner) set(l cluster.Link, led map[model.TopicPartition]Assignment) {
+	r.mu.Lock()
+	r.link = l
+	for tp, mp := range r.parts {
+		if a, ok := led[tp]; !ok || a.Partition != mp.p || a.LeaderEpoch != mp.epoch {
+			delete(r.parts, tp)
+		}
+	}
+	for tp, a := range led {
+		if _, ok := r.parts[tp]; !ok {
+			r.parts[tp] = &mirrorPart{p: a.Partition, topicID: a.TopicID, epoch: a.LeaderEpoch, lastSourceEpoch: -1,
+				sourceHW: -1, caughtUpAt: r.m.cfg.Now()}
+		}
+	}
+	r.assignLocked()
+	r.mu.Unlock()
+}
+
+// stop ends the runner's goroutines and closes its client.
+func (r *runner) stop() {
+	r.cancel()
+	r.wg.Wait()
+	if r.cl != nil {
+		r.cl.Close()
+	}
+}
+
+// refresh asks for the source's metadata to be read now.
+func (r *runner) refresh() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run reads the source's metadata every interval (or when asked), syncs
+// the mirror topics on the controller and moves partitions between the
+// fetch loops.
+func (r *runner) run() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.m.cfg.MetadataInterval)
+	defer t.Stop()
+	for {
+		r.readMetadata()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+	}
+}
+
+func (r *runner) readMetadata() {
+	ctx, cancel := context.WithTimeout(r.ctx, 15*time.Second)
+	defer cancel()
+	clusterID, topics, err := sourceMetadata(ctx, r.cl)
+	now := r.m.cfg.Now()
+	r.mu.Lock()
+	if err != nil {
+		if r.ctx.Err() == nil && (r.lastErr == nil || r.lastErr.Error() != err.Error()) {
+			r.logger.Warn("the link's source does not answer", "err", err)
+		}
+		r.lastErr, r.lastErrAt = err, now
+		r.mu.Unlock()
+		return
+	}
+	if r.lastErr != nil {
+		r.logger.Info("the link's source answers again")
+	}
+	r.lastErr, r.lastMetadata, r.sourceClusterID = nil, now, clusterID
+	r.topics = topics
+	clear(r.leaders)
+	for _, t := range topics {
+		for i, p := range t.partitions {
+			r.leaders[model.TopicPartition{Topic: t.name, Partition: int32(i)}] = p
+		}
+	}
+	r.assignLocked()
+	link := r.link
+	r.mu.Unlock()
+	if clusterID != "" && clusterID == r.m.cfg.Store.ClusterID() {
+		r.logger.Warn("the link's source is this cluster: nothing is mirrored")
+		return
+	}
+	if r.m.isController() {
+		r.syncTopics(link, topics)
+	}
+}
+
+// assignLocked gives each partition led here to the loop of its source
+// leader, starting and stopping loops. r.mu is held.
+func (r *runner) assignLocked() {
+	if r.cl == nil {
+		return
+	}
+	byLeader := map[int32][]*mirrorPart{}
+	for tp, mp := range r.parts {
+		sp, ok := r.leaders[tp]
+		if !ok || sp.leader < 0 {
+			continue
+		}
+		mp.sourceEpoch = sp.leaderEpoch
+		byLeader[sp.leader] = append(byLeader[sp.leader], mp)
+	}
+	for node, l := range r.loops {
+		if _, ok := byLeader[node]; !ok {
+			l.cancel()
+			delete(r.loops, node)
+		}
+	}
+	for node, parts := range byLeader {
+		l, ok := r.loops[node]
+		if !ok {
+			l = newSourceLoop(r, node)
+			r.loops[node] = l
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				l.run()
+			}()
+		}
+		l.setParts(parts)
+	}
+}

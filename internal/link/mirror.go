@@ -1,0 +1,422 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
+)
+
+// mirrorPart is a mirror partition this broker leads, at one leader epoch.
+type mirrorPart struct {
+	p       *replica.Partition
+	topicID [16]byte
+	epoch   int32 // this cluster's leader epoch when it was handed over
+
+	// Set by the runner under its mu, read by the loop.
+	sourceEpoch int32 // the source leader's epoch, as its metadata said
+
+	mu sync.Mutex // guards what follows: the loop writes, status reads
+	// lastSourceEpoch is the source's leader epoch of the last batch
+	// mirrored (-1: unknown), sent as LastFetchedEpoch so that the source
+	// says when it truncated what was mirrored (KIP-320's check).
+	lastSourceEpoch int32
+	sourceHW        int64 // -1 until the first answer
+	sourceLSO       int64
+	sourceStart     int64
+	fetchedAt       time.Time // the last answer
+	caughtUpAt      time.Time // the last time the mirror held all the source had
+	bytesPerRecord  float64   // of what was mirrored, for the bytes behind
+	err             error     // the last failure, cleared by a good answer
+	errAt           time.Time
+	stopped         string // why the mirror stopped, "" while it runs
+}
+
+func (mp *mirrorPart) setErr(err error, now time.Time) {
+	mp.mu.Lock()
+	mp.err, mp.errAt = err, now
+	mp.mu.Unlock()
+}
+
+// sourceLoop fetches the mirror partitions led here whose source
+// partition one source broker leads.
+type sourceLoop struct {
+	r      *runner
+	node   int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	parts  atomic.Pointer[[]*mirrorPart]
+	wake   chan struct{}
+}
+
+func newSourceLoop(r *runner, node int32) *sourceLoop {
+	ctx, cancel := context.WithCancel(r.ctx)
+	return &sourceLoop{r: r, node: node, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+}
+
+func (l *sourceLoop) setParts(parts []*mirrorPart) {
+	l.parts.Store(&parts)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *sourceLoop) run() {
+	backoff := 100 * time.Millisecond
+	for l.ctx.Err() == nil {
+		err := l.fetchOnce()
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		if l.ctx.Err() != nil {
+			return
+		}
+		l.r.refresh()
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// errNothingToFetch: every partition of the loop is stopped.
+var errNothingToFetch = errors.New("no partition to fetch")
+
+// fetchOnce sends one fetch for the loop's partitions and writes what it
+// brings.
+func (l *sourceLoop) fetchOnce() error {
+	r := l.r
+	now := r.m.cfg.Now()
+	parts := *l.parts.Load()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.ReplicaState.ID = -1
+	req.MaxWaitMillis = int32(r.m.cfg.MaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = 32 << 20
+	req.IsolationLevel = 0 // read uncommitted: aborted data and markers too
+	req.SessionID, req.SessionEpoch = 0, -1
+	byKey := map[sessionKey]*mirrorPart{}
+	topicAt := map[string]int{}
+	for _, mp := range parts {
+		mp.mu.Lock()
+		stopped, lastEpoch := mp.stopped != "", mp.lastSourceEpoch
+		mp.mu.Unlock()
+		if stopped || mp.p.MirrorOf() == "" {
+			continue
+		}
+		tp := mp.p.TP
+		i, ok := topicAt[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topicAt[tp.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = tp.Topic, mp.topicID
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.CurrentLeaderEpoch = mp.sourceEpoch
+		p.FetchOffset = mp.p.Log().EndOffset()
+		p.LastFetchedEpoch = lastEpoch
+		p.LogStartOffset = -1
+		p.PartitionMaxBytes = 4 << 20
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		byKey[sessionKey{id: mp.topicID, partition: tp.Partition}] = mp
+		byKey[sessionKey{name: tp.Topic, partition: tp.Partition}] = mp
+	}
+	if len(req.Topics) == 0 {
+		select {
+		case <-l.ctx.Done():
+		case <-l.wake:
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, r.m.cfg.MaxWait+15*time.Second)
+	defer cancel()
+	kresp, err := r.cl.Broker(int(l.node)).Request(ctx, req)
+	if err != nil {
+		for _, mp := range byKey {
+			mp.setErr(err, now)
+		}
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		for _, mp := range byKey {
+			mp.setErr(err, now)
+		}
+		return err
+	}
+	now = r.m.cfg.Now()
+	var (
+		written []*replica.Partition
+		ends    []int64
+		waits   []func() error
+		wparts  []*mirrorPart
+		failed  error
+	)
+	for _, t := range resp.Topics {
+		for i := range t.Partitions {
+			rp := &t.Partitions[i]
+			mp := byKey[sessionKey{id: t.TopicID, partition: rp.Partition}]
+			if mp == nil {
+				mp = byKey[sessionKey{name: t.Topic, partition: rp.Partition}]
+			}
+			if mp == nil {
+				continue
+			}
+			end, wait, err := l.apply(mp, rp, now)
+			if err != nil {
+				mp.setErr(err, now)
+				failed = err
+				continue
+			}
+			if wait != nil {
+				written, ends, waits, wparts = append(written, mp.p), append(ends, end), append(waits, wait), append(wparts, mp)
+			}
+		}
+	}
+	for i, err := range replica.SyncAppends(written, ends) {
+		if err == nil {
+			err = waits[i]()
+		}
+		if err != nil {
+			wparts[i].setErr(err, now)
+			failed = err
+		}
+	}
+	return failed
+}
+
+// sessionKey names a partition in a fetch answer: by topic id (v13+) or
+// by name.
+type sessionKey struct {
+	id        [16]byte
+	name      string
+	partition int32
+}
+
+// apply writes one partition's answer. It returns the new end and the
+// wait of an append, or no wait when nothing was written.
+func (l *sourceLoop) apply(mp *mirrorPart, rp *kmsg.FetchResponseTopicPartition, now time.Time) (int64, func() error, error) {
+	r := l.r
+	p := mp.p
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case err == nil:
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return -1, nil, l.outOfRange(mp)
+	default:
+		// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_ID,
+		// ...: the source's metadata moved.
+		r.refresh()
+		return -1, nil, err
+	}
+	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
+		reason := fmt.Sprintf("the source truncated its log: its epoch %d ends at offset %d, below this mirror's end %d",
+			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset, p.Log().EndOffset())
+		l.stop(mp, reason)
+		return -1, nil, errors.New(reason)
+	}
+	data := log.WholeBatches(rp.RecordBatches)
+	if len(data) > 0 && p.Log().StartOffset() == p.Log().EndOffset() {
+		// An empty mirror starts where the source's first batch does
+		// (the source's log start may lie inside it).
+		if base := model.Batch(data).BaseOffset(); base != p.Log().EndOffset() {
+			if err := p.MirrorStartAt(base); err != nil {
+				return -1, nil, err
+			}
+		}
+	}
+	data = skipBelow(data, p.Log().EndOffset())
+	var (
+		res  replica.MirrorAppend
+		wait func() error
+	)
+	if len(data) > 0 {
+		// The source's producer ids are reserved here before their data
+		// can be read (and a promotion can follow): a producer of this
+		// cluster never gets one of them.
+		if err := r.m.reserveProducerIDs(maxProducerID(data)); err != nil {
+			return -1, nil, err
+		}
+		var err error
+		res, wait, err = p.AppendMirrored(data)
+		if err != nil {
+			return -1, nil, err
+		}
+	}
+	if rp.LogStartOffset > p.Log().StartOffset() {
+		if _, err := p.MirrorLogStart(rp.LogStartOffset); err != nil && !errors.Is(err, replica.ErrOffsetOutOfRange) {
+			return -1, nil, err
+		}
+	}
+	end := p.Log().EndOffset()
+	mp.mu.Lock()
+	if n := len(res.SourceEpochs); n > 0 {
+		mp.lastSourceEpoch = res.SourceEpochs[n-1].Epoch
+	}
+	if len(data) > 0 {
+		mp.bytesPerRecord = float64(len(data)) / float64(max(1, countRecords(data)))
+	}
+	mp.sourceHW, mp.sourceLSO, mp.sourceStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+	mp.fetchedAt, mp.err = now, nil
+	if end >= rp.HighWatermark {
+		mp.caughtUpAt = now
+	}
+	mp.mu.Unlock()
+	if wait == nil {
+		return end, nil, nil
+	}
+	return end, wait, nil
+}
+
+// outOfRange handles a fetch past the source's end or below its start.
+func (l *sourceLoop) outOfRange(mp *mirrorPart) error {
+	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	defer cancel()
+	start, hw, err := sourceOffsets(ctx, l.r.cl, mp.p.TP)
+	if err != nil {
+		return err
+	}
+	end := mp.p.Log().EndOffset()
+	switch {
+	case end < start:
+		// The source deleted what the mirror lacks: the mirror starts
+		// again at the source's start.
+		l.r.logger.Info("the mirror starts again at the source's log start", "partition", mp.p.TP.String(),
+			"end", end, "source_start", start)
+		return mp.p.MirrorStartAt(start)
+	case end > hw:
+		reason := fmt.Sprintf("the source's log ends at %d, below this mirror's end %d: it lost data the mirror holds", hw, end)
+		l.stop(mp, reason)
+		return errors.New(reason)
+	}
+	return nil
+}
+
+// stop stops mirroring one partition, and says why.
+func (l *sourceLoop) stop(mp *mirrorPart, reason string) {
+	mp.mu.Lock()
+	first := mp.stopped == ""
+	mp.stopped = reason
+	mp.mu.Unlock()
+	if first {
+		l.r.logger.Error("mirroring stopped for a partition", "partition", mp.p.TP.String(), "reason", reason)
+	}
+}
+
+// sourceOffsets reads a source partition's log start and high watermark.
+func sourceOffsets(ctx context.Context, cl *kgo.Client, tp model.TopicPartition) (start, hw int64, err error) {
+	offs, err := listOffsets(ctx, cl, map[string][]int32{tp.Topic: {tp.Partition}}, -2, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	ends, err := listOffsets(ctx, cl, map[string][]int32{tp.Topic: {tp.Partition}}, -1, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return offs[tp], ends[tp], nil
+}
+
+// listOffsets asks for the offsets at timestamp (-1 latest, -2 earliest)
+// of the partitions, with the isolation level (0 read uncommitted: the
+// high watermark; 1 read committed: the last stable offset).
+func listOffsets(ctx context.Context, cl *kgo.Client, parts map[string][]int32, ts int64, isolation int8) (map[model.TopicPartition]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	for topic, ps := range parts {
+		t := kmsg.NewListOffsetsRequestTopic()
+		t.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, ts, -1
+			t.Partitions = append(t.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[model.TopicPartition]int64{}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", tp, err))
+				continue
+			}
+			out[tp] = p.Offset
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// skipBelow drops the whole batches that end below offset.
+func skipBelow(data []byte, offset int64) []byte {
+	for len(data) >= model.BatchHeaderSize {
+		b := model.Batch(data)
+		if b.LastOffset() >= offset {
+			break
+		}
+		data = data[b.Size():]
+	}
+	return data
+}
+
+// countRecords counts the records of whole batches.
+func countRecords(data []byte) int64 {
+	var n int64
+	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
+		b := model.Batch(data[pos:])
+		n += int64(b.RecordCount())
+		pos += b.Size()
+	}
+	return n
+}
+
+// maxProducerID is the largest producer id of whole batches, -1 for none.
+func maxProducerID(data []byte) int64 {
+	id := int64(-1)
+	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
+		b := model.Batch(data[pos:])
+		id = max(id, b.ProducerID())
+		pos += b.Size()
+	}
+	return id
+}
+
+// reserveProducerIDs reserves, in the metadata, every producer id up to
+// id, unless it already is.
+func (m *Manager) reserveProducerIDs(id int64) error {
+	if id <= m.reserved.Load() {
+		return nil
+	}
+	m.reserveMu.Lock()
+	defer m.reserveMu.Unlock()
+	if id <= m.reserved.Load() {
+		return nil
+	}
+	if err := m.cfg.Store.ReserveProducerIDs(id); err != nil {
+		return fmt.Errorf("reserving the source's producer ids: %w", err)
+	}
+	m.reserved.Store(id)
+	return nil
+}

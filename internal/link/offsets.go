@@ -1,0 +1,169 @@
+package link
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/model"
+)
+
+// Group offsets. For the groups the link's group filter matches, the
+// source's committed offsets of the link's active mirror topics are
+// committed here every interval, while the group has no member here:
+// offsets are the same on both sides, so nothing is translated. A commit
+// is never ahead of the mirror's high watermark, so a consumer that
+// starts here never lands past what the mirror holds. The source's
+// commit carries a leader epoch of the source's partition, which means
+// nothing here (the mirror has its own epochs): the commit here has none
+// (-1), so a consumer starting here does not check its position against
+// another cluster's epochs.
+
+// defaultOffsetSyncInterval is used when the link sets none.
+const defaultOffsetSyncInterval = 5 * time.Second
+
+func offsetSyncInterval(l cluster.Link) time.Duration {
+	if l.OffsetSyncIntervalMs > 0 {
+		return time.Duration(l.OffsetSyncIntervalMs) * time.Millisecond
+	}
+	return defaultOffsetSyncInterval
+}
+
+// OffsetSync is what one group-offset sync did.
+type OffsetSync struct {
+	Groups    int `json:"groups"`    // groups the filter matched at the source
+	Skipped   int `json:"skipped"`   // of them, with members here
+	Committed int `json:"committed"` // partitions whose commit changed here
+	Capped    int `json:"capped"`    // of them, held back at the mirror's end
+}
+
+// syncGroupOffsets copies the matched groups' commits of the link's
+// active mirror topics from the source.
+func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo.Client) (OffsetSync, error) {
+	var res OffsetSync
+	match, err := l.Groups.Compile()
+	if err != nil || len(l.Groups.Include) == 0 {
+		return res, err
+	}
+	mirrors := map[string]int32{}
+	for _, t := range m.mirrorTopics(l.Name, nil) {
+		if t.Mirror.State == cluster.MirrorActive {
+			mirrors[t.Name] = t.Partitions
+		}
+	}
+	if len(mirrors) == 0 {
+		return res, nil
+	}
+	local, err := m.cfg.Local()
+	if err != nil {
+		return res, err
+	}
+	sadm, ladm := kadm.NewClient(src), kadm.NewClient(local)
+	listed, err := sadm.ListGroups(ctx)
+	if err != nil {
+		return res, fmt.Errorf("listing the source's groups: %w", err)
+	}
+	var groups []string
+	for _, g := range listed.Groups() {
+		if match(g) {
+			groups = append(groups, g)
+		}
+	}
+	slices.Sort(groups)
+	res.Groups = len(groups)
+	if len(groups) == 0 {
+		return res, nil
+	}
+	described, err := ladm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return res, fmt.Errorf("describing the groups here: %w", err)
+	}
+	parts := map[string][]int32{}
+	for t, n := range mirrors {
+		for p := range n {
+			parts[t] = append(parts[t], p)
+		}
+	}
+	ends, _, err := m.localOffsets(ctx, parts)
+	if err != nil {
+		return res, err
+	}
+	for _, g := range groups {
+		if d, ok := described[g]; ok && len(d.Members) > 0 {
+			res.Skipped++
+			continue // its consumers run here now: their commits win
+		}
+		committed, err := sadm.FetchOffsets(ctx, g)
+		if err != nil {
+			return res, fmt.Errorf("reading group %s at the source: %w", g, err)
+		}
+		if err := committed.Error(); err != nil {
+			return res, fmt.Errorf("reading group %s at the source: %w", g, err)
+		}
+		current, err := ladm.FetchOffsets(ctx, g)
+		if err != nil {
+			return res, fmt.Errorf("reading group %s here: %w", g, err)
+		}
+		commit := kadm.Offsets{}
+		committed.Each(func(o kadm.OffsetResponse) {
+			if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
+				return
+			}
+			tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+			at := o.At
+			if end, ok := ends[tp]; !ok || at > end {
+				at = end // never past what the mirror holds
+				res.Capped++
+			}
+			if cur, ok := current.Lookup(o.Topic, o.Partition); ok && cur.Err == nil && cur.At == at && cur.Metadata == o.Metadata {
+				return
+			}
+			commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1, Metadata: o.Metadata})
+		})
+		if len(commit) == 0 {
+			continue
+		}
+		resp, err := ladm.CommitOffsets(ctx, g, commit)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return res, fmt.Errorf("committing group %s here: %w", g, err)
+		}
+		commit.Each(func(kadm.Offset) { res.Committed++ })
+	}
+	return res, nil
+}
+
+// syncOffsetsLoop copies group offsets every interval while this broker
+// is the active controller and the link asks for it.
+func (r *runner) syncOffsetsLoop() {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		l := r.link
+		r.mu.Unlock()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(offsetSyncInterval(l)):
+		}
+		if !l.SyncGroupOffsets || !r.m.isController() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+		res, err := r.m.syncGroupOffsets(ctx, l, r.cl)
+		cancel()
+		r.mu.Lock()
+		r.offsetSync, r.offsetSyncErr, r.offsetSyncAt = res, err, r.m.cfg.Now()
+		r.mu.Unlock()
+		if err != nil && r.ctx.Err() == nil {
+			r.warnOnce("offsets:"+err.Error(), "copying group offsets from the source failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// ErrMirrorReadOnly: a write to a mirror of a cluster link, which only its
+// link writes (Kafka's INVALID_REQUEST, with the link named).
+var ErrMirrorReadOnly = errors.New("replica: mirror topic is read-only")
+
+// SetMirror marks the partition as a mirror of link, or (link "") as an
+// ordinary partition again: a promoted mirror. A mirror refuses appends
+// from clients and coordinators and DeleteRecords; its link writes it
+// through AppendMirrored.
+func (p *Partition) SetMirror(link string) {
+	if link == "" {
+		p.mirror.Store(nil)
+		return
+	}
+	if cur := p.mirror.Load(); cur == nil || *cur != link {
+		p.mirror.Store(&link)
+	}
+}
+
+// MirrorOf returns the link the partition mirrors, or "".
+func (p *Partition) MirrorOf() string {
+	if l := p.mirror.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
+// mirrorErr returns the refusal of a write to a mirror, or nil.
+func (p *Partition) mirrorErr() error {
+	if l := p.mirror.Load(); l != nil {
+		return fmt.Errorf("%w: topic %s mirrors link %s and takes no writes until it is promoted (strand link promote %s --topic %s)",
+			ErrMirrorReadOnly, p.TP.Topic, *l, *l, p.TP.Topic)
+	}
+	return nil
+}
+
+// MirrorAppend is what AppendMirrored wrote.
+type MirrorAppend struct {
+	End int64 // the new log end
+	// MaxProducerID is the largest producer id among the batches, -1 for
+	// none: ids this cluster must never hand out.
+	MaxProducerID int64
+	// SourceEpochs are the source's leader epochs the batches carried,
+	// each with the first offset it stamped, in offset order.
+	SourceEpochs []EpochStart
+}
+
+// EpochStart is a leader epoch and the first offset written in it.
+type EpochStart struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// AppendMirrored writes batches fetched from the source partition of the
+// mirror this broker leads, as they are but for the partition leader
+// epoch: offsets, CRCs, timestamps, producer ids and sequences, control
+// batches and compaction's gaps are the source's. The epoch (outside the
+// CRC) becomes this leader's, as any Kafka leader stamps on append, so
+// truncation and consumers' epoch checks work on this cluster's own
+// epochs; the source's are returned. The batches apply to the producer
+// state as a replay of the log would. The wait function returns once the
+// append is durable and the high watermark may pass it.
+func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, error) {
+	res := MirrorAppend{MaxProducerID: -1}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if !p.IsLeader() {
+		return res, noWait, fmt.Errorf("%w: %s is not led here", ErrNotLeader, p.TP)
+	}
+	if p.mirror.Load() == nil {
+		return res, noWait, fmt.Errorf("%w: %s is not a mirror", ErrNotLeader, p.TP)
+	}
+	epoch := p.LeaderEpoch()
+	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
+		b := model.Batch(data[pos:])
+		n := b.Size()
+		if n < model.BatchHeaderSize || n > len(data)-pos {
+			break // the log refuses what is left
+		}
+		if e := b.PartitionLeaderEpoch(); len(res.SourceEpochs) == 0 || res.SourceEpochs[len(res.SourceEpochs)-1].Epoch != e {
+			res.SourceEpochs = append(res.SourceEpochs, EpochStart{Epoch: e, StartOffset: b.BaseOffset()})
+		}
+		res.MaxProducerID = max(res.MaxProducerID, b.ProducerID())
+		b.SetPartitionLeaderEpoch(epoch)
+		pos += n
+	}
+	lres, err := p.log.AppendReplicated(data)
+	if err != nil || lres.BaseOffset < 0 {
+		res.End = p.log.EndOffset()
+		return res, noWait, err
+	}
+	now := p.opts.Now().UnixMilli()
+	p.mu.Lock()
+	for pos := 0; pos < len(data); {
+		b := model.Batch(data[pos:])
+		n := b.Size()
+		if err := p.producers.replay(b[:n], now); err != nil {
+			p.opts.Logger.Warn("mirrored batch not applied to the producer state", "partition", p.TP.String(), "err", err)
+		}
+		pos += n
+	}
+	p.log.SetFirstUnstableOffset(p.producers.txns.firstUnstable())
+	p.mu.Unlock()
+	p.applied.Store(lres.LastOffset + 1)
+	res.End = lres.LastOffset + 1
+	return res, p.waitFor(res.End), nil
+}
+
+// MirrorLogStart moves a mirror's log start up to the source's, as far as
+// the mirror holds: data the source deleted (retention, DeleteRecords)
+// goes here too. It returns the new log start.
+func (p *Partition) MirrorLogStart(offset int64) (int64, error) {
+	if p.mirror.Load() == nil {
+		return 0, fmt.Errorf("%w: %s is not a mirror", ErrNotLeader, p.TP)
+	}
+	offset = min(offset, p.HighWatermark())
+	if offset <= p.log.StartOffset() {
+		return p.log.StartOffset(), nil
+	}
+	start, err := p.log.DeleteRecords(offset)
+	if err == nil {
+		p.Truncated()
+	}
+	return start, err
+}
+
+// MirrorStartAt empties a mirror this broker leads and starts its log at
+// offset: the source deleted what the mirror lacks (offset past its end),
+// or the mirror is empty and the source's first batch starts elsewhere.
+func (p *Partition) MirrorStartAt(offset int64) error {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if !p.IsLeader() || p.mirror.Load() == nil {
+		return fmt.Errorf("%w: %s is not a mirror led here", ErrNotLeader, p.TP)
+	}
+	end := p.log.EndOffset()
+	if offset < end && p.log.StartOffset() != end {
+		return fmt.Errorf("%w: a mirror holding data up to %d cannot start at %d", ErrOffsetOutOfRange, end, offset)
+	}
+	return p.startAtLocked(offset)
+}

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/link"
+)
+
+// newLinks makes the cluster links' manager: mirror topics change through
+// linkMirrors, and its reads of this cluster's offsets go through the
+// broker's own listener, as a client's would.
+func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
+	s.linkLocal = &lazyClient{make: func() (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
+	}}
+	return link.New(link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
+		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval})
+}
+
+// closeLinks stops the links' work and their client of this cluster.
+func (s *Server) closeLinks() {
+	if s.links != nil {
+		s.links.Close()
+	}
+	if s.linkLocal != nil {
+		s.linkLocal.close()
+	}
+}
+
+// lazyClient is a client made on first use, closed once.
+type lazyClient struct {
+	make func() (*kgo.Client, error)
+	mu   sync.Mutex
+	cl   *kgo.Client
+}
+
+func (c *lazyClient) get() (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cl == nil {
+		cl, err := c.make()
+		if err != nil {
+			return nil, err
+		}
+		c.cl = cl
+	}
+	return c.cl, nil
+}
+
+func (c *lazyClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cl != nil {
+		c.cl.Close()
+		c.cl = nil
+	}
+}
+
+// linkMirrors creates and changes mirror topics for the links, with the
+// configs this broker supports. It does not reconcile: the reconciler
+// follows every metadata change (Store.Changes), and it stops links' work
+// while it runs, which must never wait for that work.
+type linkMirrors struct{ s *Server }
+
+// supported keeps the source's topic configs that Strand has and takes:
+// a source may set configs of a newer or another Kafka.
+func (a linkMirrors) supported(configs map[string]string) map[string]string {
+	out := map[string]string{}
+	defaults := a.s.topics.defaults()
+	for k, v := range configs {
+		if _, err := config.TopicLogConfig(defaults, map[string]string{k: v}); err == nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (a linkMirrors) CreateMirror(name string, id cluster.TopicID, partitions int32, linkName string, configs map[string]string) error {
+	factor := max(1, min(a.s.cfg.DefaultReplicationFactor, int16(a.s.cluster.LiveBrokers())))
+	spec := cluster.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: factor, Configs: a.supported(configs), ID: id,
+		Mirror: &cluster.TopicMirror{Link: linkName, State: cluster.MirrorActive}}
+	a.s.topics.mu.Lock()
+	defer a.s.topics.mu.Unlock()
+	_, err := a.s.cluster.CreateTopic(spec)
+	return err
+}
+
+func (a linkMirrors) GrowMirror(name string, partitions int32) error {
+	a.s.topics.mu.Lock()
+	defer a.s.topics.mu.Unlock()
+	return a.s.cluster.SetPartitions(name, partitions, nil)
+}
+
+func (a linkMirrors) SetMirrorConfigs(name string, configs map[string]string) error {
+	want := a.supported(configs)
+	t, ok := a.s.cluster.Topic(name)
+	if !ok {
+		return fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
+	}
+	if maps.Equal(t.Configs, want) {
+		return nil
+	}
+	a.s.topics.mu.Lock()
+	defer a.s.topics.mu.Unlock()
+	return a.s.cluster.SetTopicConfigs(name, want)
+}
+
+// adminLinks is the admin API's view of the links.
+type adminLinks struct{ s *Server }
+
+func (a adminLinks) List() []cluster.Link { return a.s.links.List() }
+
+func (a adminLinks) Create(ctx context.Context, l cluster.Link) (cluster.Link, error) {
+	out, err := a.s.links.Create(ctx, a.s.cluster, l)
+	if err == nil {
+		a.s.logger.Info("cluster link created", "link", l.Name, "source", strings.Join(l.Source.BootstrapServers, ","))
+	}
+	return out, err
+}
+
+func (a adminLinks) SetPaused(name string, paused bool) error {
+	return a.s.links.SetPaused(a.s.cluster, name, paused)
+}
+
+func (a adminLinks) Delete(name string) error { return a.s.cluster.DeleteLink(name) }
+
+func (a adminLinks) Status(ctx context.Context, name string) (link.Status, error) {
+	return a.s.links.Status(ctx, name)
+}
+
+func (a adminLinks) Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error) {
+	return a.s.links.Promote(ctx, name, topics, failover, timeout)
+}

@@ -1,0 +1,433 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/link"
+	"github.com/strandlog/strand/internal/mirrorcheck"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// linkAPI calls a broker's links API and decodes the answer; it returns
+// the HTTP status.
+func linkAPI(t *testing.T, admin, method, path string, in, out any) int {
+	t.Helper()
+	var body bytes.Buffer
+	if in != nil {
+		if err := json.NewEncoder(&body).Encode(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, "http://"+admin+path, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// startLinkTarget starts a broker with an admin listener that reads its
+// links' sources often.
+func startLinkTarget(t *testing.T) (*testutil.Broker, string) {
+	b := testutil.StartBroker(t, func(c *config.Broker) {
+		c.AdminListen = "127.0.0.1:0"
+		c.LinkMetadataInterval = 100 * time.Millisecond
+	})
+	return b, b.Server().AdminAddr().String()
+}
+
+// waitMirrored waits until every partition of the link's mirror topics
+// named holds the source's end.
+func waitMirrored(t *testing.T, admin, name string, topics ...string) link.Status {
+	t.Helper()
+	var st link.Status
+	testutil.Eventually(t, 30*time.Second, func() error {
+		st = link.Status{}
+		if code := linkAPI(t, admin, "GET", "/api/links/"+name, nil, &st); code != http.StatusOK {
+			return fmt.Errorf("status %d", code)
+		}
+		for _, want := range topics {
+			found := false
+			for _, ts := range st.Topics {
+				if ts.Topic != want {
+					continue
+				}
+				found = true
+				for _, p := range ts.Partitions {
+					if p.SourceEnd < 0 || p.MirrorEnd != p.SourceEnd {
+						return fmt.Errorf("%s/%d: mirror %d of %d (%s)", want, p.Partition, p.MirrorEnd, p.SourceEnd, p.Error)
+					}
+				}
+			}
+			if !found {
+				return fmt.Errorf("no mirror of %s yet", want)
+			}
+		}
+		return nil
+	})
+	return st
+}
+
+// compareMirror checks a mirror topic against its source, batch by batch.
+func compareMirror(t *testing.T, src, dst *kgo.Client, topic string) mirrorcheck.TopicReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := mirrorcheck.CompareTopic(ctx, src, dst, topic, mirrorcheck.Options{})
+	if err != nil {
+		t.Fatalf("comparing %s: %v", topic, err)
+	}
+	if rep.SourceID != rep.MirrorID || rep.SourcePartitions != rep.MirrorPartitions {
+		t.Fatalf("%s: topic id %x vs %x, partitions %d vs %d", topic, rep.SourceID, rep.MirrorID, rep.SourcePartitions, rep.MirrorPartitions)
+	}
+	for _, p := range rep.Partitions {
+		if p.MismatchCount > 0 {
+			t.Fatalf("%s/%d differs from its source at %d offsets: %v", topic, p.Partition, p.MismatchCount, p.Mismatches)
+		}
+	}
+	return rep
+}
+
+func topicStatus(st link.Status, topic string) link.TopicStatus {
+	for _, ts := range st.Topics {
+		if ts.Topic == topic {
+			return ts
+		}
+	}
+	return link.TopicStatus{}
+}
+
+func produceSync(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func records(topic string, n int, prefix string) []*kgo.Record {
+	var out []*kgo.Record
+	for i := range n {
+		out = append(out, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i%7)),
+			Value: []byte(strings.Repeat(prefix, 20) + fmt.Sprint(i))})
+	}
+	return out
+}
+
+// A link mirrors another cluster's topics byte for byte and offset for
+// offset, old data and new, compressed and transactional; the mirrors take
+// no writes until promoted, follow the source's partition count and log
+// start, survive a restart of the mirror's broker, and stop when their
+// source topic goes.
+func TestLinkMirrorsByteForByte(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr, kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(time.Millisecond))
+	dstCl := newClient(t, dst.Addr)
+	srcAdm, dstAdm := kadm.NewClient(srcCl), kadm.NewClient(dstCl)
+	ctx := context.Background()
+	if _, err := srcAdm.CreateTopic(ctx, 3, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, nil, "internal-audit"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 300, "before")...)
+
+	// Transactions, committed and aborted, before and after the link.
+	txn := newClient(t, src.Addr, kgo.TransactionalID("payments-writer"), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	transact := func(commit bool, n int) {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		produceSync(t, txn, records("payments", n, fmt.Sprint(commit))...)
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	transact(true, 20)
+	transact(false, 10)
+
+	var created map[string]any
+	code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders|payments|later-.*"}}}, &created)
+	if code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	transact(true, 15)
+	produceSync(t, srcCl, records("orders", 200, "after")...)
+	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "later-1"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("later-1", 50, "late")...)
+	waitMirrored(t, admin, "prod", "orders", "payments", "later-1")
+	for _, topic := range []string{"orders", "payments", "later-1"} {
+		compareMirror(t, srcCl, dstCl, topic)
+	}
+	// Three transactions, each over both partitions: a marker each.
+	if rep := compareMirror(t, srcCl, dstCl, "payments"); rep.Partitions[0].ControlBatches != 3 || rep.Partitions[1].ControlBatches != 3 {
+		t.Fatalf("payments carries %d and %d markers, want 3 each", rep.Partitions[0].ControlBatches, rep.Partitions[1].ControlBatches)
+	}
+	if topics, err := dstAdm.ListTopics(ctx, "internal-audit"); err != nil || topics.Has("internal-audit") {
+		t.Fatalf("a topic the filter does not match was mirrored: %v", err)
+	}
+
+	// Read-only: a produce is refused with a message naming the link, and
+	// so are DeleteRecords and new partitions.
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "orders"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = 0
+	rp.Records = makeBatch("x")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, dstCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := resp.Topics[0].Partitions[0]
+	if pr.ErrorCode != kerr.InvalidRequest.Code || pr.ErrorMessage == nil || !strings.Contains(*pr.ErrorMessage, "prod") {
+		t.Fatalf("produce to a mirror: code %d, message %v", pr.ErrorCode, pr.ErrorMessage)
+	}
+	dr, err := dstAdm.DeleteRecords(ctx, kadm.Offsets{"orders": {0: {At: 1}}})
+	if err != nil || dr.Error() == nil {
+		t.Fatalf("DeleteRecords on a mirror: %v %v", err, dr.Error())
+	}
+	if cp, err := dstAdm.CreatePartitions(ctx, 2, "orders"); err == nil && cp.Error() == nil {
+		t.Fatal("a mirror took new partitions from a client")
+	}
+
+	// The source grows and deletes records: the mirror follows.
+	if _, err := srcAdm.CreatePartitions(ctx, 2, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srcAdm.DeleteRecords(ctx, kadm.Offsets{"orders": {1: {At: 40}}}); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 100, "grown")...)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		orders := topicStatus(waitMirrored(t, admin, "prod", "orders"), "orders")
+		if n := len(orders.Partitions); n != 5 {
+			return fmt.Errorf("mirror has %d partitions", n)
+		}
+		if p := orders.Partitions[1]; p.MirrorStart != 40 {
+			return fmt.Errorf("mirror's partition 1 starts at %d", p.MirrorStart)
+		}
+		return nil
+	})
+	compareMirror(t, srcCl, dstCl, "orders")
+
+	// The mirror's broker restarts and carries on where it was.
+	dst.Restart(t)
+	produceSync(t, srcCl, records("orders", 100, "restart")...)
+	dstCl = newClient(t, dst.Addr)
+	dstAdm = kadm.NewClient(dstCl)
+	admin = dst.Server().AdminAddr().String()
+	waitMirrored(t, admin, "prod", "orders")
+	compareMirror(t, srcCl, dstCl, "orders")
+
+	// Promotion: orders becomes writable, and a new producer here never
+	// gets one of the source's producer ids.
+	var rep link.PromoteReport
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/promote", map[string]any{"topics": []string{"orders"}}, &rep); code != http.StatusOK {
+		t.Fatalf("promote: %d", code)
+	}
+	maxSourcePID := int64(-1)
+	srcDesc, err := srcAdm.DescribeProducers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcDesc.EachPartition(func(p kadm.DescribedProducersPartition) {
+		for _, pr := range p.ActiveProducers {
+			maxSourcePID = max(maxSourcePID, pr.ProducerID)
+		}
+	})
+	fresh := newClient(t, dst.Addr)
+	produceSync(t, fresh, records("orders", 10, "promoted")...)
+	dstDesc, err := dstAdm.DescribeProducers(ctx, kadm.TopicsSet{"orders": {0: {}, 1: {}, 2: {}, 3: {}, 4: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest int64 = -1
+	dstDesc.EachPartition(func(p kadm.DescribedProducersPartition) {
+		for _, pr := range p.ActiveProducers {
+			newest = max(newest, pr.ProducerID)
+		}
+	})
+	if maxSourcePID < 0 || newest <= maxSourcePID {
+		t.Fatalf("after promotion the newest producer id is %d, the source's largest %d", newest, maxSourcePID)
+	}
+
+	// A source topic deleted stops its mirror, which stays.
+	if _, err := srcAdm.DeleteTopics(ctx, "later-1"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		for _, ts := range st.Topics {
+			if ts.Topic == "later-1" && ts.State == "stopped" && strings.Contains(ts.Reason, "gone") {
+				return nil
+			}
+		}
+		return fmt.Errorf("later-1 not stopped: %+v", st.Topics)
+	})
+	var e map[string]string
+	if code := linkAPI(t, admin, "DELETE", "/api/links/prod", nil, &e); code != http.StatusConflict || !strings.Contains(e["error"], "later-1") {
+		t.Fatalf("deleting a link with mirrors: %d %v", code, e)
+	}
+}
+
+// A link copies the matched groups' commits, never past the mirror's end
+// and never over a group that runs here, so a consumer that moves starts
+// exactly where it stopped.
+func TestLinkCopiesGroupOffsets(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl, dstCl := newClient(t, src.Addr), newClient(t, dst.Addr)
+	srcAdm, dstAdm := kadm.NewClient(srcCl), kadm.NewClient(dstCl)
+	ctx := context.Background()
+	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		recs := records("orders", 50, "o")
+		for _, r := range recs {
+			r.Partition = p
+		}
+		produceSync(t, newClient(t, src.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
+	}
+	commit := func(adm *kadm.Client, group string, offs map[int32]int64) {
+		t.Helper()
+		o := kadm.Offsets{}
+		for p, at := range offs {
+			o.Add(kadm.Offset{Topic: "orders", Partition: p, At: at, LeaderEpoch: -1, Metadata: "from-" + group})
+		}
+		resp, err := adm.CommitOffsets(ctx, group, o)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(srcAdm, "billing", map[int32]int64{0: 30, 1: 25})
+	commit(srcAdm, "billing-capped", map[int32]int64{0: 10_000})
+	commit(srcAdm, "audit", map[int32]int64{0: 5})
+	// billing-live already consumes here: its commits are its own.
+	live := newClient(t, dst.Addr, kgo.ConsumerGroup("billing-live"), kgo.ConsumeTopics("orders"))
+	code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing.*"}},
+		"sync_group_offsets": true, "offset_sync_interval_ms": 100}, nil)
+	if code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	// The consumer here joins once the mirror exists, then commits.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		live.PollFetches(fctx)
+		if err := live.CommitUncommittedOffsets(ctx); err != nil {
+			return err
+		}
+		got, err := dstAdm.FetchOffsets(ctx, "billing-live")
+		if err != nil {
+			return err
+		}
+		if o, ok := got.Lookup("orders", 0); !ok || o.At != 50 {
+			return fmt.Errorf("billing-live here at %+v", o)
+		}
+		return nil
+	})
+	commit(srcAdm, "billing-live", map[int32]int64{0: 3})
+
+	testutil.Eventually(t, 30*time.Second, func() error {
+		rep, err := mirrorcheck.CompareGroupOffsets(ctx, srcAdm, dstAdm, "billing")
+		if err != nil {
+			return err
+		}
+		for _, m := range rep.Mismatches {
+			if len(m.Fields) != 1 || m.Fields[0] != "LeaderEpoch" {
+				return fmt.Errorf("%s", m)
+			}
+		}
+		got, err := dstAdm.FetchOffsets(ctx, "billing-capped")
+		if err != nil {
+			return err
+		}
+		if o, ok := got.Lookup("orders", 0); !ok || o.At != 50 {
+			return fmt.Errorf("billing-capped here at %+v, want the mirror's end 50", o)
+		}
+		return nil
+	})
+	// Once a sync has seen billing-live at the source, it skipped it.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		if st.OffsetSync == nil || st.OffsetSync.Groups != 3 || st.OffsetSync.Skipped != 1 || st.OffsetError != "" {
+			return fmt.Errorf("offset sync status %+v %q", st.OffsetSync, st.OffsetError)
+		}
+		return nil
+	})
+	for group, want := range map[string]int64{"billing-live": 50, "audit": -1} {
+		got, err := dstAdm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := got.Lookup("orders", 0); (want < 0 && ok && o.At >= 0) || (want >= 0 && o.At != want) {
+			t.Fatalf("group %s here at %+v, want %d", group, o, want)
+		}
+	}
+	live.Close()
+
+	// billing moves: it starts here exactly where it stopped there.
+	moved := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	first := map[int32]int64{}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		moved.PollFetches(fctx).EachRecord(func(r *kgo.Record) {
+			if _, ok := first[r.Partition]; !ok {
+				first[r.Partition] = r.Offset
+			}
+		})
+		if len(first) < 2 {
+			return fmt.Errorf("first records %v", first)
+		}
+		return nil
+	})
+	if first[0] != 30 || first[1] != 25 {
+		t.Fatalf("billing started here at %v, want 30 and 25", first)
+	}
+}
