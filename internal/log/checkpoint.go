@@ -27,6 +27,10 @@ type checkpoint struct {
 	// journalFence: journal records below this sequence number are never
 	// replayed into the log (see journal.go).
 	journalFence int64
+	// restartPending: a StartAt committed and may not have finished; Open
+	// removes every segment below logStart (startat.go). Written only by
+	// StartAt, and only while it runs.
+	restartPending bool
 }
 
 func (c checkpoint) marshal() []byte {
@@ -34,8 +38,12 @@ func (c checkpoint) marshal() []byte {
 	if c.clean {
 		clean = 1
 	}
-	return fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\njournal-fence %d\n",
+	b := fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\njournal-fence %d\n",
 		c.logStart, c.highWatermark, c.recoveryPoint, c.cleanedEnd, clean, c.journalFence)
+	if c.restartPending {
+		b = append(b, "restart-pending 1\n"...)
+	}
+	return b
 }
 
 // readCheckpoint returns the zero checkpoint (unclean, everything to scan)
@@ -73,6 +81,8 @@ func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
 			c.clean = v == 1
 		case "journal-fence":
 			c.journalFence = v
+		case "restart-pending":
+			c.restartPending = v == 1
 		}
 	}
 	return c, nil

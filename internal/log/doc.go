@@ -22,7 +22,9 @@
 //   - partition.checkpoint: log start offset, high watermark, recovery point
 //     (every offset below it was synced in the segments), whether the log
 //     was closed cleanly, and the journal fence (journal records numbered
-//     below it are never replayed into the log).
+//     below it are never replayed into the log). "restart-pending 1" is
+//     there only while StartAt runs, or after a crash cut it short: Open
+//     then removes every segment below the log start before it reads any.
 //   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
 //     per leader epoch.
 //   - <offset>.producers: snapshots of the idempotent producers' state,
@@ -108,6 +110,23 @@
 // a marker goes delete.retention.ms after no data of its transaction is
 // left (an abort marker only once the replica layer has forgotten the
 // aborted transaction).
+//
+// # Restarting at an offset
+//
+// StartAt (startat.go) empties the log and restarts it at an offset at or
+// past its end: a follower whose log ends before its leader's starts
+// fetches on from the leader's start (Kafka's truncateFullyAndStartAt),
+// and a mirror starts at its source's start. Every segment goes, the epoch
+// cache empties, and start, end, high watermark and recovery point become
+// the offset; reads below it are out of range as below any log start. One
+// atomic checkpoint write, carrying restart-pending and a new journal
+// fence, decides between the old log and the new: before it a crash leaves
+// the old log; after it Open finishes the removal, so no old segment is
+// ever read again and no journal record of the old log is replayed. Kafka
+// instead deletes every segment of a log whose start lies past its end
+// after recovery; here the start may lie past what the segment files hold
+// while the journal still holds the rest (DeleteRecords up to a journaled
+// offset), so the restart is marked rather than inferred.
 //
 // # Locking
 //

@@ -144,6 +144,11 @@ func (l *Log) load() error {
 	if l.epochs, err = loadEpochs(l.fs, l.dir); err != nil {
 		return err
 	}
+	if ck.restartPending {
+		if bases, ck, err = l.finishStartAt(bases, ck); err != nil {
+			return err
+		}
+	}
 	for _, base := range bases {
 		s, err := openSegment(l.fs, l.dir, base)
 		if err != nil {
@@ -671,6 +676,12 @@ func (l *Log) finishSync(p syncPoint, inFile bool, err error) error {
 	if err != nil {
 		if l.closed {
 			return ErrClosed // deleted under the sync
+		}
+		if p.truncations != l.truncations && l.indexOf(p.seg) < 0 {
+			// The segment it synced left the log meanwhile (StartAt, or
+			// a truncation below its base), and was perhaps closed:
+			// nothing the log holds depended on that sync.
+			return nil
 		}
 		l.failLocked(err)
 		return l.failed
