@@ -40,6 +40,15 @@
 // transaction whose marker is gone and a rebuild never starts from a
 // snapshot that saw a removed marker's transaction open.
 //
+// A follower whose log ends before its leader's starts restarts it empty at
+// the leader's start (StartAt, log.Log.StartAt): the producer snapshots are
+// removed first, then the log restarts, then the producer state, applied
+// end and high watermark are reset to the new start, all under appendMu and
+// snapMu. A crash between the two leaves the old log without snapshots,
+// rebuilt by a scan; the log's restart syncs the directory, so after it no
+// snapshot of the old log is left to seed the new log's state. Snapshots
+// of the old log still in flight are refused (snapEnd, restarts).
+//
 // Locking: Partition.appendMu orders producer-state checks with appends and
 // guards the producer state; Partition.snapMu serialises snapshot writes
 // (taken after appendMu when both are held; snapshot files are written

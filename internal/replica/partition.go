@@ -35,6 +35,10 @@ type Partition struct {
 
 	snapMu  sync.Mutex // after appendMu when both are held
 	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
+	// restarts counts the log's restarts (startAtLocked), which change it
+	// holding appendMu and snapMu: a snapshot taken under appendMu before
+	// one must not be written after it.
+	restarts uint64
 
 	mu sync.Mutex // after appendMu when both are held; guards producers.txns too
 	hw int64
@@ -397,12 +401,18 @@ func (p *Partition) forgetMarkers(markers []log.RemovedMarker) error {
 	end := ps.end
 	data := ps.encode(p.log.StartOffset())
 	ps.appends = 0
+	restarts := p.restarts
 	p.appendMu.Unlock()
 	if err := p.log.Sync(end); err != nil {
 		return err
 	}
 	p.snapMu.Lock()
 	defer p.snapMu.Unlock()
+	if p.restarts != restarts {
+		// The log restarted since: the snapshot is of a log that is gone,
+		// and so are the markers.
+		return fmt.Errorf("%s: the log restarted during compaction", p.TP)
+	}
 	fsys, dir := p.log.FS(), p.log.Dir()
 	// Written over one at the same offset, which may have been taken
 	// before the drop.

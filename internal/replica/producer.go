@@ -658,6 +658,20 @@ func writeSnapshot(fsys vfs.FS, dir string, end int64, data []byte) error {
 	return nil
 }
 
+// removeSnapshots deletes every producer snapshot in dir.
+func removeSnapshots(fsys vfs.FS, dir string) error {
+	offs, err := listSnapshots(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, off := range offs {
+		if err := fsys.Remove(filepath.Join(dir, snapshotName(off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // loadResult says how the state was rebuilt, for the log line and tests.
 type loadResult struct {
 	snapshot int64 // end offset of the snapshot used, -1 for none

@@ -342,3 +342,48 @@ func (p *Partition) TruncateTo(offset int64) error {
 	p.snapMu.Unlock()
 	return nil
 }
+
+// StartAt empties a follower's log and restarts it at offset, at or past
+// its end: the leader's log start, when this log ends before it (the
+// leader deleted what this replica lacks, Kafka's truncateFullyAndStartAt).
+// Nothing of the old log remains: the producer state is empty, and the
+// high watermark and the applied end are offset.
+func (p *Partition) StartAt(offset int64) error {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.IsLeader() {
+		return fmt.Errorf("%w: %s is led here", ErrNotLeader, p.TP)
+	}
+	return p.startAtLocked(offset)
+}
+
+// startAtLocked restarts the log at offset and resets what depended on
+// the old one. The producer snapshots go first: a crash before the log
+// restarts leaves the old log, whose producer state the next open rebuilds
+// by a scan; the log's restart then syncs the directory, so no snapshot of
+// the old log survives a crash after it to be taken for the new log's
+// state. Snapshots of the old log taken before and written after are kept
+// out by snapEnd and restarts. appendMu is held.
+func (p *Partition) startAtLocked(offset int64) error {
+	if end := p.log.EndOffset(); offset < end {
+		return fmt.Errorf("%w: %s: start at %d below the log end %d", ErrOffsetOutOfRange, p.TP, offset, end)
+	}
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	p.restarts++
+	if err := removeSnapshots(p.log.FS(), p.log.Dir()); err != nil {
+		return fmt.Errorf("%s: removing producer snapshots: %w", p.TP, err)
+	}
+	p.snapEnd = offset // the empty state needs none
+	if err := p.log.StartAt(offset); err != nil {
+		return err
+	}
+	ps := newProducerState()
+	ps.end, ps.lastSweep = offset, p.opts.Now().UnixMilli()
+	p.mu.Lock()
+	p.producers = ps
+	p.applied.Store(offset)
+	p.setHighWatermarkLocked(offset)
+	p.mu.Unlock()
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -316,5 +317,119 @@ func TestSingleReplicaMinInSync(t *testing.T) {
 	}
 	if err := e.p.CheckEnoughReplicas(); err != nil {
 		t.Fatalf("back to min.insync.replicas 1: %v", err)
+	}
+}
+
+// A follower whose log ends before its leader's starts restarts it at the
+// leader's start: nothing of its old log remains (producers, open
+// transactions, snapshots), the high watermark is the new start, and it
+// copies the leader from there, byte for byte. A leader refuses.
+func TestFollowerStartAt(t *testing.T) {
+	a, b := newEnv(t, nil), newEnv(t, nil)
+	set := func(self int32, isr ...int32) ReplicaSet {
+		return ReplicaSet{Self: self, Replicas: []int32{1, 2}, ISR: isr, Leader: 1, LeaderEpoch: 1}
+	}
+	a.p.SetReplicaSet(set(1, 1, 2))
+	a.p.SetRole(true, 1)
+	b.p.SetReplicaSet(set(2, 1, 2))
+	b.p.SetRole(false, 1)
+	now := a.clock.Now().UnixMilli() // retention keeps it
+
+	// Producer 7 idempotent, producer 9 with a transaction left open.
+	for seq := int32(0); seq < 12; seq += 3 {
+		if _, _, err := a.p.Append(testBatch(7, 0, seq, 3, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := a.p.Append(txnBatch(9, 0, 0, 2, now)); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, a.p, b.p, 2)
+	if err := b.p.SnapshotProducers(); err != nil {
+		t.Fatal(err)
+	}
+	old := b.p.Log().EndOffset()
+	if len(b.p.Producers()) != 2 || len(b.snapshots()) == 0 || b.p.LastStableOffset() != 12 {
+		t.Fatalf("before: producers %+v, snapshots %v, last stable offset %d", b.p.Producers(), b.snapshots(), b.p.LastStableOffset())
+	}
+
+	// The follower is away; the leader goes on alone and deletes past
+	// the follower's end.
+	a.p.SetReplicaSet(set(1, 1))
+	for seq := int32(0); seq < 10; seq += 2 {
+		_, wait, err := a.p.Append(testBatch(11, 0, seq, 2, now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start, err := a.p.DeleteRecords(old + 4)
+	if err != nil || start != old+4 {
+		t.Fatalf("DeleteRecords: %d, %v", start, err)
+	}
+
+	if err := a.p.StartAt(a.p.Log().EndOffset()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("StartAt on the leader: %v, want ErrNotLeader", err)
+	}
+	if err := b.p.StartAt(old - 1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("StartAt below the follower's end: %v", err)
+	}
+	if err := b.p.StartAt(start); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		l := b.p.Log()
+		if l.StartOffset() != start || l.EndOffset() != start || b.p.HighWatermark() != start ||
+			b.p.LastStableOffset() != start || b.p.applied.Load() != start {
+			t.Fatalf("%s: start %d end %d hw %d lso %d applied %d, want all %d", what, l.StartOffset(), l.EndOffset(),
+				b.p.HighWatermark(), b.p.LastStableOffset(), b.p.applied.Load(), start)
+		}
+		if ps := b.p.Producers(); len(ps) != 0 {
+			t.Fatalf("%s: producers %+v of the old log remain", what, ps)
+		}
+		if len(b.p.AbortedTransactions(0, start+100)) != 0 || len(l.Epochs()) != 0 {
+			t.Fatalf("%s: aborted %v, epochs %v", what, b.p.AbortedTransactions(0, start+100), l.Epochs())
+		}
+	}
+	check("after StartAt")
+	if snaps := b.snapshots(); len(snaps) != 0 {
+		t.Fatalf("snapshots %v of the old log remain", snaps)
+	}
+	b.restart(true)
+	b.p.SetReplicaSet(set(2, 1))
+	b.p.SetRole(false, 1)
+	check("reopened")
+
+	replicate(t, a.p, b.p, 2)
+	if !bytes.Equal(logBytes(t, a.p), logBytes(t, b.p)) || b.p.Log().StartOffset() != a.p.Log().StartOffset() {
+		t.Fatal("the follower's log differs from the leader's")
+	}
+	if ps := b.p.Producers(); len(ps) != 1 || ps[0].ProducerID != 11 || ps[0].LastSequence != 9 {
+		t.Fatalf("producers after catching up: %+v", ps)
+	}
+}
+
+// A producer snapshot of the old log at the very offset the log restarts
+// at is not taken for the new log's state after a reopen.
+func TestStartAtLogEndDropsSnapshot(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(7, 0, 0, 3)
+	if err := e.p.SnapshotProducers(); err != nil {
+		t.Fatal(err)
+	}
+	end := e.p.Log().EndOffset()
+	if snaps := e.snapshots(); !slices.Equal(snaps, []int64{end}) {
+		t.Fatalf("snapshots %v, want [%d]", snaps, end)
+	}
+	e.p.SetRole(false, 1)
+	if err := e.p.StartAt(end); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(true)
+	if ps := e.p.Producers(); len(ps) != 0 || e.p.Log().StartOffset() != end {
+		t.Fatalf("after reopening: start %d, producers %+v", e.p.Log().StartOffset(), ps)
 	}
 }
