@@ -35,8 +35,9 @@ import (
 //     holds nothing, so any other segment is the old log's.
 //  3. The log switches to the new segment in memory: old segments are
 //     retired (closed after file.delete.delay.ms, so that sections handed
-//     to readers stay readable), and syncs prepared before move nothing
-//     (truncations counts StartAt too).
+//     to readers stay readable); syncs prepared before move nothing
+//     (truncations counts StartAt too), and one that fails on an old
+//     segment, closed meanwhile, fails nothing (finishSync).
 //  4. A checkpoint without the mark replaces the commit's.
 //
 // A failure after step 1 fails the log (sticky, as any storage error);
