@@ -15,6 +15,16 @@
 // next, which the leader's high watermark follows, is durable), and takes
 // the leader's high watermark.
 //
+// A fetch the leader finds out of range sends the follower to ask where
+// the leader's log starts (ListOffsets, earliest: the leader answers the
+// error without it, as Kafka's does). A follower whose log ends before
+// that start (it was away while retention or DeleteRecords moved the
+// start past its end) empties its log and restarts it at the leader's
+// start (replica.Partition.StartAt, Kafka's truncateFullyAndStartAt), then
+// fetches on from there; the first batch may begin below that start, and
+// the log takes it whole. Any other fetched past the leader's end, and
+// truncates again by leader epoch before it fetches.
+//
 // The reconciler tells the fetcher what to follow after every metadata
 // change (Set); a partition this broker comes to lead leaves its loop, and
 // a write that races with that is refused by the partition itself.

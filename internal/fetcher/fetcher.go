@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -426,10 +427,11 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 		}
 	}
 	var (
-		errs    []error
-		written []*replica.Partition // appended to, to sync together
-		ends    []int64
-		hws     []int64
+		errs       []error
+		written    []*replica.Partition // appended to, to sync together
+		ends       []int64
+		hws        []int64
+		outOfRange []*following
 	)
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
@@ -446,6 +448,8 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 			}
 			end, err := l.apply(fp, &rp)
 			switch {
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				outOfRange = append(outOfRange, fp)
 			case err != nil:
 				errs = append(errs, err)
 			case end >= 0:
@@ -464,6 +468,74 @@ func (l *leaderLoop) fetch(parts map[model.TopicPartition]*following) error {
 			continue
 		}
 		written[i].SetLeaderHighWatermark(hws[i])
+	}
+	if len(outOfRange) > 0 {
+		errs = append(errs, l.outOfRange(outOfRange))
+	}
+	return errors.Join(errs...)
+}
+
+// outOfRange handles the partitions whose fetch offset the leader found
+// out of range. Its answer carries no log start (Kafka's leader answers
+// an error with unknown offsets), so the follower asks for it (ListOffsets,
+// earliest), as Kafka's ReplicaFetcherThread does. A follower whose log
+// ends before the leader's start (it was away while retention or
+// DeleteRecords moved the start past its end) restarts its log empty at
+// the leader's start and fetches on from there (truncateFullyAndStartAt).
+// Any other fetched past the leader's end: it truncates again, by leader
+// epoch, before it fetches.
+func (l *leaderLoop) outOfRange(parts []*following) error {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(4)
+	req.ReplicaID = l.f.cfg.Self
+	asked := map[model.TopicPartition]*following{}
+	byTopic := map[string]int{}
+	for _, fp := range parts {
+		tp := fp.Partition.TP
+		asked[tp] = fp
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp, p.CurrentLeaderEpoch = tp.Partition, -2, fp.LeaderEpoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	defer cancel()
+	kresp, err := l.f.cfg.Client.Request(ctx, l.leader, req)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, rp := range t.Partitions {
+			tp := model.TopicPartition{Topic: t.Topic, Partition: rp.Partition}
+			fp, ok := asked[tp]
+			if !ok || !l.current(fp) {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				errs = append(errs, fmt.Errorf("%s: the leader's log start: %w", tp, err))
+				continue
+			}
+			p, leaderStart := fp.Partition, rp.Offset
+			end := p.Log().EndOffset()
+			if end >= leaderStart {
+				fp.truncated = false
+				errs = append(errs, fmt.Errorf("%s: fetch at %d: %w", tp, end, kerr.OffsetOutOfRange))
+				continue
+			}
+			l.logger.Info("a follower's log ends before its leader's starts; restarting it empty at the leader's start",
+				"partition", tp.String(), "end", end, "leader_start", leaderStart)
+			if err := p.StartAt(leaderStart); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -487,27 +559,15 @@ func (l *leaderLoop) resetSession() {
 
 // apply writes one partition's fetched batches and returns the new log
 // end, or -1 when it wrote nothing. The caller syncs what was written and
-// then takes the high watermark.
+// then takes the high watermark; on OFFSET_OUT_OF_RANGE it asks the leader
+// where its log starts (outOfRange).
 func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) (int64, error) {
-	p := fp.Partition
-	switch err := kerr.ErrorForCode(rp.ErrorCode); {
-	case err == nil:
-	case errors.Is(err, kerr.OffsetOutOfRange):
-		// Past the leader's end: truncate again. Below its start (it
-		// deleted what this follower lacks): start over at its start.
-		if p.Log().EndOffset() >= rp.LogStartOffset {
-			fp.truncated = false
-			return -1, err
-		}
-		l.logger.Warn("a follower's log ends before its leader's starts; it cannot catch up",
-			"partition", p.TP.String(), "end", p.Log().EndOffset(), "leader_start", rp.LogStartOffset)
-		return -1, err
-	default:
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		return -1, err
 	}
 	data := log.WholeBatches(rp.RecordBatches)
 	if len(data) == 0 {
 		return -1, nil
 	}
-	return p.AppendReplicated(data)
+	return fp.Partition.AppendReplicated(data)
 }

@@ -27,10 +27,12 @@ type checkpoint struct {
 	// journalFence: journal records below this sequence number are never
 	// replayed into the log (see journal.go).
 	journalFence int64
-	// restartPending: a StartAt committed and may not have finished; Open
-	// removes every segment below logStart (startat.go). Written only by
-	// StartAt, and only while it runs.
+	// restartPending: a restart (StartAt) committed and may not have
+	// finished; Open removes every segment but the one at restartBase, where the
+	// new log's segments start (startat.go). Written only while a restart
+	// runs.
 	restartPending bool
+	restartBase    int64
 }
 
 func (c checkpoint) marshal() []byte {
@@ -41,7 +43,7 @@ func (c checkpoint) marshal() []byte {
 	b := fmt.Appendf(nil, "strand-partition-checkpoint 1\nlog-start-offset %d\nhigh-watermark %d\nrecovery-point %d\ncleaned-offset %d\nclean-shutdown %d\njournal-fence %d\n",
 		c.logStart, c.highWatermark, c.recoveryPoint, c.cleanedEnd, clean, c.journalFence)
 	if c.restartPending {
-		b = append(b, "restart-pending 1\n"...)
+		b = fmt.Appendf(b, "restart-at %d\n", c.restartBase)
 	}
 	return b
 }
@@ -81,8 +83,8 @@ func readCheckpoint(fsys vfs.FS, dir string) (checkpoint, error) {
 			c.clean = v == 1
 		case "journal-fence":
 			c.journalFence = v
-		case "restart-pending":
-			c.restartPending = v == 1
+		case "restart-at":
+			c.restartPending, c.restartBase = true, v
 		}
 	}
 	return c, nil

@@ -22,9 +22,9 @@
 //   - partition.checkpoint: log start offset, high watermark, recovery point
 //     (every offset below it was synced in the segments), whether the log
 //     was closed cleanly, and the journal fence (journal records numbered
-//     below it are never replayed into the log). "restart-pending 1" is
-//     there only while StartAt runs, or after a crash cut it short: Open
-//     then removes every segment below the log start before it reads any.
+//     below it are never replayed into the log). "restart-at N" is there
+//     only while StartAt runs, or after a crash cut it short: Open then
+//     removes every segment but the one at N before it reads any.
 //   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
 //     per leader epoch.
 //   - <offset>.producers: snapshots of the idempotent producers' state,
@@ -119,14 +119,22 @@
 // and a mirror starts at its source's start. Every segment goes, the epoch
 // cache empties, and start, end, high watermark and recovery point become
 // the offset; reads below it are out of range as below any log start. One
-// atomic checkpoint write, carrying restart-pending and a new journal
-// fence, decides between the old log and the new: before it a crash leaves
-// the old log; after it Open finishes the removal, so no old segment is
-// ever read again and no journal record of the old log is replayed. Kafka
+// atomic checkpoint write, carrying "restart-at" and a new journal fence,
+// decides between the old log and the new: before it a crash leaves the
+// old log; after it Open finishes the removal, so no old segment is ever
+// read again and no journal record of the old log is replayed. Kafka
 // instead deletes every segment of a log whose start lies past its end
 // after recovery; here the start may lie past what the segment files hold
 // while the journal still holds the rest (DeleteRecords up to a journaled
 // offset), so the restart is marked rather than inferred.
+//
+// A leader's log start may fall inside a batch (DeleteRecords), which it
+// sends whole. AppendReplicated on an empty log takes such a batch: the
+// log restarts again, at the batch's base, keeping its log start, and
+// stores the batch (Kafka's follower does the same). A crash before the
+// batch is durable leaves the log empty at the batch's base, its start
+// there too; the follower then finds itself below its leader's start and
+// restarts once more.
 //
 // # Locking
 //

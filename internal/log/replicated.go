@@ -28,6 +28,12 @@ func WholeBatches(data []byte) []byte {
 // batches carry enter the epoch cache, so that this replica can answer
 // OffsetForLeaderEpoch when it leads. Nothing is written unless every
 // batch passes.
+//
+// An empty log (start and end alike: restarted at its leader's log start)
+// also takes a first batch that holds its end: a leader's log start may
+// fall inside a batch (DeleteRecords), which the leader sends whole. The
+// log restarts at the batch's base (StartAt's steps), keeps its log
+// start, and stores the batch.
 func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	var refs []batchRef
@@ -64,7 +70,15 @@ func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
 		return res, err
 	}
 	if refs[0].base < l.next {
-		return res, fmt.Errorf("%w: replicated batch at %d below the log end %d", ErrInvalidRecord, refs[0].base, l.next)
+		if refs[0].last < l.next || !l.emptyLocked() {
+			return res, fmt.Errorf("%w: replicated batch at %d below the log end %d", ErrInvalidRecord, refs[0].base, l.next)
+		}
+		// The log was restarted at its leader's log start (StartAt),
+		// which falls inside the leader's batch: the log restarts at
+		// the batch's base, keeping its start, as Kafka's follower does.
+		if err := l.restartLocked(refs[0].base, l.start); err != nil {
+			return res, err
+		}
 	}
 	if err := l.appendLocked(data, refs, l.now()); err != nil {
 		return res, err
@@ -74,4 +88,10 @@ func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
 	}
 	res.BaseOffset, res.LastOffset, res.LogStart = refs[0].base, l.next-1, l.start
 	return res, nil
+}
+
+// emptyLocked reports whether the log holds no batch: its start is its
+// end, and its only segment is empty. mu is held.
+func (l *Log) emptyLocked() bool {
+	return l.start == l.next && len(l.segs) == 1 && l.active().size == 0
 }

@@ -19,23 +19,25 @@ import (
 // last sync, or the new empty one at offset; never a part of the old one,
 // and never data StartAt removed coming back (from the segments or from
 // the journal). One atomic write decides which: the checkpoint that says
-// "restart-pending" (see doc.go).
+// "restart-at" (see doc.go).
 //
 // Steps, with the log's lock held throughout:
 //  1. Commit: the checkpoint is replaced by one with log start, high
 //     watermark and recovery point at offset, a new journal fence (no
 //     journal record taken before now is replayed into the log: they
-//     hold the old log's batches) and the restart-pending mark. Before
+//     hold the old log's batches) and the mark "restart-at offset". Before
 //     this, nothing on disk has changed: a crash leaves the old log.
 //  2. Every old segment's files are removed; the segment at offset is
 //     created; the directory is synced; the epoch file is emptied. A crash
 //     in this step leaves the mark, and Open finishes the step before it
 //     reads anything (finishStartAt): whatever old files survived are
-//     removed, never read.
+//     removed, never read. Until the mark goes, the segment at offset
+//     holds nothing, so any other segment is the old log's.
 //  3. The log switches to the new segment in memory: old segments are
 //     retired (closed after file.delete.delay.ms, so that sections handed
-//     to readers stay readable), and syncs prepared before move nothing
-//     (truncations counts StartAt too).
+//     to readers stay readable); syncs prepared before move nothing
+//     (truncations counts StartAt too), and one that fails on an old
+//     segment, closed meanwhile, fails nothing (finishSync).
 //  4. A checkpoint without the mark replaces the commit's.
 //
 // A failure after step 1 fails the log (sticky, as any storage error);
@@ -57,12 +59,17 @@ func (l *Log) StartAt(offset int64) error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	if offset < l.next && l.start != l.next {
-		// An empty log may start lower: a mirror whose source's first
-		// batch begins before the offset it was asked for.
+	if offset < l.next {
 		return fmt.Errorf("%w: start at %d below the log end %d", ErrOffsetOutOfRange, offset, l.next)
 	}
+	return l.restartLocked(offset, offset)
+}
 
+// restartLocked does StartAt's steps: the log's only segment then starts
+// at base, its end too, and its start is start: base, or above it when
+// AppendReplicated restarts an empty log at the base of a batch that holds
+// its start and appends the batch at once. mu is held.
+func (l *Log) restartLocked(base, start int64) error {
 	// 1. Commit. The fence is set under mu, before any round can read the
 	// new log: a round that took its number earlier writes records that
 	// are never replayed, and syncs the log's own file instead
@@ -71,15 +78,15 @@ func (l *Log) StartAt(offset int64) error {
 	if l.journal != nil {
 		l.fence.Store(l.journal.next.Load())
 	}
-	commit := checkpoint{logStart: offset, highWatermark: offset, recoveryPoint: offset,
-		journalFence: l.fence.Load(), restartPending: true}
+	commit := checkpoint{logStart: start, highWatermark: start, recoveryPoint: base,
+		journalFence: l.fence.Load(), restartPending: true, restartBase: base}
 	if err := writeCheckpoint(l.fs, l.dir, commit); err != nil {
 		l.failLocked(err)
 		return l.failed
 	}
 
 	// 2. The files. The old ones go before the new segment is created: the
-	// old active segment may have offset as its base (an empty segment at
+	// old active segment may have base as its base (an empty segment at
 	// the log end), and its name is the new segment's.
 	old := l.segs
 	var err error
@@ -90,7 +97,7 @@ func (l *Log) StartAt(offset int64) error {
 	}
 	var s *segment
 	if err == nil {
-		s, err = createSegment(l.fs, l.dir, offset)
+		s, err = createSegment(l.fs, l.dir, base)
 	}
 	if err == nil {
 		err = l.fs.SyncDir(l.dir)
@@ -106,7 +113,9 @@ func (l *Log) StartAt(offset int64) error {
 		return l.failed
 	}
 
-	// 3. Memory.
+	// 3. Memory. synced and fileSynced may move down (to a base below the
+	// old end): syncs prepared before move nothing, as after a
+	// truncation.
 	now := l.now()
 	for _, o := range old {
 		l.retired = append(l.retired, retiredSegment{seg: o, closeAt: now.Add(l.cfg.FileDeleteDelay)})
@@ -115,9 +124,9 @@ func (l *Log) StartAt(offset int64) error {
 	s.openedAt = now
 	l.segs = []*segment{s}
 	l.epochs.entries, l.epochs.dirty = nil, false
-	l.next, l.start, l.hw, l.cleaned = offset, offset, offset, 0
-	advance(&l.synced, offset)
-	advance(&l.fileSynced, offset)
+	l.next, l.start, l.hw, l.cleaned = base, start, start, 0
+	l.synced.Store(base)
+	l.fileSynced.Store(base)
 	l.durableSeg, l.durablePos = s, 0
 	l.writebackSeg, l.writtenBack = nil, 0
 
@@ -129,37 +138,41 @@ func (l *Log) StartAt(offset int64) error {
 	return nil
 }
 
-// finishStartAt completes, at open, a StartAt whose commit a crash left
-// behind (ck says restart-pending): it removes the files of every segment
-// below the new log start, makes sure the segment at the start exists,
+// finishStartAt completes, at open, a restart whose commit a crash left
+// behind (ck says restart-at): it removes the files of every segment but
+// the one at the restart's base (every other is the old log's: the old
+// log's segments may lie above the base when a restart makes room for a
+// batch holding the log start), makes sure the segment at the base exists,
 // empties the epoch file, and replaces the checkpoint with one without the
-// mark. It returns the segments left (the one at the start) and that
+// mark. It returns the segments left (the one at the base) and that
 // checkpoint. Each step can be repeated, so a crash here only means doing
-// it again.
+// it again. A log start above the base (a restart for a batch holding it)
+// is kept in the checkpoint; the log opens with its start at its end until
+// that batch is appended again.
 func (l *Log) finishStartAt(bases []int64, ck checkpoint) ([]int64, checkpoint, error) {
-	start := ck.logStart
+	base := ck.restartBase
 	var kept []int64
-	for _, base := range bases {
-		if base >= start {
-			kept = append(kept, base)
+	for _, b := range bases {
+		if b == base {
+			kept = append(kept, b)
 			continue
 		}
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-			err := l.fs.Remove(filepath.Join(l.dir, segmentName(base, suffix)))
+			err := l.fs.Remove(filepath.Join(l.dir, segmentName(b, suffix)))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, ck, err
 			}
 		}
 	}
-	if len(kept) == 0 || kept[0] != start {
-		f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(start, logSuffix)), os.O_RDWR|os.O_CREATE, 0o644)
+	if len(kept) == 0 {
+		f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(base, logSuffix)), os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, ck, err
 		}
 		if err := f.Close(); err != nil {
 			return nil, ck, err
 		}
-		kept = append([]int64{start}, kept...)
+		kept = []int64{base}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return nil, ck, err
@@ -168,10 +181,10 @@ func (l *Log) finishStartAt(bases []int64, ck checkpoint) ([]int64, checkpoint, 
 	if err := l.epochs.store(); err != nil {
 		return nil, ck, err
 	}
-	done := checkpoint{logStart: start, highWatermark: start, recoveryPoint: start, journalFence: ck.journalFence}
+	done := checkpoint{logStart: ck.logStart, highWatermark: ck.logStart, recoveryPoint: base, journalFence: ck.journalFence}
 	if err := writeCheckpoint(l.fs, l.dir, done); err != nil {
 		return nil, ck, err
 	}
-	l.logger.Warn("finished restarting the log empty, which a crash interrupted", "offset", start)
+	l.logger.Warn("finished restarting the log empty, which a crash interrupted", "offset", base, "log_start_offset", ck.logStart)
 	return kept, done, nil
 }

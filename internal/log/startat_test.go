@@ -99,7 +99,7 @@ func TestStartAt(t *testing.T) {
 			t.Fatalf("segment files after StartAt: %v", files)
 		}
 		if b, err := vfs.ReadFile(fsys, filepath.Join(dir, checkpointFile)); err != nil || !bytes.Contains(b, []byte("log-start-offset 1000\n")) ||
-			bytes.Contains(b, []byte("restart-pending")) {
+			bytes.Contains(b, []byte("restart-at")) {
 			t.Fatalf("checkpoint after StartAt: %q, %v", b, err)
 		}
 		l.Close()
@@ -204,7 +204,7 @@ func restartPending(t testing.TB, fsys vfs.FS, dir string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.Contains(b, []byte("restart-pending 1"))
+	return bytes.Contains(b, []byte("restart-at "))
 }
 
 // A power loss at any point of StartAt leaves the old log (as of its last
@@ -416,5 +416,102 @@ func TestSyncOfARemovedSegmentFailsNothing(t *testing.T) {
 	}
 	if got := l.SyncedOffset(); got != 101 {
 		t.Fatalf("synced offset %d, want 101", got)
+	}
+}
+
+// A leader's log start may fall inside a batch, which it sends whole: a
+// log restarted at that start takes the batch as its first, restarting at
+// the batch's base and keeping its start, as Kafka's follower does; a
+// batch wholly below the start, or one reaching into a log that holds
+// data, is refused.
+func TestStartAtInsideABatch(t *testing.T) {
+	fileSystems(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		l := openLog(t, fsys, dir, testConfig(), nil)
+		mustAppend(t, l, makeBatch(t, "old", 5, 0, 0))
+		if err := l.StartAt(1003); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AppendReplicated(replicatedBatch(t, "below", 3, 1000, 4)); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("a batch wholly below the log start: %v", err)
+		}
+		if _, err := l.AppendReplicated(replicatedBatch(t, "rep", 5, 1000, 4)); err != nil {
+			t.Fatal(err)
+		}
+		check := func(l *Log) {
+			t.Helper()
+			if l.StartOffset() != 1003 || l.EndOffset() != 1005 || !slices.Equal(l.Segments(), []int64{1000}) ||
+				fmt.Sprint(l.Epochs()) != fmt.Sprint([]EpochEntry{{4, 1000}}) {
+				t.Fatalf("start %d end %d segments %v epochs %v", l.StartOffset(), l.EndOffset(), l.Segments(), l.Epochs())
+			}
+			if _, err := l.Read(1002, 1000, 1005); !errors.Is(err, ErrOffsetOutOfRange) {
+				t.Fatalf("read below the log start: %v", err)
+			}
+			got := readAll(t, l, 1003)
+			if len(got) != 2 || got[0].key != "k-rep-3" || got[1].key != "k-rep-4" {
+				t.Fatalf("records from the log start: %v", got)
+			}
+		}
+		check(l)
+		if _, err := l.AppendReplicated(replicatedBatch(t, "again", 5, 1003, 4)); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("a batch reaching into a log that holds data: %v", err)
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		l = openLog(t, fsys, dir, testConfig(), nil)
+		defer l.Close()
+		check(l)
+	})
+}
+
+// A power loss while a restarted log takes a first batch that holds its
+// start leaves it empty at its start, empty at the batch's base (its start
+// moved back there: nothing below it is readable yet), or holding the
+// batch; never anything of the old log.
+func TestStartAtInsideABatchPowerLoss(t *testing.T) {
+	const dir = "/p"
+	rec := &crashRecorder{mem: vfs.NewMem()}
+	l := openLog(t, vfs.NewErrorFS(rec.mem, rec.inject), dir, testConfig(), nil)
+	for i := range 20 {
+		mustAppend(t, l, makeBatch(t, fmt.Sprint("old", i), 5, 0, 0))
+	}
+	if err := l.StartAt(1003); err != nil {
+		t.Fatal(err)
+	}
+	rec.record(true)
+	if _, err := l.AppendReplicated(replicatedBatch(t, "rep", 5, 1000, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rec.record(false)
+	rec.clones = append(rec.clones, rec.mem.CrashClone(vfs.CrashOptions{}))
+	l.Close()
+	seen := map[string]int{}
+	for i, crashed := range rec.clones {
+		l := openLog(t, crashed, dir, testConfig(), nil)
+		state := fmt.Sprint(l.StartOffset(), " ", l.EndOffset(), " ", l.Segments())
+		switch state {
+		case "1003 1003 [1003]", "1000 1000 [1000]":
+		case "1003 1005 [1000]":
+			if got := readAll(t, l, 1003); len(got) != 2 || got[0].key != "k-rep-3" {
+				t.Fatalf("clone %d: records %v", i, got)
+			}
+		default:
+			t.Fatalf("clone %d: start, end and segments %s", i, state)
+		}
+		for _, name := range segmentFiles(t, crashed, dir) {
+			if fileBase(t, name) < 1000 {
+				t.Fatalf("clone %d: %s of the old log is left", i, name)
+			}
+		}
+		seen[state]++
+		l.Close()
+	}
+	t.Logf("%d clones: %v", len(rec.clones), seen)
+	if len(seen) != 3 {
+		t.Fatalf("clones by state %v: each should occur", seen)
 	}
 }

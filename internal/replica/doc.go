@@ -52,10 +52,11 @@
 // Locking: Partition.appendMu orders producer-state checks with appends and
 // guards the producer state; Partition.snapMu serialises snapshot writes
 // (taken after appendMu when both are held; snapshot files are written
-// without appendMu); Partition.mu guards the high watermark, the waiters and
-// the transactions readers need (producerState.txns: the unstable
-// transactions and the aborted list), so that fetches never wait for
-// appendMu. Appends change producerState.txns holding appendMu and then mu;
+// without appendMu; StartAt holds it while the log restarts, so the log's
+// lock comes after it); Partition.mu guards the high watermark, the
+// waiters and the transactions readers need (producerState.txns: the
+// unstable transactions and the aborted list), so that fetches never wait
+// for appendMu. Appends change producerState.txns holding appendMu and then mu;
 // the high watermark prunes its decided transactions under mu alone; the
 // aborted list changes only with both held, so a snapshot reads it under
 // appendMu. appendMu comes before mu, and neither is held across an fsync

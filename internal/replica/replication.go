@@ -365,7 +365,7 @@ func (p *Partition) StartAt(offset int64) error {
 // state. Snapshots of the old log taken before and written after are kept
 // out by snapEnd and restarts. appendMu is held.
 func (p *Partition) startAtLocked(offset int64) error {
-	if end := p.log.EndOffset(); offset < end && p.log.StartOffset() != end {
+	if end := p.log.EndOffset(); offset < end {
 		return fmt.Errorf("%w: %s: start at %d below the log end %d", ErrOffsetOutOfRange, p.TP, offset, end)
 	}
 	p.snapMu.Lock()
