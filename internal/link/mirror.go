@@ -232,17 +232,9 @@ func (l *sourceLoop) apply(mp *mirrorPart, rp *kmsg.FetchResponseTopicPartition,
 		l.stop(mp, reason)
 		return -1, nil, errors.New(reason)
 	}
-	data := log.WholeBatches(rp.RecordBatches)
-	if len(data) > 0 && p.Log().StartOffset() == p.Log().EndOffset() {
-		// An empty mirror starts where the source's first batch does
-		// (the source's log start may lie inside it).
-		if base := model.Batch(data).BaseOffset(); base != p.Log().EndOffset() {
-			if err := p.MirrorStartAt(base); err != nil {
-				return -1, nil, err
-			}
-		}
-	}
-	data = skipBelow(data, p.Log().EndOffset())
+	// An empty mirror takes a first batch that holds its start whole (the
+	// source's log start may lie inside it): the log keeps the start.
+	data := skipBelow(log.WholeBatches(rp.RecordBatches), p.Log().EndOffset())
 	var (
 		res  replica.MirrorAppend
 		wait func() error

@@ -133,17 +133,12 @@ func (p *Partition) MirrorLogStart(offset int64) (int64, error) {
 }
 
 // MirrorStartAt empties a mirror this broker leads and starts its log at
-// offset: the source deleted what the mirror lacks (offset past its end),
-// or the mirror is empty and the source's first batch starts elsewhere.
+// offset, past its end: the source deleted what the mirror lacks.
 func (p *Partition) MirrorStartAt(offset int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if !p.IsLeader() || p.mirror.Load() == nil {
 		return fmt.Errorf("%w: %s is not a mirror led here", ErrNotLeader, p.TP)
-	}
-	end := p.log.EndOffset()
-	if offset < end && p.log.StartOffset() != end {
-		return fmt.Errorf("%w: a mirror holding data up to %d cannot start at %d", ErrOffsetOutOfRange, end, offset)
 	}
 	return p.startAtLocked(offset)
 }

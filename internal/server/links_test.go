@@ -174,10 +174,20 @@ func TestLinkMirrorsByteForByte(t *testing.T) {
 	transact(true, 20)
 	transact(false, 10)
 
+	// A source whose log start lies inside a batch: the mirror starts
+	// there too, with that batch whole.
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, nil, "trimmed"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("trimmed", 100, "t")...)
+	if _, err := srcAdm.DeleteRecords(ctx, kadm.Offsets{"trimmed": {0: {At: 45}}}); err != nil {
+		t.Fatal(err)
+	}
+
 	var created map[string]any
 	code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
 		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
-		"topics": map[string]any{"include": []string{"orders|payments|later-.*"}}}, &created)
+		"topics": map[string]any{"include": []string{"orders|payments|later-.*|trimmed"}}}, &created)
 	if code != http.StatusCreated {
 		t.Fatalf("creating the link: %d", code)
 	}
@@ -187,9 +197,12 @@ func TestLinkMirrorsByteForByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	produceSync(t, srcCl, records("later-1", 50, "late")...)
-	waitMirrored(t, admin, "prod", "orders", "payments", "later-1")
-	for _, topic := range []string{"orders", "payments", "later-1"} {
+	st := waitMirrored(t, admin, "prod", "orders", "payments", "later-1", "trimmed")
+	for _, topic := range []string{"orders", "payments", "later-1", "trimmed"} {
 		compareMirror(t, srcCl, dstCl, topic)
+	}
+	if p := topicStatus(st, "trimmed").Partitions[0]; p.MirrorStart != 45 || p.MirrorEnd != 100 {
+		t.Fatalf("the trimmed mirror holds [%d, %d), want [45, 100)", p.MirrorStart, p.MirrorEnd)
 	}
 	// Three transactions, each over both partitions: a marker each.
 	if rep := compareMirror(t, srcCl, dstCl, "payments"); rep.Partitions[0].ControlBatches != 3 || rep.Partitions[1].ControlBatches != 3 {
@@ -429,5 +442,73 @@ func TestLinkCopiesGroupOffsets(t *testing.T) {
 	})
 	if first[0] != 30 || first[1] != 25 {
 		t.Fatalf("billing started here at %v, want 30 and 25", first)
+	}
+}
+
+// In a cluster, a mirror partition replicates as any other; when its
+// leader stops, the new leader carries on mirroring from its own end, with
+// no gap and no duplicate.
+func TestLinkMirrorLeaderFailover(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst := testutil.StartCluster(t, 3, 0, func(_ int, c *config.Broker) {
+		c.AdminListen = "127.0.0.1:0"
+		c.LinkMetadataInterval = 100 * time.Millisecond
+		c.DefaultReplicationFactor = 3
+	})
+	admin := dst.Brokers[0].Server().AdminAddr().String()
+	srcCl := newClient(t, src.Addr, kgo.ProducerLinger(time.Millisecond))
+	ctx := context.Background()
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 200, "a")...)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+
+	// The source keeps writing while the mirror's leader of partition 0
+	// stops.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20 {
+			if err := srcCl.ProduceSync(ctx, records("orders", 50, fmt.Sprint("b", i))...).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	p, ok := dst.Brokers[0].Server().Metadata().Partition("orders", 0)
+	if !ok || p.Leader < 0 {
+		t.Fatalf("no leader of the mirror's partition 0: %+v", p)
+	}
+	leader := dst.Brokers[p.Leader]
+	leader.Stop(t)
+	<-done
+	var live *testutil.Broker
+	for _, b := range dst.Brokers {
+		if b != leader {
+			live = b
+			break
+		}
+	}
+	admin = live.Server().AdminAddr().String()
+	waitMirrored(t, admin, "prod", "orders")
+	if np, _ := live.Server().Metadata().Partition("orders", 0); np.Leader == p.Leader {
+		t.Fatalf("the stopped broker %d still leads", p.Leader)
+	}
+	var seeds []string
+	for _, b := range dst.Brokers {
+		if b != leader {
+			seeds = append(seeds, b.Addr)
+		}
+	}
+	dstCl := newClient(t, seeds[0], kgo.SeedBrokers(seeds...))
+	rep := compareMirror(t, srcCl, dstCl, "orders")
+	if rep.Partitions[0].Records+rep.Partitions[1].Records != 1200 {
+		t.Fatalf("the mirror holds %d records, want 1200", rep.Partitions[0].Records+rep.Partitions[1].Records)
 	}
 }
