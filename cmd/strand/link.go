@@ -49,7 +49,7 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 		tlsOn                        bool
 		ca, cert, key                string
 		saslMech, saslUser, saslPass string
-		interval                     time.Duration
+		interval, txnTimeout         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME --source-brokers HOST:PORT[,...] --topics REGEX",
@@ -62,6 +62,7 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 			l.Groups = cluster.Filter{Include: groups, Exclude: excludeGroups}
 			l.SyncGroupOffsets = l.SyncGroupOffsets || len(groups) > 0
 			l.OffsetSyncIntervalMs = interval.Milliseconds()
+			l.TransactionTimeoutMs = txnTimeout.Milliseconds()
 			src := &l.Source
 			for _, f := range []struct {
 				path string
@@ -112,6 +113,8 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 	f.StringArrayVar(&excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
 	f.BoolVar(&l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
 	f.DurationVar(&interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
+	f.DurationVar(&txnTimeout, "transaction-timeout", time.Minute,
+		"after a promotion or failover, abort the transactions the source left open once this has passed")
 	f.BoolVar(&tlsOn, "source-tls", false, "connect to the source with TLS (implied by --source-tls-ca and --source-tls-cert)")
 	f.StringVar(&ca, "source-tls-ca", "", "PEM file of the CAs to trust for the source (default: the system's)")
 	f.StringVar(&cert, "source-tls-cert", "", "PEM file of a client certificate for the source, for mutual TLS")

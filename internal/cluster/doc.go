@@ -7,7 +7,7 @@
 // and the cluster links (links.go): other clusters mirrored here, and the
 // mark of each mirror topic (its link, mirroring or stopped). A mirror
 // topic takes its source's topic id; producer ids its source's batches
-// carry are reserved (ProducerIDsAbove), so none is handed out here.
+// carry are reserved (ProducerIDsReserved), so none is handed out here.
 //
 // Store is a broker's view: reads answer from the image at once; a change
 // is proposed as a record and returns once applied here, with the outcome

@@ -70,11 +70,17 @@ type Topic struct {
 	// Mirror, when set, makes the topic a read-only mirror of a cluster
 	// link's source topic of the same name and id.
 	Mirror *TopicMirror `json:"mirror,omitempty"`
+	// Promoted marks a former mirror (see TopicPromotion).
+	Promoted *TopicPromotion `json:"promoted,omitempty"`
 }
 
 func (t Topic) clone() Topic {
 	t.Configs = maps.Clone(t.Configs)
 	t.Mirror = t.Mirror.clone()
+	if t.Promoted != nil {
+		pr := *t.Promoted
+		t.Promoted = &pr
+	}
 	t.States = slices.Clone(t.States)
 	for i := range t.States {
 		t.States[i] = t.States[i].clone()
@@ -158,9 +164,9 @@ type image struct {
 	// ClientQuotasEpoch the index of the record that last changed them.
 	ClientQuotas      []ClientQuota `json:"client_quotas,omitempty"`
 	ClientQuotasEpoch int64         `json:"client_quotas_epoch,omitempty"`
-	// ProducerIDsAbove: ids up to it are reserved for the producers of
-	// mirrored partitions (ReserveProducerIDs).
-	ProducerIDsAbove int64 `json:"producer_ids_above,omitempty"`
+	// ProducerIDsReserved: the ids below it are reserved for the
+	// producers of mirrored partitions (ReserveProducerIDs).
+	ProducerIDsReserved int64 `json:"producer_ids_reserved,omitempty"`
 	// Links are the cluster links, in the order they were created.
 	Links []Link `json:"links,omitempty"`
 	// Applied is the index of the last record applied.

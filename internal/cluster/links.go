@@ -43,6 +43,11 @@ type Link struct {
 	// ReverseOffsetSync copies this cluster's commits of matched groups
 	// back to the source while the group has no members there.
 	ReverseOffsetSync bool `json:"reverse_offset_sync,omitempty"`
+	// TransactionTimeoutMs is how long after a promotion a transaction
+	// the source left open on a promoted partition is aborted (Kafka's
+	// coordinator aborts after the producer's transaction.timeout.ms);
+	// 60 s when 0.
+	TransactionTimeoutMs int64 `json:"transaction_timeout_ms,omitempty"`
 	// MaxBytesPerSec caps what the link fetches, per broker; 0 is no cap.
 	MaxBytesPerSec int64 `json:"max_bytes_per_sec,omitempty"`
 	Paused         bool  `json:"paused,omitempty"`
@@ -194,6 +199,15 @@ type TopicMirror struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// TopicPromotion marks a topic promoted from a mirror: transactions its
+// source left open on it are aborted from AtMs + AbortOpenAfterMs on, since
+// no coordinator here knows them.
+type TopicPromotion struct {
+	Link             string `json:"link"`
+	AtMs             int64  `json:"at_ms"`
+	AbortOpenAfterMs int64  `json:"abort_open_after_ms"`
+}
+
 // linkRecord creates a link, or replaces one (Create false).
 type linkRecord struct {
 	Link   Link `json:"link"`
@@ -211,6 +225,8 @@ type mirrorStateRecord struct {
 	Link   string `json:"link"`
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Promotion, with State "", marks the topic promoted.
+	Promotion *TopicPromotion `json:"promotion,omitempty"`
 }
 
 // producerIDsAboveRecord reserves every producer id up to and including
@@ -277,6 +293,10 @@ func (im *image) setMirrorState(r mirrorStateRecord) result {
 	switch r.State {
 	case "":
 		t.Mirror = nil
+		if r.Promotion != nil {
+			pr := *r.Promotion
+			t.Promoted = &pr
+		}
 	case MirrorActive, MirrorStopped:
 		t.Mirror = &TopicMirror{Link: r.Link, State: r.State, Reason: r.Reason}
 	default:
@@ -340,11 +360,28 @@ func (s *Store) SetMirrorState(topic, link, state, reason string) error {
 	return err
 }
 
+// PromoteMirror makes a mirror topic an ordinary, writable topic, marked
+// promoted at atMs: transactions its source left open are aborted
+// abortAfterMs later.
+func (s *Store) PromoteMirror(topic, link string, atMs, abortAfterMs int64) error {
+	_, err := s.propose(kindMirrorState, mirrorStateRecord{Topic: topic, Link: link,
+		Promotion: &TopicPromotion{Link: link, AtMs: atMs, AbortOpenAfterMs: abortAfterMs}})
+	return err
+}
+
+// MirroredProducerIDs is the largest producer id reserved for mirrored
+// producers, -1 while none is.
+func (s *Store) MirroredProducerIDs() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.im.ProducerIDsReserved - 1
+}
+
 // ReserveProducerIDs makes sure no producer id up to and including above
 // is ever handed out here.
 func (s *Store) ReserveProducerIDs(above int64) error {
 	s.mu.RLock()
-	done := s.im.ProducerIDsAbove >= above
+	done := s.im.ProducerIDsReserved > above
 	s.mu.RUnlock()
 	if done {
 		return nil
@@ -357,7 +394,7 @@ func (im *image) reserveProducerIDs(r producerIDsAboveRecord) result {
 	if r.Above < 0 || r.Above > math.MaxInt64-ProducerIDBlockSize {
 		return result{err: fmt.Errorf("%w: producer ids above %d", ErrInvalidRequest, r.Above)}
 	}
-	im.ProducerIDsAbove = max(im.ProducerIDsAbove, r.Above)
+	im.ProducerIDsReserved = max(im.ProducerIDsReserved, r.Above+1)
 	im.ProducerIDBlockEnd = max(im.ProducerIDBlockEnd, r.Above+1)
 	return result{}
 }

@@ -429,9 +429,9 @@ func (s *Store) NextProducerID() (int64, error) {
 	s.pidMu.Lock()
 	defer s.pidMu.Unlock()
 	s.mu.RLock()
-	reserved := s.im.ProducerIDsAbove
+	reserved := s.im.ProducerIDsReserved
 	s.mu.RUnlock()
-	if s.pidNext >= s.pidEnd || s.pidNext <= reserved {
+	if s.pidNext >= s.pidEnd || s.pidNext < reserved {
 		// A block taken before ids were reserved for a link's mirrors
 		// may overlap them: it is dropped.
 		v, err := s.propose(kindProducerIDs, producerIDsRecord{NodeID: s.node})

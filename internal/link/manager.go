@@ -25,6 +25,8 @@ type Store interface {
 	Topic(name string) (cluster.Topic, bool)
 	SetMirrorState(topic, link, state, reason string) error
 	ReserveProducerIDs(above int64) error
+	MirroredProducerIDs() int64
+	PromoteMirror(topic, link string, atMs, abortAfterMs int64) error
 	Controller() int32
 	ClusterID() string
 }
@@ -72,6 +74,10 @@ type Manager struct {
 	closed  bool
 	// stopping counts the runners stopping in the background.
 	stopping sync.WaitGroup
+	// promoted are the promoted partitions led here (promoted.go).
+	promoted map[model.TopicPartition]*promotedPart
+	done     chan struct{}
+	wg       sync.WaitGroup
 	// reserved is the largest producer id known reserved in the metadata
 	// for the mirrored producers; reserveMu serialises reservations.
 	reserved  atomic.Int64
@@ -94,6 +100,9 @@ func New(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, logger: cfg.Logger.With("component", "link"), runners: map[string]*runner{}}
 	m.reserved.Store(-1)
+	m.done = make(chan struct{})
+	m.wg.Add(1)
+	go m.sweepPromoted()
 	return m
 }
 
@@ -148,10 +157,16 @@ func sameSource(a, b cluster.Link) bool { return reflect.DeepEqual(a.Source, b.S
 // Close stops every runner and waits for them.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
 	m.closed = true
 	rs := maps.Clone(m.runners)
 	m.runners = map[string]*runner{}
 	m.mu.Unlock()
+	close(m.done)
+	m.wg.Wait()
 	for _, r := range rs {
 		r.stop()
 	}

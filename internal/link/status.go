@@ -14,6 +14,11 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
+// DefaultTransactionTimeout is how long after a promotion a transaction
+// the source left open is aborted, when the link sets no time: the Java
+// producer's default transaction.timeout.ms.
+const DefaultTransactionTimeout = time.Minute
+
 // ErrNotCaughtUp: a promotion timed out with mirrors still behind.
 var ErrNotCaughtUp = errors.New("link: mirrors not caught up")
 
@@ -249,8 +254,13 @@ func (m *Manager) Promote(ctx context.Context, name string, topics []string, fai
 	if err != nil && !failover {
 		return rep, err
 	}
+	l, _ := m.cfg.Store.Link(name)
+	abortAfter := l.TransactionTimeoutMs
+	if abortAfter <= 0 {
+		abortAfter = DefaultTransactionTimeout.Milliseconds()
+	}
 	for _, t := range mirrors {
-		if err := m.cfg.Store.SetMirrorState(t.Name, name, "", ""); err != nil {
+		if err := m.cfg.Store.PromoteMirror(t.Name, name, m.cfg.Now().UnixMilli(), abortAfter); err != nil {
 			return rep, fmt.Errorf("promoting %s: %w", t.Name, err)
 		}
 		for _, ts := range st.Topics {

@@ -142,3 +142,42 @@ func (p *Partition) MirrorStartAt(offset int64) error {
 	}
 	return p.startAtLocked(offset)
 }
+
+// AbortOrphanTransactions writes an abort marker for every transaction
+// open here of a producer whose id is at most pidAtMost: on a promoted
+// mirror, the transactions its source left open, which no coordinator of
+// this cluster knows and so none would ever end (Kafka's coordinator
+// aborts a transaction past its timeout). It returns how many it aborted
+// and a wait for their markers.
+func (p *Partition) AbortOrphanTransactions(pidAtMost int64) (int, func() error, error) {
+	if err := p.mirrorErr(); err != nil {
+		return 0, noWait, err
+	}
+	if !p.IsLeader() {
+		return 0, noWait, fmt.Errorf("%w: %s is not led here", ErrNotLeader, p.TP)
+	}
+	p.appendMu.Lock()
+	var open []Marker
+	for pid, e := range p.producers.producers {
+		if e.txnFirst >= 0 && pid <= pidAtMost {
+			open = append(open, Marker{ProducerID: pid, ProducerEpoch: e.epoch, CoordinatorEpoch: max(e.coordEpoch, 0)})
+		}
+	}
+	p.appendMu.Unlock()
+	var waits []func() error
+	for _, m := range open {
+		_, wait, err := p.WriteMarker(m)
+		if err != nil {
+			return len(waits), noWait, err
+		}
+		waits = append(waits, wait)
+	}
+	return len(waits), func() error {
+		for _, w := range waits {
+			if err := w(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}

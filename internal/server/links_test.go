@@ -512,3 +512,58 @@ func TestLinkMirrorLeaderFailover(t *testing.T) {
 		t.Fatalf("the mirror holds %d records, want 1200", rep.Partitions[0].Records+rep.Partitions[1].Records)
 	}
 }
+
+// A transaction the source leaves open holds a planned promotion back; a
+// failover goes ahead, and the transaction is aborted once the link's
+// transaction timeout has passed, so read_committed consumers of the
+// promoted topic are not stuck.
+func TestLinkPromoteWithOpenSourceTransaction(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("ledger", 10, "plain")...)
+	txn := newClient(t, src.Addr, kgo.TransactionalID("ledger-writer"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, txn, records("ledger", 5, "open")...)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"ledger"}}, "transaction_timeout_ms": 1000}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "ledger")
+
+	var e map[string]string
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/promote", map[string]any{"timeout_ms": 500}, &e); code != http.StatusConflict ||
+		!strings.Contains(e["error"], "transaction open") {
+		t.Fatalf("a promotion with a source transaction open: %d %v", code, e)
+	}
+	var rep link.PromoteReport
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/failover", map[string]any{}, &rep); code != http.StatusOK || !rep.Failover {
+		t.Fatalf("failover: %d %+v", code, rep)
+	}
+	dstCl := newClient(t, dst.Addr)
+	produceSync(t, dstCl, records("ledger", 3, "here")...)
+	reader := newClient(t, dst.Addr, kgo.ConsumeTopics("ledger"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	testutil.Eventually(t, 20*time.Second, func() error {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		reader.PollFetches(fctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		if len(got) < 13 {
+			return fmt.Errorf("read_committed read %d records", len(got))
+		}
+		return nil
+	})
+	for _, v := range got {
+		if strings.HasPrefix(v, "open") {
+			t.Fatalf("read_committed read a record of the aborted transaction: %s", v)
+		}
+	}
+}

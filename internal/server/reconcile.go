@@ -63,6 +63,7 @@ func (s *Server) reconcile() error {
 	want := map[model.TopicPartition][16]byte{}
 	var follow []fetcher.Assignment
 	var mirrors []link.Assignment
+	var promoted []link.Promoted
 	var errs []error
 	for _, t := range s.cluster.Topics() {
 		cfg, cfgErr := config.TopicLogConfig(defaults.Log, t.Configs)
@@ -96,6 +97,10 @@ func (s *Server) reconcile() error {
 				p.SetMirror("")
 			}
 			p.SetRole(leads, st.LeaderEpoch)
+			if leads && t.Promoted != nil {
+				promoted = append(promoted, link.Promoted{Partition: p,
+					AbortAt: time.UnixMilli(t.Promoted.AtMs + t.Promoted.AbortOpenAfterMs)})
+			}
 			if leads && t.Mirror != nil && t.Mirror.State == cluster.MirrorActive {
 				mirrors = append(mirrors, link.Assignment{Partition: p, TopicID: t.ID, Link: t.Mirror.Link, LeaderEpoch: st.LeaderEpoch})
 			}
@@ -114,6 +119,7 @@ func (s *Server) reconcile() error {
 	}
 	s.fetcher.Set(follow)
 	s.links.Set(mirrors)
+	s.links.SetPromoted(promoted)
 	if !caughtUp {
 		return errors.Join(errs...)
 	}
