@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/link"
 )
@@ -22,6 +24,7 @@ type Links interface {
 	Delete(name string) error
 	Status(ctx context.Context, name string) (link.Status, error)
 	Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error)
+	Lag() []link.PartitionLag
 }
 
 // The links API: the routes strand link calls.
@@ -124,4 +127,45 @@ func writeLinkError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	}
 	writeError(w, status, strings.TrimPrefix(err.Error(), "cluster: "))
+}
+
+// linkCollector exports, at each scrape, the mirror partitions this
+// broker leads: their lag behind the source.
+type linkCollector struct{ links Links }
+
+const eachLeader = " Each broker reports the mirror partitions it leads: scrape every broker."
+
+var (
+	linkLagDesc = prometheus.NewDesc("strand_link_lag_records",
+		"Records the source partition holds that its mirror does not yet."+eachLeader, []string{"link", "topic", "partition"}, nil)
+	linkLagSecondsDesc = prometheus.NewDesc("strand_link_lag_seconds",
+		"Seconds since the mirror last held all its source partition had; 0 when caught up."+eachLeader,
+		[]string{"link", "topic", "partition"}, nil)
+	linkLagBytesDesc = prometheus.NewDesc("strand_link_lag_bytes",
+		"Bytes behind the source, estimated from the size of the records mirrored so far."+eachLeader,
+		[]string{"link", "topic", "partition"}, nil)
+	linkFailingDesc = prometheus.NewDesc("strand_link_partition_failing",
+		"1 when the mirror partition's last fetch or append failed, or it stopped."+eachLeader,
+		[]string{"link", "topic", "partition"}, nil)
+)
+
+func (c linkCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- linkLagDesc
+	ch <- linkLagSecondsDesc
+	ch <- linkLagBytesDesc
+	ch <- linkFailingDesc
+}
+
+func (c linkCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, pl := range c.links.Lag() {
+		labels := []string{pl.Link, pl.Topic, itoa(pl.Partition)}
+		ch <- prometheus.MustNewConstMetric(linkLagDesc, prometheus.GaugeValue, float64(pl.LagRecords), labels...)
+		ch <- prometheus.MustNewConstMetric(linkLagSecondsDesc, prometheus.GaugeValue, pl.LagSeconds, labels...)
+		ch <- prometheus.MustNewConstMetric(linkLagBytesDesc, prometheus.GaugeValue, float64(pl.LagBytes), labels...)
+		failing := 0.0
+		if pl.Failing || pl.Stopped {
+			failing = 1
+		}
+		ch <- prometheus.MustNewConstMetric(linkFailingDesc, prometheus.GaugeValue, failing, labels...)
+	}
 }

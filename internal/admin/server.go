@@ -70,6 +70,7 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/handoffs", s.handoffs)
 	if cfg.Links != nil {
 		s.linkRoutes(mux)
+		cfg.Metrics.reg.MustRegister(linkCollector{links: cfg.Links})
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))

@@ -335,3 +335,54 @@ func (m *Manager) behind(ctx context.Context, src *kgo.Client, parts map[string]
 	slices.Sort(out)
 	return out, nil
 }
+
+// PartitionLag is what this broker knows of a mirror partition it leads,
+// for /metrics.
+type PartitionLag struct {
+	Link       string
+	Topic      string
+	Partition  int32
+	LagRecords int64   // the source's high watermark as last fetched, less the mirror's
+	LagSeconds float64 // since the mirror last held all the source had
+	LagBytes   int64   // estimated from the records mirrored so far
+	Stopped    bool
+	Failing    bool // the last fetch or append failed
+}
+
+// Lag reports the mirror partitions this broker leads; each broker
+// reports its own, so a scrape of every broker counts each once.
+func (m *Manager) Lag() []PartitionLag {
+	m.mu.Lock()
+	rs := make([]*runner, 0, len(m.runners))
+	for _, r := range m.runners {
+		rs = append(rs, r)
+	}
+	m.mu.Unlock()
+	now := m.cfg.Now()
+	var out []PartitionLag
+	for _, r := range rs {
+		r.mu.Lock()
+		name := r.link.Name
+		parts := make([]*mirrorPart, 0, len(r.parts))
+		for _, mp := range r.parts {
+			parts = append(parts, mp)
+		}
+		r.mu.Unlock()
+		for _, mp := range parts {
+			end := mp.p.HighWatermark()
+			mp.mu.Lock()
+			pl := PartitionLag{Link: name, Topic: mp.p.TP.Topic, Partition: mp.p.TP.Partition,
+				Stopped: mp.stopped != "", Failing: mp.err != nil}
+			if mp.sourceHW >= 0 {
+				pl.LagRecords = max(0, mp.sourceHW-end)
+				pl.LagBytes = int64(float64(pl.LagRecords) * mp.bytesPerRecord)
+			}
+			if pl.LagRecords > 0 || mp.sourceHW < 0 {
+				pl.LagSeconds = now.Sub(mp.caughtUpAt).Seconds()
+			}
+			mp.mu.Unlock()
+			out = append(out, pl)
+		}
+	}
+	return out
+}

@@ -132,6 +132,8 @@ func (a adminLinks) SetPaused(name string, paused bool) error {
 	return a.s.links.SetPaused(a.s.cluster, name, paused)
 }
 
+func (a adminLinks) Lag() []link.PartitionLag { return a.s.links.Lag() }
+
 func (a adminLinks) Delete(name string) error { return a.s.cluster.DeleteLink(name) }
 
 func (a adminLinks) Status(ctx context.Context, name string) (link.Status, error) {

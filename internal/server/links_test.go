@@ -567,3 +567,70 @@ func TestLinkPromoteWithOpenSourceTransaction(t *testing.T) {
 		}
 	}
 }
+
+// metricValue reads one sample of /metrics, or "" when absent.
+func metricValue(t *testing.T, admin, series string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// A source that goes away is retried and reported, in the status and in
+// /metrics; when it comes back the mirror carries on, exact.
+func TestLinkSourceUnreachable(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 20, "a")...)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	series := `{link="prod",partition="0",topic="orders"}`
+	if v := metricValue(t, admin, "strand_link_lag_records"+series); v != "0" {
+		t.Fatalf("lag metric %q, want 0", v)
+	}
+	src.Stop(t)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		if st.State != "source unreachable" || st.Error == "" {
+			return fmt.Errorf("status %q %q", st.State, st.Error)
+		}
+		if v := metricValue(t, admin, "strand_link_partition_failing"+series); v != "1" {
+			return fmt.Errorf("failing metric %q", v)
+		}
+		return nil
+	})
+	src.Restart(t)
+	srcCl = newClient(t, src.Addr)
+	produceSync(t, srcCl, records("orders", 30, "b")...)
+	waitMirrored(t, admin, "prod", "orders")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if v := metricValue(t, admin, "strand_link_partition_failing"+series); v != "0" {
+			return fmt.Errorf("failing metric %q", v)
+		}
+		return nil
+	})
+	rep := compareMirror(t, srcCl, newClient(t, dst.Addr), "orders")
+	if rep.Partitions[0].Records != 50 {
+		t.Fatalf("the mirror holds %d records, want 50", rep.Partitions[0].Records)
+	}
+}
