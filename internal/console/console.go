@@ -34,6 +34,8 @@ type Config struct {
 	// Timeout bounds the reads of one page.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Links, when set, shows the cluster links.
+	Links Links
 }
 
 // Console serves the pages.
@@ -78,6 +80,10 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /topics", c.topics)
 	c.mux.HandleFunc("GET /topics/{topic}", c.topic)
 	c.mux.HandleFunc("GET /topics/{topic}/records", c.records)
+	if cfg.Links != nil {
+		c.mux.HandleFunc("GET /links", c.links)
+		c.mux.HandleFunc("GET /links/{link}", c.linkPage)
+	}
 	c.mux.HandleFunc("GET /groups", c.groups)
 	c.mux.HandleFunc("GET /groups/{group}", c.group)
 	c.mux.HandleFunc("POST /groups/{group}/reset", c.resetGroup)

@@ -83,7 +83,11 @@ func (c *Console) write(w http.ResponseWriter, title, section string, body func(
 <header>
   <span class="brand">STRAND</span>
   <nav>`, title)
-	for _, s := range [][2]string{{"overview", "/"}, {"topics", "/topics"}, {"groups", "/groups"}} {
+	sections := [][2]string{{"overview", "/"}, {"topics", "/topics"}, {"groups", "/groups"}}
+	if c.cfg.Links != nil {
+		sections = append(sections, [2]string{"links", "/links"})
+	}
+	for _, s := range sections {
 		d.h(`<a href="%s"%s>%s</a>`, s[1], when(s[0] == section, ` class="on"`), strings.ToUpper(s[0][:1])+s[0][1:])
 	}
 	mode := "read-only"

@@ -47,7 +47,8 @@ func (s *Server) startAdmin() error {
 		var err error
 		c, err = console.New(console.Config{Brokers: []string{s.selfAddr()},
 			ClientOpts: s.selfClientOpts(),
-			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console")})
+			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console"),
+			Links: adminLinks{s}})
 		if err != nil {
 			s.adminClient.Close()
 			return err

@@ -568,6 +568,21 @@ func TestLinkPromoteWithOpenSourceTransaction(t *testing.T) {
 	}
 }
 
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, buf.String())
+	}
+	return buf.String()
+}
+
 // metricValue reads one sample of /metrics, or "" when absent.
 func metricValue(t *testing.T, admin, series string) string {
 	t.Helper()
@@ -603,6 +618,17 @@ func TestLinkSourceUnreachable(t *testing.T) {
 		t.Fatalf("creating the link: %d", code)
 	}
 	waitMirrored(t, admin, "prod", "orders")
+	for page, want := range map[string][]string{
+		"/links":      {`data-link="prod"`, src.Addr},
+		"/links/prod": {`id="mirror-table"`, `href="/topics/orders"`, "mirroring"},
+	} {
+		body := httpGet(t, "http://"+admin+page)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Fatalf("console page %s lacks %q:\n%s", page, w, body)
+			}
+		}
+	}
 	series := `{link="prod",partition="0",topic="orders"}`
 	if v := metricValue(t, admin, "strand_link_lag_records"+series); v != "0" {
 		t.Fatalf("lag metric %q, want 0", v)
