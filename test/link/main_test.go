@@ -16,6 +16,21 @@
 // compacted topic with tombstones read once the cleaner has removed
 // records, and a log start moved by DeleteRecords and by time retention.
 //
+// Broker settings brokerproc does not set, and what the tests do instead:
+//   - log.cleaner.backoff.ms (15 s): dynamic, so startKafka sets it for the
+//     whole cluster with IncrementalAlterConfigs.
+//   - log.retention.check.interval.ms (5 min, static): time retention is
+//     shown on a compact,delete topic, whose retention the cleaner applies
+//     each time it looks.
+//   - broker.session.timeout.ms (9 s, static): a killed leader's
+//     partitions get a new leader only once the controller fences it.
+//   - transaction.state.log.num.partitions (50, static): the first
+//     transaction on three nodes waits some 20 s for __transaction_state.
+//
+// brokerproc's Start formats the storage, which Kafka refuses on a
+// formatted directory: a restart runs the JVM again with the files Start
+// wrote.
+//
 // internal/mirrorcheck compares a mirror with its source; the harness
 // tests (harness_test.go) check it and the workloads by comparing Kafka
 // with itself.
