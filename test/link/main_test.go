@@ -31,9 +31,9 @@
 // formatted directory: a restart runs the JVM again with the files Start
 // wrote.
 //
-// internal/mirrorcheck compares a mirror with its source; the harness
-// tests (harness_test.go) check it and the workloads by comparing Kafka
-// with itself.
+// internal/mirrorcheck compares a mirror with its source (link_test.go);
+// checks_test.go checks that each comparison covered what its workload
+// wrote.
 //
 // A test whose Java or Kafka jars are missing skips with a message saying
 // so, unless the CI variable is set: CI installs them (.ci/run), so there
