@@ -31,6 +31,8 @@ var readmeBlocksNotRun = map[string]string{
 		"TestClientsOverSecureListeners runs such listeners",
 	"## A cluster": "three brokers; test/cluster's TestREADMEClusterExample runs this block",
 	"## ACLs":      "Kafka's own kafka-acls.sh with an admin.properties; TestKafkaAclsTool runs it",
+	"## Moving from Kafka to Strand": "needs a Kafka cluster at kafka-1:9092; test/link's TestREADMEMoveFromKafka runs this " +
+		"section against a real Kafka",
 }
 
 const readmeMention = "names a command in the text"
@@ -50,6 +52,8 @@ var readmeSpansNotRun = map[string]string{
 	"strand migrate report --format json": "names the report's JSON, which the report's synopsis runs below",
 	"strand serve --log-format json":      "a second broker, on the README's ports; TestLogFormatJSON runs it",
 	"strand dev-cluster --brokers N":      "N brokers on the README's ports; test/cluster's dev-cluster tests run it",
+	"strand link failover kafka-prod": "needs a link; the failover of a link is run by internal/server's " +
+		"TestLinkPromoteWithOpenSourceTransaction",
 }
 
 // The synopses in the README's text (placeholders, [options], a | b) and
