@@ -83,11 +83,15 @@ records.`,
 			if format == "table" {
 				printReport(cmd.OutOrStdout(), group, r.Handoffs, t)
 				printCommits(cmd.OutOrStdout(), r.CommitsNotOwned)
+				printMoves(cmd.OutOrStdout(), r.Moves, t)
 			} else if err := writeData(cmd.OutOrStdout(), format, r); err != nil {
 				return err
 			}
 			if t.Skipped > 0 {
 				return fmt.Errorf("%w: %d records in %d hand-offs of group %s", errSkipped, t.Skipped, t.SkippedHandoffs, group)
+			}
+			if t.MovesSkipped > 0 {
+				return fmt.Errorf("%w: %d records in the moves of group %s from another cluster", errSkipped, t.MovesSkipped, group)
 			}
 			return nil
 		},
@@ -122,6 +126,27 @@ func printReport(w io.Writer, group string, es []ledger.Entry, t ledger.Totals) 
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d hand-offs: duplicate risk %d, skipped %d (in %d hand-offs), rewound %d, longest unowned %v\n",
 		t.Handoffs, t.DuplicateRisk, t.Skipped, t.SkippedHandoffs, t.Rewound, time.Duration(t.LongestUnowned)*time.Millisecond)
+}
+
+// printMoves lists the partitions the group moved from a link's source
+// cluster: the source's last commit against where the group started here.
+func printMoves(w io.Writer, ms []ledger.Move, t ledger.Totals) {
+	if len(ms) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d partitions moved from another cluster\n\n", len(ms))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED AT\tPARTITION\tLINK\tSOURCE COMMIT\tCOPIED AT\tSTARTED\tSKIPPED\tREWOUND\tDUP RISK")
+	for _, m := range ms {
+		dup := "unknown (members at the source)"
+		if m.DuplicateRisk >= 0 {
+			dup = fmt.Sprint(m.DuplicateRisk)
+		}
+		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", m.FirstFetchedAt.Local().Format("15:04:05.000"), m.Topic, m.Partition,
+			m.Link, m.SourceCommitted, m.CopiedAt.Local().Format("15:04:05.000"), m.FirstFetched, m.Skipped, m.Rewound, dup)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d moves: skipped %d, rewound %d\n", t.Moves, t.MovesSkipped, t.MovesRewound)
 }
 
 // printCommits lists the commits of partitions their member did not own.

@@ -82,6 +82,24 @@
 // A member is held from its connection-lost entry to its next presence
 // entry (or its leaving the group).
 //
+// A commit a cluster link copied from its source cluster is an entry too,
+// so that a group's move from that cluster is reported like a hand-off:
+//
+//	{
+//	  "v": 1, "type": "link-commit", "time": "...", "group": "...",
+//	  "topic": "orders", "partition": 3,
+//	  "link": "kafka-prod", "source": "kafka-1:9092",
+//	  "source_offset": 1200,        the group's commit at the source
+//	  "offset": 1200,               what was committed here: the same, or the
+//	                                mirror's end when it did not hold that yet
+//	  "source_end": 1250,           the source partition's end then
+//	  "source_members": 0           the group's members at the source then
+//	}
+//
+// The report pairs a partition's last link-commit with the group's next
+// first assignment of it here (a Move): the source's commit against where
+// the new owner started.
+//
 // # Writing
 //
 // Record never blocks: it is called from the fetch path. Entries wait in

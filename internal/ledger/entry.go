@@ -21,6 +21,9 @@ const (
 	TypeHandoff        = "handoff"
 	TypeCommitNotOwned = "commit-not-owned"
 	TypePresence       = "presence"
+	// TypeLinkCommit is a commit a cluster link copied from the source
+	// cluster: where the group stood there.
+	TypeLinkCommit = "link-commit"
 )
 
 // Entry is one record of the ledger (see doc.go for the fields).
@@ -57,6 +60,15 @@ type Entry struct {
 	State      string     `json:"state,omitempty"`
 	Connection string     `json:"connection,omitempty"`
 	RemoveAt   *time.Time `json:"remove_at,omitempty"`
+	// A link-commit entry: the link and its source cluster, the source's
+	// commit (Offset is what was committed here: the source's, or the
+	// mirror's end when the mirror did not hold it yet), the source
+	// partition's end then, and the members the group had at the source.
+	Link          string `json:"link,omitempty"`
+	Source        string `json:"source,omitempty"`
+	SourceOffset  *int64 `json:"source_offset,omitempty"`
+	SourceEnd     *int64 `json:"source_end,omitempty"`
+	SourceMembers *int   `json:"source_members,omitempty"`
 }
 
 // Member is a group member as an entry names it.

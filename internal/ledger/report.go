@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // Report is a group's ledger as `strand migrate report --format json` and
@@ -13,7 +15,39 @@ type Report struct {
 	Group           string  `json:"group,omitempty"`
 	Handoffs        []Entry `json:"handoffs"`
 	CommitsNotOwned []Entry `json:"commits_not_owned"`
-	Totals          Totals  `json:"totals"`
+	// Moves are the partitions the group moved from another cluster
+	// through a cluster link.
+	Moves  []Move `json:"moves"`
+	Totals Totals `json:"totals"`
+}
+
+// Move is a partition a group moved from a link's source cluster to this
+// one: its last commit there (copied by the link) against where it
+// started here.
+type Move struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Link      string `json:"link"`
+	Source    string `json:"source"`
+	// SourceCommitted is the group's last commit at the source, copied
+	// at CopiedAt; SourceMembers the members it had there then.
+	SourceCommitted int64     `json:"source_committed"`
+	CopiedAt        time.Time `json:"copied_at"`
+	SourceMembers   int       `json:"source_members"`
+	// FirstFetched is where its first owner here started, at
+	// FirstFetchedAt.
+	FirstFetched   int64     `json:"first_fetched"`
+	FirstFetchedAt time.Time `json:"first_fetched_at"`
+	// Skipped: records between the source's commit and where it started
+	// here, read on neither side. Rewound: how far below the source's
+	// commit it started (read twice). DuplicateRisk: records the
+	// source's consumers may have processed past their last commit: 0
+	// when the group had no member at the source at its last copy (its
+	// consumers had stopped, their commits final), -1 (unknown) when it
+	// still had some: no broker sees a Kafka consumer's position.
+	Skipped       int64 `json:"skipped"`
+	Rewound       int64 `json:"rewound"`
+	DuplicateRisk int64 `json:"duplicate_risk"`
 }
 
 // Totals sums a report's hand-offs.
@@ -25,22 +59,67 @@ type Totals struct {
 	Rewound         int64 `json:"rewound"`
 	LongestUnowned  int64 `json:"longest_unowned_ms"`
 	CommitsNotOwned int   `json:"commits_not_owned"`
+	// Moves from other clusters: their count, and the records they
+	// skipped and rewound, counted against the source's commits (the
+	// hand-offs' figures count against the commits here).
+	Moves        int   `json:"moves"`
+	MovesSkipped int64 `json:"moves_skipped"`
+	MovesRewound int64 `json:"moves_rewound"`
 }
 
 // NewReport sorts entries by type and sums them.
 func NewReport(group string, entries []Entry) Report {
-	r := Report{Group: group, Handoffs: []Entry{}, CommitsNotOwned: []Entry{}}
+	r := Report{Group: group, Handoffs: []Entry{}, CommitsNotOwned: []Entry{}, Moves: []Move{}}
+	// The last link commit of each partition not yet followed by a first
+	// assignment here: the move that assignment completes.
+	copied := map[model.TopicPartition]Entry{}
 	for _, e := range entries {
+		tp := model.TopicPartition{Topic: e.Topic, Partition: e.Partition}
 		switch e.Type {
 		case TypeHandoff:
 			r.Handoffs = append(r.Handoffs, e)
 			r.Totals.add(e)
+			if c, ok := copied[tp]; ok && e.From == nil && e.FirstFetched >= 0 {
+				m := newMove(c, e)
+				r.Moves = append(r.Moves, m)
+				r.Totals.addMove(m)
+				delete(copied, tp)
+			}
 		case TypeCommitNotOwned:
 			r.CommitsNotOwned = append(r.CommitsNotOwned, e)
+		case TypeLinkCommit:
+			if e.SourceOffset != nil {
+				copied[tp] = e
+			}
 		}
 	}
 	r.Totals.CommitsNotOwned = len(r.CommitsNotOwned)
 	return r
+}
+
+func newMove(c, h Entry) Move {
+	m := Move{Topic: h.Topic, Partition: h.Partition, Link: c.Link, Source: c.Source, SourceCommitted: *c.SourceOffset,
+		CopiedAt: c.Time, FirstFetched: h.FirstFetched, DuplicateRisk: -1}
+	if h.FirstFetchedAt != nil {
+		m.FirstFetchedAt = *h.FirstFetchedAt
+	}
+	if c.SourceMembers != nil {
+		m.SourceMembers = *c.SourceMembers
+		if m.SourceMembers == 0 {
+			m.DuplicateRisk = 0
+		}
+	}
+	m.Skipped = max(0, m.FirstFetched-m.SourceCommitted)
+	m.Rewound = max(0, m.SourceCommitted-m.FirstFetched)
+	return m
+}
+
+func (t *Totals) addMove(m Move) {
+	t.Moves++
+	// The hand-off here counted what it skipped against the commit
+	// here; a move counts it against the source's commit.
+	t.MovesSkipped += m.Skipped
+	t.MovesRewound += m.Rewound
 }
 
 func (t *Totals) add(e Entry) {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -52,6 +53,9 @@ type Config struct {
 	MetadataInterval time.Duration
 	// MaxWait is a fetch's wait for data at the source; 500 ms by default.
 	MaxWait time.Duration
+	// Ledger, when set, records the group commits copied from sources
+	// in the hand-off ledger.
+	Ledger func(ledger.Entry)
 	// ClientOpts are added to every source client (tests).
 	ClientOpts []kgo.Opt
 	Now        func() time.Time

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -93,6 +95,23 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 	if err != nil {
 		return res, err
 	}
+	// For the ledger, read once per sync and only if something is copied:
+	// the source partitions' ends and the groups' members there.
+	var (
+		srcEnds    map[model.TopicPartition]int64
+		srcMembers kadm.DescribedGroups
+	)
+	sourceState := func() {
+		if srcEnds != nil || m.cfg.Ledger == nil {
+			return
+		}
+		srcEnds, _ = listOffsets(ctx, src, parts, -1, 0)
+		srcMembers, _ = sadm.DescribeGroups(ctx, groups...)
+		if srcEnds == nil {
+			srcEnds = map[model.TopicPartition]int64{}
+		}
+	}
+	source := strings.Join(l.Source.BootstrapServers, ",")
 	for _, g := range groups {
 		if d, ok := described[g]; ok && len(d.Members) > 0 {
 			res.Skipped++
@@ -110,6 +129,7 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 			return res, fmt.Errorf("reading group %s here: %w", g, err)
 		}
 		commit := kadm.Offsets{}
+		sourceAt := map[model.TopicPartition]int64{}
 		committed.Each(func(o kadm.OffsetResponse) {
 			if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
 				return
@@ -124,6 +144,7 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 				return
 			}
 			commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1, Metadata: o.Metadata})
+			sourceAt[tp] = o.At
 		})
 		if len(commit) == 0 {
 			continue
@@ -136,9 +157,28 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 			return res, fmt.Errorf("committing group %s here: %w", g, err)
 		}
 		commit.Each(func(kadm.Offset) { res.Committed++ })
+		if m.cfg.Ledger == nil {
+			continue
+		}
+		sourceState()
+		members := len(srcMembers[g].Members)
+		now := m.cfg.Now()
+		commit.Each(func(o kadm.Offset) {
+			tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+			e := ledger.Entry{V: ledger.Version, Type: ledger.TypeLinkCommit, Time: now, Group: g, Topic: o.Topic,
+				Partition: o.Partition, Committed: -1, LastFetched: -1, LastSent: -1, FirstFetched: -1, LogStart: -1,
+				DuplicateRisk: -1, Skipped: -1, Rewound: -1, Link: l.Name, Source: source,
+				Offset: ptr(o.At), SourceOffset: ptr(sourceAt[tp]), SourceMembers: &members}
+			if end, ok := srcEnds[tp]; ok {
+				e.SourceEnd = ptr(end)
+			}
+			m.cfg.Ledger(e)
+		})
 	}
 	return res, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // syncOffsetsLoop copies group offsets every interval while this broker
 // is the active controller and the link asks for it.

@@ -23,8 +23,12 @@ func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 	s.linkLocal = &lazyClient{make: func() (*kgo.Client, error) {
 		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
 	}}
-	return link.New(link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
-		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval})
+	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
+		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval}
+	if s.ledger != nil {
+		cfg.Ledger = s.ledger.Record
+	}
+	return link.New(cfg)
 }
 
 // closeLinks stops the links' work and their client of this cluster.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/mirrorcheck"
 	"github.com/strandlog/strand/internal/testutil"
@@ -443,6 +444,27 @@ func TestLinkCopiesGroupOffsets(t *testing.T) {
 	if first[0] != 30 || first[1] != 25 {
 		t.Fatalf("billing started here at %v, want 30 and 25", first)
 	}
+
+	// The ledger reports the move: the source's commit against where the
+	// group started here, nothing skipped or rewound, and no duplicate
+	// risk since the group had no member at the source.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var rep ledger.Report
+		if code := linkAPI(t, admin, "GET", "/api/handoffs?group=billing", nil, &rep); code != http.StatusOK {
+			return fmt.Errorf("handoffs: %d", code)
+		}
+		if len(rep.Moves) != 2 || rep.Totals.Moves != 2 {
+			return fmt.Errorf("moves %+v", rep.Moves)
+		}
+		for _, m := range rep.Moves {
+			want := map[int32]int64{0: 30, 1: 25}[m.Partition]
+			if m.Link != "prod" || m.Source != src.Addr || m.SourceCommitted != want || m.FirstFetched != want ||
+				m.Skipped != 0 || m.Rewound != 0 || m.DuplicateRisk != 0 {
+				return fmt.Errorf("move %+v", m)
+			}
+		}
+		return nil
+	})
 }
 
 // In a cluster, a mirror partition replicates as any other; when its

@@ -153,6 +153,10 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	s.followerRate.Store(cfg.FollowerThrottleRate)
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
+	if cfg.HandoffLedger {
+		// Before the links, which record the commits they copy in it.
+		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
+	}
 	s.links = s.newLinks(logger)
 	if err := s.openPartitions(); err != nil {
 		return nil, err
@@ -167,7 +171,6 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		gcfg.Watch = s.metrics
 	}
 	if cfg.HandoffLedger {
-		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
 		gcfg.Ledger = handoffLedger{s.ledger}
 		if s.clustered() {
 			gcfg.FetchReportDelay = fetchPositionsReportDelay

@@ -191,6 +191,21 @@ func TestLinkFromKafka(t *testing.T) {
 		t.Fatalf("billing started on Strand at %v, want 37 and 52", first)
 	}
 
+	// strand migrate report shows the move: Kafka's commits against where
+	// the group started on Strand, nothing skipped.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		out, err := exec.Command(testutil.Binary(t), "migrate", "report", "--brokers", st.Addr, "--group", "billing").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, want := range []string{"2 partitions moved from another cluster", "2 moves: skipped 0, rewound 0"} {
+			if !strings.Contains(string(out), want) {
+				return fmt.Errorf("no %q in\n%s", want, out)
+			}
+		}
+		return nil
+	})
+
 	// Promote: writable here.
 	out = strand(t, "link", "promote", "kafka", "--admin", st.Admin, "--topic", "codecs")
 	if !strings.Contains(out, "1 topics promoted") {
