@@ -337,7 +337,7 @@ func (r *runner) assignLocked() {
 		if !ok || sp.leader < 0 {
 			continue
 		}
-		mp.sourceEpoch = sp.leaderEpoch
+		mp.sourceEpoch.Store(sp.leaderEpoch)
 		byLeader[sp.leader] = append(byLeader[sp.leader], mp)
 	}
 	for node, l := range r.loops {
@@ -347,16 +347,17 @@ func (r *runner) assignLocked() {
 		}
 	}
 	for node, parts := range byLeader {
-		l, ok := r.loops[node]
-		if !ok {
-			l = newSourceLoop(r, node)
-			r.loops[node] = l
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				l.run()
-			}()
+		if l, ok := r.loops[node]; ok {
+			l.setParts(parts)
+			continue
 		}
-		l.setParts(parts)
+		l := newSourceLoop(r, node)
+		l.setParts(parts) // before the loop starts: it reads them at once
+		r.loops[node] = l
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			l.run()
+		}()
 	}
 }

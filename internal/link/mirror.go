@@ -23,8 +23,9 @@ type mirrorPart struct {
 	topicID [16]byte
 	epoch   int32 // this cluster's leader epoch when it was handed over
 
-	// Set by the runner under its mu, read by the loop.
-	sourceEpoch int32 // the source leader's epoch, as its metadata said
+	// sourceEpoch is the source leader's epoch, as its metadata said: the
+	// runner sets it, the loop reads it.
+	sourceEpoch atomic.Int32
 
 	mu sync.Mutex // guards what follows: the loop writes, status reads
 	// lastSourceEpoch is the source's leader epoch of the last batch
@@ -130,7 +131,7 @@ func (l *sourceLoop) fetchOnce() error {
 		}
 		p := kmsg.NewFetchRequestTopicPartition()
 		p.Partition = tp.Partition
-		p.CurrentLeaderEpoch = mp.sourceEpoch
+		p.CurrentLeaderEpoch = mp.sourceEpoch.Load()
 		p.FetchOffset = mp.p.Log().EndOffset()
 		p.LastFetchedEpoch = lastEpoch
 		p.LogStartOffset = -1

@@ -46,6 +46,9 @@ func (r *runner) syncTopics(link cluster.Link, topics map[string]sourceTopic) {
 			r.logger.Info("mirror topic created", "topic", name, "partitions", len(st.partitions), "topic_id", st.id.String())
 			continue
 		}
+		if local.Promoted != nil && local.Promoted.Link == link.Name {
+			continue // promoted: written here now
+		}
 		if local.Mirror == nil || local.Mirror.Link != link.Name {
 			r.warnOnce("exists:"+name, "a topic of the source's name exists here and is not this link's mirror: it is not mirrored", "topic", name)
 			continue
