@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/ledger"
@@ -680,5 +682,103 @@ func TestLinkSourceUnreachable(t *testing.T) {
 	rep := compareMirror(t, srcCl, newClient(t, dst.Addr), "orders")
 	if rep.Partitions[0].Records != 50 {
 		t.Fatalf("the mirror holds %d records, want 50", rep.Partitions[0].Records)
+	}
+}
+
+// A link reaches sources that ask for SASL (PLAIN, SCRAM) or mutual TLS,
+// never shows their secrets back, reports a refused login without
+// mirroring anything, and refuses at creation a filter that does not
+// parse and a source that is this cluster.
+func TestLinkSourceSecurity(t *testing.T) {
+	files := testutil.NewTLSFiles(t)
+	readFile := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	sasl := saslBroker(t, "SASL_PLAINTEXT", nil)
+	mtls := sslBroker(t, files, func(c *config.Broker) { c.SSLClientAuth, c.SSLTruststore = "required", files.CA })
+	dst, admin := startLinkTarget(t)
+	ctx := context.Background()
+	seed := func(addr string, opts ...kgo.Opt) {
+		cl := newClient(t, addr, opts...)
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		produceSync(t, cl, records("orders", 10, "x")...)
+	}
+	for _, tc := range []struct {
+		name   string
+		source map[string]any
+		addr   string
+		opts   []kgo.Opt
+	}{
+		{"scram", map[string]any{"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+			"sasl_username": "alice", "sasl_password": "alice-secret"}, sasl.Addr,
+			[]kgo.Opt{kgo.SASL(kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}},
+		{"mtls", map[string]any{"security_protocol": "SSL", "ca_cert_pem": readFile(files.CA),
+			"cert_pem": readFile(files.ClientCert), "key_pem": readFile(files.ClientKey)}, mtls.Addr,
+			[]kgo.Opt{kgo.DialTLSConfig(files.ClientConfig(t, files.CA, true))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "orders"
+			seed(tc.addr, tc.opts...)
+			tc.source["bootstrap_servers"] = []string{tc.addr}
+			name := "secure-" + tc.name
+			if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": name, "source": tc.source,
+				"topics": map[string]any{"include": []string{topic}}}, nil); code != http.StatusCreated {
+				t.Fatalf("creating the link: %d", code)
+			}
+			waitMirrored(t, admin, name, topic)
+			// Promoted, so that the next link may mirror the same name.
+			if code := linkAPI(t, admin, "POST", "/api/links/"+name+"/promote", map[string]any{}, nil); code != http.StatusOK {
+				t.Fatalf("promote: %d", code)
+			}
+			if code := linkAPI(t, admin, "DELETE", "/api/links/"+name, nil, nil); code != http.StatusOK {
+				t.Fatalf("delete: %d", code)
+			}
+			if _, err := kadm.NewClient(newClient(t, dst.Addr)).DeleteTopics(ctx, topic); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	// A wrong password: reported, nothing mirrored, the secret hidden.
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "wrong",
+		"source": map[string]any{"bootstrap_servers": []string{sasl.Addr}, "security_protocol": "SASL_PLAINTEXT",
+			"sasl_mechanism": "PLAIN", "sasl_username": "alice", "sasl_password": "not-the-password"},
+		"topics": map[string]any{"include": []string{"orders"}}}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/wrong", nil, &st)
+		if st.State != "source unreachable" || !strings.Contains(strings.ToLower(st.Error), "sasl") {
+			return fmt.Errorf("status %q: %s", st.State, st.Error)
+		}
+		if len(st.Topics) != 0 {
+			return fmt.Errorf("mirrored through a refused login: %+v", st.Topics)
+		}
+		return nil
+	})
+	for _, path := range []string{"/api/links", "/api/links/wrong"} {
+		if body := httpGet(t, "http://"+admin+path); strings.Contains(body, "not-the-password") || !strings.Contains(body, "(hidden)") {
+			t.Fatalf("%s shows the password or hides nothing:\n%s", path, body)
+		}
+	}
+
+	// Refused at creation.
+	var e map[string]string
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "bad-filter",
+		"source": map[string]any{"bootstrap_servers": []string{sasl.Addr}}, "topics": map[string]any{"include": []string{"orders("}}},
+		&e); code != http.StatusBadRequest || !strings.Contains(e["error"], "orders(") {
+		t.Fatalf("a filter that does not parse: %d %v", code, e)
+	}
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "loop",
+		"source": map[string]any{"bootstrap_servers": []string{dst.Addr}}, "topics": map[string]any{"include": []string{".*"}}},
+		&e); code != http.StatusBadRequest || !strings.Contains(e["error"], "this cluster") {
+		t.Fatalf("a link to this cluster: %d %v", code, e)
 	}
 }
