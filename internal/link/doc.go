@@ -21,7 +21,15 @@
 //     end, with no gap and no duplicate.
 //
 // The mirror's log start follows the source's: data the source deleted
-// is deleted here. Producer ids the mirrored batches carry are reserved
+// is deleted here. When the source loses what the mirror copied (an
+// unclean leader election there), the mirror is cut to match (mirror.go,
+// verify): before fetching on after a start, a change of the source's
+// leader epoch, or a source log that ends before the mirror's, the
+// mirror's last batch is compared with the source's batch at that offset
+// (base offset and CRC) and the mirror is cut back batch by batch until
+// they agree; KIP-320's diverging epoch in a fetch answer cuts it at once.
+// The source's epochs are not stored: this check stands for them after a
+// restart. Producer ids the mirrored batches carry are reserved
 // in the metadata (cluster.Store.ReserveProducerIDs), so that producers of
 // this cluster never get one of them.
 //

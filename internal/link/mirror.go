@@ -41,6 +41,15 @@ type mirrorPart struct {
 	err             error     // the last failure, cleared by a good answer
 	errAt           time.Time
 	stopped         string // why the mirror stopped, "" while it runs
+	// verified: the mirror's last batch is known to be the source's (see
+	// verify); cleared when the source's leader epoch changes or the
+	// source says its log ends before the mirror's.
+	verified   bool
+	sourceSeen int32 // the source leader epoch verified at
+	// truncations counts the times the mirror was cut to match its
+	// source; lastTruncation says the last one.
+	truncations    int
+	lastTruncation string
 }
 
 func (mp *mirrorPart) setErr(err error, now time.Time) {
@@ -114,6 +123,10 @@ func (l *sourceLoop) fetchOnce() error {
 	byKey := map[sessionKey]*mirrorPart{}
 	topicAt := map[string]int{}
 	for _, mp := range parts {
+		if err := l.verify(mp); err != nil {
+			mp.setErr(err, now)
+			continue
+		}
 		mp.mu.Lock()
 		stopped, lastEpoch := mp.stopped != "", mp.lastSourceEpoch
 		mp.mu.Unlock()
@@ -228,10 +241,13 @@ func (l *sourceLoop) apply(mp *mirrorPart, rp *kmsg.FetchResponseTopicPartition,
 		return -1, nil, err
 	}
 	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
-		reason := fmt.Sprintf("the source truncated its log: its epoch %d ends at offset %d, below this mirror's end %d",
-			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset, p.Log().EndOffset())
-		l.stop(mp, reason)
-		return -1, nil, errors.New(reason)
+		// The source truncated what was mirrored (KIP-320's answer):
+		// cut there, then verify what is left before fetching on.
+		at := min(rp.DivergingEpoch.EndOffset, p.Log().EndOffset())
+		if err := l.truncate(mp, at, fmt.Sprintf("the source's epoch %d ends at %d", rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)); err != nil {
+			return -1, nil, err
+		}
+		return -1, nil, nil
 	}
 	// An empty mirror takes a first batch that holds its start whole (the
 	// source's log start may lie inside it): the log keeps the start.
@@ -295,11 +311,177 @@ func (l *sourceLoop) outOfRange(mp *mirrorPart) error {
 			"end", end, "source_start", start)
 		return mp.p.MirrorStartAt(start)
 	case end > hw:
-		reason := fmt.Sprintf("the source's log ends at %d, below this mirror's end %d: it lost data the mirror holds", hw, end)
+		// The source's log ends below the mirror's: it lost what the
+		// mirror copied (an unclean leader election there). Verify
+		// before the next fetch, which cuts the mirror to what they
+		// share.
+		mp.mu.Lock()
+		mp.verified = false
+		mp.mu.Unlock()
+	}
+	return nil
+}
+
+// maxVerifySteps bounds how many batches verify cuts before it gives up:
+// an unclean election loses little, a mirror of another log loses all.
+const maxVerifySteps = 10_000
+
+// verify makes sure, before a mirror fetches on, that its last batch is
+// the source's batch at that offset (same base offset and CRC), and cuts
+// the mirror back batch by batch until it is: after a restart (the
+// source's leader epochs are not stored), when the source's leader epoch
+// has changed, or when the source's log ends before the mirror's. It
+// takes the source's epoch of that batch as the last fetched epoch, so
+// that later fetches carry KIP-320's check. A batch the source no longer
+// has (retention moved its start past it) cannot be checked and is taken
+// as it is.
+func (l *sourceLoop) verify(mp *mirrorPart) error {
+	epoch := mp.sourceEpoch.Load()
+	mp.mu.Lock()
+	if mp.verified && mp.sourceSeen == epoch || mp.stopped != "" {
+		mp.mu.Unlock()
+		return nil
+	}
+	mp.mu.Unlock()
+	p := mp.p
+	for range maxVerifySteps {
+		end := p.Log().EndOffset()
+		if end == p.Log().StartOffset() {
+			break // empty: nothing to check
+		}
+		last, err := lastBatch(p, end)
+		if err != nil {
+			return err
+		}
+		src, ok, err := l.sourceBatchAt(mp, last.BaseOffset())
+		if err != nil {
+			return err
+		}
+		same := len(src) >= model.BatchHeaderSize && src.BaseOffset() == last.BaseOffset() && src.CRC() == last.CRC()
+		if !ok || same {
+			mp.mu.Lock()
+			mp.lastSourceEpoch = -1
+			if same {
+				mp.lastSourceEpoch = src.PartitionLeaderEpoch()
+			}
+			mp.verified, mp.sourceSeen = true, epoch
+			mp.mu.Unlock()
+			return nil
+		}
+		if err := l.truncate(mp, last.BaseOffset(), "its batch there differs from the mirror's"); err != nil {
+			return err
+		}
+	}
+	if p.Log().EndOffset() != p.Log().StartOffset() {
+		reason := fmt.Sprintf("the mirror's last %d batches differ from the source's", maxVerifySteps)
 		l.stop(mp, reason)
 		return errors.New(reason)
 	}
+	mp.mu.Lock()
+	mp.lastSourceEpoch, mp.verified, mp.sourceSeen = -1, true, epoch
+	mp.mu.Unlock()
 	return nil
+}
+
+// truncate cuts a mirror to offset, where it and its source agree, and
+// says so.
+func (l *sourceLoop) truncate(mp *mirrorPart, offset int64, why string) error {
+	end := mp.p.Log().EndOffset()
+	if offset >= end {
+		return nil
+	}
+	if err := mp.p.MirrorTruncate(offset); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("cut from %d to %d at %s: the source no longer has what the mirror held (%s)", end, offset,
+		l.r.m.cfg.Now().UTC().Format(time.RFC3339), why)
+	mp.mu.Lock()
+	mp.truncations++
+	mp.lastTruncation = msg
+	mp.verified, mp.lastSourceEpoch = false, -1
+	mp.mu.Unlock()
+	l.r.logger.Warn("the source truncated its log (an unclean leader election there): the mirror is cut to match",
+		"partition", mp.p.TP.String(), "from", end, "to", offset, "why", why)
+	return nil
+}
+
+// lastBatch reads the mirror's batch that ends at end.
+func lastBatch(p *replica.Partition, end int64) (model.Batch, error) {
+	sec, err := p.ReadToLogEnd(end-1, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	data, err := sec.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var last model.Batch
+	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
+		b := model.Batch(data[pos:])
+		n := b.Size()
+		if n < model.BatchHeaderSize || n > len(data)-pos {
+			break
+		}
+		last = b[:n]
+		pos += n
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%s: no batch ends at %d", p.TP, end)
+	}
+	return last, nil
+}
+
+// sourceBatchAt fetches the source's batch that holds offset: none (and
+// ok) when the source's log ends before it; ok is false when the source
+// no longer has it (below its log start), so it cannot be checked.
+func (l *sourceLoop) sourceBatchAt(mp *mirrorPart, offset int64) (model.Batch, bool, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = -1, -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, 1<<20
+	req.SessionID, req.SessionEpoch = 0, -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = mp.p.TP.Topic, mp.topicID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch, fp.LogStartOffset = mp.p.TP.Partition, offset,
+		mp.sourceEpoch.Load(), -1, -1
+	fp.PartitionMaxBytes = 1 << 20
+	t.Partitions = append(t.Partitions, fp)
+	req.Topics = append(req.Topics, t)
+	ctx, cancel := context.WithTimeout(l.ctx, 15*time.Second)
+	defer cancel()
+	kresp, err := l.r.cl.Broker(int(l.node)).Request(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, false, err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			switch err := kerr.ErrorForCode(rp.ErrorCode); {
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				start, _, err := sourceOffsets(ctx, l.r.cl, mp.p.TP)
+				if err != nil {
+					return nil, false, err
+				}
+				if offset < start {
+					return nil, false, nil // gone at the source: cannot be checked
+				}
+				return nil, true, nil // past the source's end: differs
+			case err != nil:
+				l.r.refresh()
+				return nil, false, err
+			}
+			data := log.WholeBatches(rp.RecordBatches)
+			if len(data) == 0 {
+				return nil, true, nil // nothing there now: differs
+			}
+			b := model.Batch(data)
+			return b[:b.Size()], true, nil
+		}
+	}
+	return nil, false, fmt.Errorf("%s: the source's answer names no partition", mp.p.TP)
 }
 
 // stop stops mirroring one partition, and says why.

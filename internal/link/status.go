@@ -62,6 +62,11 @@ type PartitionStatus struct {
 	LagSeconds float64 `json:"lag_seconds"`
 	Error      string  `json:"error,omitempty"`
 	Stopped    string  `json:"stopped,omitempty"`
+	// Truncations counts the times this broker cut the mirror to match
+	// its source (after an unclean leader election there), and
+	// LastTruncation says the last one.
+	Truncations    int    `json:"truncations,omitempty"`
+	LastTruncation string `json:"last_truncation,omitempty"`
 }
 
 // Status reports a link: its source's ends, read now, against the
@@ -173,6 +178,7 @@ func (r *runner) localPartition(tp model.TopicPartition, ps *PartitionStatus, no
 		ps.Error = mp.err.Error()
 	}
 	ps.Stopped = mp.stopped
+	ps.Truncations, ps.LastTruncation = mp.truncations, mp.lastTruncation
 }
 
 // mirrorTopics returns the link's mirror topics, or those of them named.

@@ -181,3 +181,28 @@ func (p *Partition) AbortOrphanTransactions(pidAtMost int64) (int, func() error,
 		return nil
 	}, nil
 }
+
+// MirrorTruncate cuts a mirror this broker leads at offset, where its
+// source's log now ends (an unclean leader election there took back what
+// the mirror had copied): the mirror holds what its source holds. Its
+// followers truncate as they fetch, and consumers past the new end are
+// told their offset is out of range, as after an unclean election here.
+func (p *Partition) MirrorTruncate(offset int64) error {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if !p.IsLeader() || p.mirror.Load() == nil {
+		return fmt.Errorf("%w: %s is not a mirror led here", ErrNotLeader, p.TP)
+	}
+	if offset >= p.log.EndOffset() {
+		return nil
+	}
+	if err := p.truncateLocked(offset); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	for w := range p.waiters {
+		w.wake()
+	}
+	p.mu.Unlock()
+	return nil
+}

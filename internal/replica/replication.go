@@ -324,6 +324,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if p.IsLeader() {
 		return fmt.Errorf("%w: %s is led here", ErrNotLeader, p.TP)
 	}
+	return p.truncateLocked(offset)
+}
+
+// truncateLocked cuts the log at offset and rebuilds the producer state
+// from what is left; the high watermark follows the end down. appendMu is
+// held.
+func (p *Partition) truncateLocked(offset int64) error {
 	if err := p.log.Truncate(offset); err != nil {
 		return err
 	}

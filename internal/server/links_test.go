@@ -782,3 +782,83 @@ func TestLinkSourceSecurity(t *testing.T) {
 		t.Fatalf("a link to this cluster: %d %v", code, e)
 	}
 }
+
+// A source that loses what the mirror copied (an unclean leader election
+// there) is followed: the mirror is cut back to what they share, says so,
+// and goes on with the source's new records, exact again.
+func TestLinkSourceUncleanElection(t *testing.T) {
+	// Node 0 alone votes, so the source keeps its metadata quorum while
+	// nodes 1 and 2, which hold the partition, go down in turn.
+	src := testutil.StartCluster(t, 3, 1, nil)
+	dst, admin := startLinkTarget(t)
+	ctx := context.Background()
+	srcCl := newClient(t, src.Brokers[0].Addr, kgo.SeedBrokers(src.Seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "ledger", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{1, 2}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	for k, v := range map[string]string{"unclean.leader.election.enable": "true", "min.insync.replicas": "1"} {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, srcCl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int, prefix string) {
+		recs := records("ledger", n, prefix)
+		for _, r := range recs {
+			r.Partition = 0
+		}
+		produceSync(t, srcCl, recs...)
+	}
+	write(10, "both")
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": src.Seeds()},
+		"topics": map[string]any{"include": []string{"ledger"}}}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "ledger")
+
+	// The follower goes; the leader alone takes records the mirror copies.
+	src.Brokers[2].Stop(t)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if p, _ := src.Brokers[0].Server().Metadata().Partition("ledger", 0); len(p.ISR) != 1 {
+			return fmt.Errorf("in-sync set %v", p.ISR)
+		}
+		return nil
+	})
+	write(10, "lost")
+	waitMirrored(t, admin, "prod", "ledger")
+
+	// The leader goes too, and the follower comes back: it leads
+	// uncleanly, without the last ten records, and takes new ones.
+	src.Brokers[1].Stop(t)
+	src.Brokers[2].Restart(t)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if p, _ := src.Brokers[0].Server().Metadata().Partition("ledger", 0); p.Leader != 2 {
+			return fmt.Errorf("led by %d", p.Leader)
+		}
+		return nil
+	})
+	write(5, "after")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		st := topicStatus(waitMirrored(t, admin, "prod", "ledger"), "ledger")
+		if p := st.Partitions[0]; p.Truncations != 1 || !strings.Contains(p.LastTruncation, "from 20 to 10") || p.MirrorEnd != 15 {
+			return fmt.Errorf("mirror at %d after %d truncations (%s)", p.MirrorEnd, p.Truncations, p.LastTruncation)
+		}
+		return nil
+	})
+	rep := compareMirror(t, newClient(t, src.Brokers[0].Addr, kgo.SeedBrokers(src.Brokers[0].Addr, src.Brokers[2].Addr)),
+		newClient(t, dst.Addr), "ledger")
+	if rep.Partitions[0].Records != 15 {
+		t.Fatalf("the mirror holds %d records, the source 15", rep.Partitions[0].Records)
+	}
+}
