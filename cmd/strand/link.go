@@ -112,6 +112,8 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 	f.StringArrayVar(&groups, "groups", nil, "copy the committed offsets of the groups matching this regular expression (repeatable)")
 	f.StringArrayVar(&excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
 	f.BoolVar(&l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
+	f.BoolVar(&l.ReverseOffsetSync, "reverse-offset-sync", false,
+		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
 	f.DurationVar(&interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
 	f.DurationVar(&txnTimeout, "transaction-timeout", time.Minute,
 		"after a promotion or failover, abort the transactions the source left open once this has passed")

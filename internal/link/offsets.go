@@ -17,8 +17,12 @@ import (
 
 // Group offsets. For the groups the link's group filter matches, the
 // source's committed offsets of the link's active mirror topics are
-// committed here every interval, while the group has no member here:
-// offsets are the same on both sides, so nothing is translated. A commit
+// committed here every interval, while the group has no member here and
+// only where they are ahead of the commits here (a group that has run
+// here is never moved back): offsets are the same on both sides, so
+// nothing is translated. With ReverseOffsetSync, the commits here that
+// are ahead of the source's are copied back to the source while the group
+// has no member there, so that consumers can go back. A commit
 // is never ahead of the mirror's high watermark, so a consumer that
 // starts here never lands past what the mirror holds. The source's
 // commit carries a leader epoch of the source's partition, which means
@@ -42,6 +46,9 @@ type OffsetSync struct {
 	Skipped   int `json:"skipped"`   // of them, with members here
 	Committed int `json:"committed"` // partitions whose commit changed here
 	Capped    int `json:"capped"`    // of them, held back at the mirror's end
+	// CopiedBack counts the partitions whose commit here was copied back
+	// to the source (ReverseOffsetSync).
+	CopiedBack int `json:"copied_back,omitempty"`
 }
 
 // syncGroupOffsets copies the matched groups' commits of the link's
@@ -111,74 +118,138 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 			srcEnds = map[model.TopicPartition]int64{}
 		}
 	}
+	if l.ReverseOffsetSync && srcMembers == nil {
+		if srcMembers, err = sadm.DescribeGroups(ctx, groups...); err != nil {
+			return res, fmt.Errorf("describing the groups at the source: %w", err)
+		}
+	}
 	source := strings.Join(l.Source.BootstrapServers, ",")
 	for _, g := range groups {
-		if d, ok := described[g]; ok && len(d.Members) > 0 {
+		here := described[g]
+		if len(here.Members) > 0 && !l.ReverseOffsetSync {
 			res.Skipped++
 			continue // its consumers run here now: their commits win
 		}
 		committed, err := sadm.FetchOffsets(ctx, g)
-		if err != nil {
-			return res, fmt.Errorf("reading group %s at the source: %w", g, err)
+		if err == nil {
+			err = committed.Error()
 		}
-		if err := committed.Error(); err != nil {
+		if err != nil {
 			return res, fmt.Errorf("reading group %s at the source: %w", g, err)
 		}
 		current, err := ladm.FetchOffsets(ctx, g)
+		if err == nil {
+			err = current.Error()
+		}
 		if err != nil {
 			return res, fmt.Errorf("reading group %s here: %w", g, err)
 		}
-		commit := kadm.Offsets{}
-		sourceAt := map[model.TopicPartition]int64{}
-		committed.Each(func(o kadm.OffsetResponse) {
-			if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
-				return
-			}
-			tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-			at := o.At
-			if end, ok := ends[tp]; !ok || at > end {
-				at = end // never past what the mirror holds
-				res.Capped++
-			}
-			if cur, ok := current.Lookup(o.Topic, o.Partition); ok && cur.Err == nil && cur.At == at && cur.Metadata == o.Metadata {
-				return
-			}
-			commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1, Metadata: o.Metadata})
-			sourceAt[tp] = o.At
-		})
-		if len(commit) == 0 {
-			continue
+		if len(here.Members) > 0 {
+			res.Skipped++
+		} else if err := m.copyForward(ctx, l, source, g, committed, current, mirrors, ends, sourceState, &srcEnds, &srcMembers, &res); err != nil {
+			return res, err
 		}
-		resp, err := ladm.CommitOffsets(ctx, g, commit)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			return res, fmt.Errorf("committing group %s here: %w", g, err)
-		}
-		commit.Each(func(kadm.Offset) { res.Committed++ })
-		if m.cfg.Ledger == nil {
-			continue
-		}
-		sourceState()
-		members := len(srcMembers[g].Members)
-		now := m.cfg.Now()
-		commit.Each(func(o kadm.Offset) {
-			tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-			e := ledger.Entry{V: ledger.Version, Type: ledger.TypeLinkCommit, Time: now, Group: g, Topic: o.Topic,
-				Partition: o.Partition, Committed: -1, LastFetched: -1, LastSent: -1, FirstFetched: -1, LogStart: -1,
-				DuplicateRisk: -1, Skipped: -1, Rewound: -1, Link: l.Name, Source: source,
-				Offset: ptr(o.At), SourceOffset: ptr(sourceAt[tp]), SourceMembers: &members}
-			if end, ok := srcEnds[tp]; ok {
-				e.SourceEnd = ptr(end)
+		if l.ReverseOffsetSync && len(srcMembers[g].Members) == 0 {
+			if err := copyBack(ctx, sadm, g, committed, current, mirrors, &res); err != nil {
+				return res, err
 			}
-			m.cfg.Ledger(e)
-		})
+		}
 	}
 	return res, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// copyForward commits here the source's commits of group g that are ahead
+// of the ones here (a group is never moved back: once it has run here,
+// its own commits win), capped at the mirrors' ends, and records each in
+// the ledger.
+func (m *Manager) copyForward(ctx context.Context, l cluster.Link, source, g string, committed, current kadm.OffsetResponses,
+	mirrors map[string]int32, ends map[model.TopicPartition]int64, sourceState func(),
+	srcEnds *map[model.TopicPartition]int64, srcMembers *kadm.DescribedGroups, res *OffsetSync) error {
+	commit := kadm.Offsets{}
+	sourceAt := map[model.TopicPartition]int64{}
+	committed.Each(func(o kadm.OffsetResponse) {
+		if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
+			return
+		}
+		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		at := o.At
+		if end, ok := ends[tp]; !ok || at > end {
+			at = end // never past what the mirror holds
+			res.Capped++
+		}
+		if cur, ok := current.Lookup(o.Topic, o.Partition); ok && cur.Err == nil && cur.At >= 0 &&
+			(cur.At > at || cur.At == at && cur.Metadata == o.Metadata) {
+			return
+		}
+		commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1, Metadata: o.Metadata})
+		sourceAt[tp] = o.At
+	})
+	if len(commit) == 0 {
+		return nil
+	}
+	local, err := m.cfg.Local()
+	if err != nil {
+		return err
+	}
+	resp, err := kadm.NewClient(local).CommitOffsets(ctx, g, commit)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("committing group %s here: %w", g, err)
+	}
+	commit.Each(func(kadm.Offset) { res.Committed++ })
+	if m.cfg.Ledger == nil {
+		return nil
+	}
+	sourceState()
+	members := len((*srcMembers)[g].Members)
+	now := m.cfg.Now()
+	commit.Each(func(o kadm.Offset) {
+		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		e := ledger.Entry{V: ledger.Version, Type: ledger.TypeLinkCommit, Time: now, Group: g, Topic: o.Topic,
+			Partition: o.Partition, Committed: -1, LastFetched: -1, LastSent: -1, FirstFetched: -1, LogStart: -1,
+			DuplicateRisk: -1, Skipped: -1, Rewound: -1, Link: l.Name, Source: source,
+			Offset: ptr(o.At), SourceOffset: ptr(sourceAt[tp]), SourceMembers: &members}
+		if end, ok := (*srcEnds)[tp]; ok {
+			e.SourceEnd = ptr(end)
+		}
+		m.cfg.Ledger(e)
+	})
+	return nil
+}
+
+// copyBack commits at the source the commits here of group g that are
+// ahead of the source's, for the link's mirror topics, so that consumers
+// that moved here can go back at the exact offset. The caller checked that
+// the group has no member at the source (which would refuse the commit).
+func copyBack(ctx context.Context, sadm *kadm.Client, g string, committed, current kadm.OffsetResponses,
+	mirrors map[string]int32, res *OffsetSync) error {
+	back := kadm.Offsets{}
+	current.Each(func(o kadm.OffsetResponse) {
+		if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
+			return
+		}
+		if src, ok := committed.Lookup(o.Topic, o.Partition); ok && src.Err == nil && src.At >= o.At {
+			return
+		}
+		back.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.At, LeaderEpoch: -1, Metadata: o.Metadata})
+	})
+	if len(back) == 0 {
+		return nil
+	}
+	resp, err := sadm.CommitOffsets(ctx, g, back)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("committing group %s back at the source: %w", g, err)
+	}
+	back.Each(func(kadm.Offset) { res.CopiedBack++ })
+	return nil
+}
 
 // syncOffsetsLoop copies group offsets every interval while this broker
 // is the active controller and the link asks for it.

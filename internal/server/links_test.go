@@ -429,7 +429,7 @@ func TestLinkCopiesGroupOffsets(t *testing.T) {
 
 	// billing moves: it starts here exactly where it stopped there.
 	moved := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
-	first := map[int32]int64{}
+	first, last := map[int32]int64{}, map[int32]int64{}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		fctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -437,14 +437,39 @@ func TestLinkCopiesGroupOffsets(t *testing.T) {
 			if _, ok := first[r.Partition]; !ok {
 				first[r.Partition] = r.Offset
 			}
+			last[r.Partition] = r.Offset
 		})
-		if len(first) < 2 {
-			return fmt.Errorf("first records %v", first)
+		if len(first) < 2 || last[0] != 49 || last[1] != 49 {
+			return fmt.Errorf("read from %v to %v", first, last)
 		}
 		return nil
 	})
 	if first[0] != 30 || first[1] != 25 {
 		t.Fatalf("billing started here at %v, want 30 and 25", first)
+	}
+	// It commits here and stops: the source's older commits never move
+	// it back.
+	if err := moved.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	moved.Close()
+	var st link.Status
+	linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+	before := st.OffsetSyncAt
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var now link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &now)
+		if now.OffsetSyncAt == nil || before == nil || !now.OffsetSyncAt.After(before.Add(300*time.Millisecond)) {
+			return fmt.Errorf("no sync since the group stopped")
+		}
+		return nil
+	})
+	got, err := dstAdm.FetchOffsets(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := got.Lookup("orders", 0); o.At != 50 {
+		t.Fatalf("billing here at %d after it stopped, want its own commit 50", o.At)
 	}
 
 	// The ledger reports the move: the source's commit against where the
@@ -860,5 +885,73 @@ func TestLinkSourceUncleanElection(t *testing.T) {
 		newClient(t, dst.Addr), "ledger")
 	if rep.Partitions[0].Records != 15 {
 		t.Fatalf("the mirror holds %d records, the source 15", rep.Partitions[0].Records)
+	}
+}
+
+// With reverse offset sync, a group that moved here has its commits here
+// copied back to the source once it has no member there, so that its
+// consumers can go back at the exact offset.
+func TestLinkReverseOffsetSync(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl, dstCl := newClient(t, src.Addr), newClient(t, dst.Addr)
+	srcAdm := kadm.NewClient(srcCl)
+	ctx := context.Background()
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 40, "o")...)
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 10, LeaderEpoch: -1})
+	if err := srcAdm.CommitAllOffsets(ctx, "billing", o); err != nil {
+		t.Fatal(err)
+	}
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"sync_group_offsets": true, "offset_sync_interval_ms": 100, "reverse_offset_sync": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		got, err := kadm.NewClient(dstCl).FetchOffsets(ctx, "billing")
+		if err != nil {
+			return err
+		}
+		if o, _ := got.Lookup("orders", 0); o.At != 10 {
+			return fmt.Errorf("billing here at %d", o.At)
+		}
+		return nil
+	})
+	// The group runs here, reads to offset 25 and stops.
+	here := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"), kgo.DisableAutoCommit())
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	for read := 0; read < 15; {
+		fs := here.PollRecords(pctx, 15-read)
+		if pctx.Err() != nil {
+			t.Fatalf("read %d records here in 30 s", read)
+		}
+		read += fs.NumRecords()
+	}
+	if err := here.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	here.Close()
+	// Back at the source, it stands where it stopped here.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		got, err := srcAdm.FetchOffsets(ctx, "billing")
+		if err != nil {
+			return err
+		}
+		if o, _ := got.Lookup("orders", 0); o.At != 25 {
+			return fmt.Errorf("billing at the source at %d", o.At)
+		}
+		return nil
+	})
+	back := newClient(t, src.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	fs := back.PollRecords(pctx, 1)
+	if recs := fs.Records(); len(recs) != 1 || recs[0].Offset != 25 {
+		t.Fatalf("back at the source the group read %v", recs)
 	}
 }
