@@ -112,6 +112,7 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 	f.StringArrayVar(&groups, "groups", nil, "copy the committed offsets of the groups matching this regular expression (repeatable)")
 	f.StringArrayVar(&excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
 	f.BoolVar(&l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
+	f.Int64Var(&l.MaxBytesPerSec, "max-bytes-per-sec", 0, "cap what the link fetches from the source, per broker (0: no cap)")
 	f.BoolVar(&l.ReverseOffsetSync, "reverse-offset-sync", false,
 		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
 	f.DurationVar(&interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")

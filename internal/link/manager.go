@@ -210,6 +210,10 @@ type runner struct {
 	lastMetadata time.Time
 	sourceClusterID string
 	warned          map[string]bool // warnOnce
+	// throttleMu guards nextFetch: when the link's byte rate lets the next
+	// fetch go.
+	throttleMu sync.Mutex
+	nextFetch  time.Time
 	// The last group-offset sync: what it did, its failure, when.
 	offsetSync    OffsetSync
 	offsetSyncErr error

@@ -67,6 +67,19 @@ type sourceLoop struct {
 	cancel context.CancelFunc
 	parts  atomic.Pointer[[]*mirrorPart]
 	wake   chan struct{}
+
+	// The fetch session with the source broker (KIP-227), as the replica
+	// fetcher keeps one: after a full fetch, each names only the
+	// partitions whose fetch changed, and those no longer fetched.
+	sessionID, sessionEpoch int32
+	sent                    map[sessionKey]sentPartition
+}
+
+// sentPartition is a partition's fetch as the session last sent it.
+type sentPartition struct {
+	topic                   string
+	offset                  int64
+	currentEpoch, lastEpoch int32
 }
 
 func newSourceLoop(r *runner, node int32) *sourceLoop {
@@ -103,9 +116,6 @@ func (l *sourceLoop) run() {
 	}
 }
 
-// errNothingToFetch: every partition of the loop is stopped.
-var errNothingToFetch = errors.New("no partition to fetch")
-
 // fetchOnce sends one fetch for the loop's partitions and writes what it
 // brings.
 func (l *sourceLoop) fetchOnce() error {
@@ -119,9 +129,14 @@ func (l *sourceLoop) fetchOnce() error {
 	req.MinBytes = 1
 	req.MaxBytes = 32 << 20
 	req.IsolationLevel = 0 // read uncommitted: aborted data and markers too
-	req.SessionID, req.SessionEpoch = 0, -1
+	if rate := r.maxBytesPerSec(); rate > 0 {
+		req.MaxBytes = int32(min(32<<20, max(rate, 64<<10)))
+	}
+	incremental := l.sessionEpoch > 0
+	req.SessionID, req.SessionEpoch = l.sessionID, l.sessionEpoch
 	byKey := map[sessionKey]*mirrorPart{}
 	topicAt := map[string]int{}
+	fetching := map[sessionKey]sentPartition{}
 	for _, mp := range parts {
 		if err := l.verify(mp); err != nil {
 			mp.setErr(err, now)
@@ -134,6 +149,14 @@ func (l *sourceLoop) fetchOnce() error {
 			continue
 		}
 		tp := mp.p.TP
+		key := sessionKey{id: mp.topicID, partition: tp.Partition}
+		byKey[key] = mp
+		byKey[sessionKey{name: tp.Topic, partition: tp.Partition}] = mp
+		st := sentPartition{topic: tp.Topic, offset: mp.p.Log().EndOffset(), currentEpoch: mp.sourceEpoch.Load(), lastEpoch: lastEpoch}
+		fetching[key] = st
+		if incremental && l.sent[key] == st {
+			continue // the session has it as it is
+		}
 		i, ok := topicAt[tp.Topic]
 		if !ok {
 			i = len(req.Topics)
@@ -144,16 +167,32 @@ func (l *sourceLoop) fetchOnce() error {
 		}
 		p := kmsg.NewFetchRequestTopicPartition()
 		p.Partition = tp.Partition
-		p.CurrentLeaderEpoch = mp.sourceEpoch.Load()
-		p.FetchOffset = mp.p.Log().EndOffset()
-		p.LastFetchedEpoch = lastEpoch
+		p.CurrentLeaderEpoch = st.currentEpoch
+		p.FetchOffset = st.offset
+		p.LastFetchedEpoch = st.lastEpoch
 		p.LogStartOffset = -1
 		p.PartitionMaxBytes = 4 << 20
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
-		byKey[sessionKey{id: mp.topicID, partition: tp.Partition}] = mp
-		byKey[sessionKey{name: tp.Topic, partition: tp.Partition}] = mp
 	}
-	if len(req.Topics) == 0 {
+	if incremental {
+		forgotten := map[[16]byte]int{}
+		for key, st := range l.sent {
+			if _, ok := fetching[key]; ok {
+				continue
+			}
+			i, ok := forgotten[key.id]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forgotten[key.id] = i
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic, ft.TopicID = st.topic, key.id
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, key.partition)
+		}
+	}
+	if len(fetching) == 0 {
+		l.resetSession()
 		select {
 		case <-l.ctx.Done():
 		case <-l.wake:
@@ -164,6 +203,7 @@ func (l *sourceLoop) fetchOnce() error {
 	defer cancel()
 	kresp, err := r.cl.Broker(int(l.node)).Request(ctx, req)
 	if err != nil {
+		l.resetSession()
 		for _, mp := range byKey {
 			mp.setErr(err, now)
 		}
@@ -171,11 +211,23 @@ func (l *sourceLoop) fetchOnce() error {
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		// FETCH_SESSION_ID_NOT_FOUND (the source restarted or evicted
+		// it), INVALID_FETCH_SESSION_EPOCH, or another: start afresh.
+		l.resetSession()
 		for _, mp := range byKey {
 			mp.setErr(err, now)
 		}
 		return err
 	}
+	if resp.SessionID == 0 {
+		l.sessionID, l.sessionEpoch, l.sent = 0, 0, nil // no session: every fetch is full
+	} else {
+		l.sessionID, l.sent = resp.SessionID, fetching
+		if l.sessionEpoch++; l.sessionEpoch <= 0 {
+			l.sessionEpoch = 1
+		}
+	}
+	fetched := 0
 	now = r.m.cfg.Now()
 	var (
 		written []*replica.Partition
@@ -194,6 +246,7 @@ func (l *sourceLoop) fetchOnce() error {
 			if mp == nil {
 				continue
 			}
+			fetched += len(rp.RecordBatches)
 			end, wait, err := l.apply(mp, rp, now)
 			if err != nil {
 				mp.setErr(err, now)
@@ -214,7 +267,18 @@ func (l *sourceLoop) fetchOnce() error {
 			failed = err
 		}
 	}
+	if failed != nil {
+		// A partition that failed is fetched again from where it is: the
+		// session's view of it may be ahead.
+		l.resetSession()
+	}
+	r.throttle(l.ctx, fetched)
 	return failed
+}
+
+// resetSession makes the next fetch a full one that opens a new session.
+func (l *sourceLoop) resetSession() {
+	l.sessionID, l.sessionEpoch, l.sent = 0, 0, nil
 }
 
 // sessionKey names a partition in a fetch answer: by topic id (v13+) or
@@ -594,4 +658,35 @@ func (m *Manager) reserveProducerIDs(id int64) error {
 	}
 	m.reserved.Store(id)
 	return nil
+}
+
+// maxBytesPerSec is the link's byte rate limit, 0 for none.
+func (r *runner) maxBytesPerSec() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.link.MaxBytesPerSec
+}
+
+// throttle holds a loop after a fetch of n bytes for as long as the
+// link's byte rate asks, shared by the link's loops on this broker.
+func (r *runner) throttle(ctx context.Context, n int) {
+	rate := r.maxBytesPerSec()
+	if rate <= 0 || n <= 0 {
+		return
+	}
+	now := r.m.cfg.Now()
+	r.throttleMu.Lock()
+	if r.nextFetch.Before(now) {
+		r.nextFetch = now
+	}
+	r.nextFetch = r.nextFetch.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	wait := r.nextFetch.Sub(now)
+	r.throttleMu.Unlock()
+	if wait <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
 }

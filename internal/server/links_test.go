@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -953,5 +954,39 @@ func TestLinkReverseOffsetSync(t *testing.T) {
 	fs := back.PollRecords(pctx, 1)
 	if recs := fs.Records(); len(recs) != 1 || recs[0].Offset != 25 {
 		t.Fatalf("back at the source the group read %v", recs)
+	}
+}
+
+// A link's byte rate caps how fast it copies: a backlog of B bytes at R
+// bytes a second, fetched at most R bytes at a time, takes at least about
+// (B-R)/R: every fetch but the last waits for its bytes' turn.
+func TestLinkByteRate(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	_, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	// 60 batches of ten 1 KB records that do not compress.
+	for range 60 {
+		var recs []*kgo.Record
+		for range 10 {
+			v := make([]byte, 1000)
+			rand.Read(v)
+			recs = append(recs, &kgo.Record{Topic: "orders", Value: v})
+		}
+		produceSync(t, srcCl, recs...)
+	}
+	const rate = 200_000
+	began := time.Now()
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "max_bytes_per_sec": rate}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	if took, least := time.Since(began), 1600*time.Millisecond; took < least {
+		t.Fatalf("600 KB mirrored in %v at %d bytes a second; the cap allows no less than %v", took, rate, least)
 	}
 }
