@@ -40,6 +40,8 @@ var examples = map[string]string{
 	"strand link create": `  strand link create kafka-prod --source-brokers kafka-1:9092,kafka-2:9092 --topics 'orders.*' --groups 'orders-.*'
   strand link create kafka-prod --source-brokers kafka-1:9093 --topics '.*' --exclude-topics 'tmp-.*' \
     --source-tls-ca ca.pem --source-sasl-mechanism SCRAM-SHA-512 --source-sasl-user mirror --sync-topic-configs`,
+	"strand link alter": `  strand link alter kafka-prod --topics 'orders.*|payments.*'
+  strand link alter kafka-prod --source-sasl-password "$NEW_PASSWORD"   # the rest of the source's settings stay`,
 	"strand link list":     `  strand link list --format json`,
 	"strand link status":   `  strand link status kafka-prod --format json | jq '[.topics[].partitions[].lag_records] | add'`,
 	"strand link pause":    `  strand link pause kafka-prod`,

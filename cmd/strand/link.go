@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/link"
@@ -28,7 +29,7 @@ func linkCommand() *cobra.Command {
 	admin := cmd.PersistentFlags().String("admin", envOr("STRAND_ADMIN", "127.0.0.1:9644"),
 		"a broker's admin listener, host:port (or STRAND_ADMIN)")
 	api := func() *adminAPI { return &adminAPI{base: "http://" + *admin} }
-	cmd.AddCommand(linkCreateCommand(api), linkListCommand(api), linkStatusCommand(api),
+	cmd.AddCommand(linkCreateCommand(api), linkAlterCommand(api), linkListCommand(api), linkStatusCommand(api),
 		linkPauseCommand(api, true), linkPauseCommand(api, false), linkPromoteCommand(api, false),
 		linkPromoteCommand(api, true), linkDeleteCommand(api))
 	return cmd
@@ -41,60 +42,179 @@ func envOr(name, def string) string {
 	return def
 }
 
+// linkSettings are the flags that make a link's settings, for create and
+// alter.
+type linkSettings struct {
+	l                            cluster.Link
+	brokers, topics, groups      []string
+	excludeTopics, excludeGroups []string
+	tlsOn                        bool
+	ca, cert, key                string
+	saslMech, saslUser, saslPass string
+	interval, txnTimeout         time.Duration
+}
+
+func (s *linkSettings) bind(f *pflag.FlagSet) {
+	f.StringSliceVar(&s.brokers, "source-brokers", nil, "the source cluster's bootstrap servers, host:port[,...]")
+	f.StringArrayVar(&s.topics, "topics", nil, "mirror the source topics whose whole name matches this regular expression (repeatable)")
+	f.StringArrayVar(&s.excludeTopics, "exclude-topics", nil, "but not those matching this one (repeatable)")
+	f.StringArrayVar(&s.groups, "groups", nil, "copy the committed offsets of the groups matching this regular expression (repeatable)")
+	f.StringArrayVar(&s.excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
+	f.BoolVar(&s.l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
+	f.Int64Var(&s.l.MaxBytesPerSec, "max-bytes-per-sec", 0, "cap what the link fetches from the source, per broker (0: no cap)")
+	f.BoolVar(&s.l.ReverseOffsetSync, "reverse-offset-sync", false,
+		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
+	f.DurationVar(&s.interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
+	f.DurationVar(&s.txnTimeout, "transaction-timeout", time.Minute,
+		"after a promotion or failover, abort the transactions the source left open once this has passed")
+	f.BoolVar(&s.tlsOn, "source-tls", false, "connect to the source with TLS (implied by --source-tls-ca and --source-tls-cert)")
+	f.StringVar(&s.ca, "source-tls-ca", "", "PEM file of the CAs to trust for the source (default: the system's)")
+	f.StringVar(&s.cert, "source-tls-cert", "", "PEM file of a client certificate for the source, for mutual TLS")
+	f.StringVar(&s.key, "source-tls-key", "", "PEM file of that certificate's key (default: in --source-tls-cert)")
+	f.StringVar(&s.saslMech, "source-sasl-mechanism", "", "authenticate to the source with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&s.saslUser, "source-sasl-user", "", "the SASL user at the source")
+	f.StringVar(&s.saslPass, "source-sasl-password", "", "the SASL password at the source (default: STRAND_SOURCE_SASL_PASSWORD)")
+}
+
+// link makes the link the flags describe.
+func (s *linkSettings) link(name string) (cluster.Link, error) {
+	l := s.l
+	l.Name = name
+	l.Source.BootstrapServers = s.brokers
+	l.Topics = cluster.Filter{Include: s.topics, Exclude: s.excludeTopics}
+	l.Groups = cluster.Filter{Include: s.groups, Exclude: s.excludeGroups}
+	l.SyncGroupOffsets = len(s.groups) > 0
+	l.OffsetSyncIntervalMs = s.interval.Milliseconds()
+	l.TransactionTimeoutMs = s.txnTimeout.Milliseconds()
+	src := &l.Source
+	for _, f := range []struct {
+		path string
+		into *string
+		flag string
+	}{{s.ca, &src.CACertPEM, "--source-tls-ca"}, {s.cert, &src.CertPEM, "--source-tls-cert"}, {s.key, &src.KeyPEM, "--source-tls-key"}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return l, fmt.Errorf("%s: %w", f.flag, err)
+		}
+		*f.into = string(b)
+	}
+	if s.cert != "" && s.key == "" {
+		src.KeyPEM = src.CertPEM // the key in the certificate's file
+	}
+	tlsOn := s.tlsOn || s.ca != "" || s.cert != ""
+	pass := s.saslPass
+	if pass == "" {
+		pass = os.Getenv("STRAND_SOURCE_SASL_PASSWORD")
+	}
+	src.SASLMechanism, src.SASLUsername, src.SASLPassword = s.saslMech, s.saslUser, pass
+	switch {
+	case s.saslMech != "" && tlsOn:
+		src.SecurityProtocol = "SASL_SSL"
+	case s.saslMech != "":
+		src.SecurityProtocol = "SASL_PLAINTEXT"
+	case tlsOn:
+		src.SecurityProtocol = "SSL"
+	default:
+		src.SecurityProtocol = "PLAINTEXT"
+	}
+	return l, nil
+}
+
+// linkFlagFields are the JSON fields of a link each flag sets.
+var linkFlagFields = map[string][]string{
+	"source-brokers":       {"source.bootstrap_servers"},
+	"topics":               {"topics.include"},
+	"exclude-topics":       {"topics.exclude"},
+	"groups":               {"groups.include", "sync_group_offsets"},
+	"exclude-groups":       {"groups.exclude"},
+	"sync-topic-configs":   {"sync_topic_configs"},
+	"max-bytes-per-sec":    {"max_bytes_per_sec"},
+	"reverse-offset-sync":  {"reverse_offset_sync"},
+	"offset-sync-interval": {"offset_sync_interval_ms"},
+	"transaction-timeout":  {"transaction_timeout_ms"},
+}
+
+// sourceSecurityFlags change the source's security settings as a whole.
+var sourceSecurityFlags = []string{"source-tls", "source-tls-ca", "source-tls-cert", "source-tls-key",
+	"source-sasl-mechanism", "source-sasl-user", "source-sasl-password"}
+
+// patch is what alter sends: the fields of the flags given, nothing else.
+func (s *linkSettings) patch(cmd *cobra.Command, name string) (map[string]any, error) {
+	l, err := s.link(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	var full map[string]any
+	if err := json.Unmarshal(b, &full); err != nil {
+		return nil, err
+	}
+	patch := map[string]any{}
+	set := func(path string) {
+		top, sub, nested := strings.Cut(path, ".")
+		if !nested {
+			patch[top] = full[top]
+			return
+		}
+		m, _ := patch[top].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+			patch[top] = m
+		}
+		if src, _ := full[top].(map[string]any); src != nil {
+			m[sub] = src[sub]
+		}
+		if m[sub] == nil {
+			m[sub] = []string{} // cleared
+		}
+	}
+	for flag, paths := range linkFlagFields {
+		if cmd.Flags().Changed(flag) {
+			for _, p := range paths {
+				set(p)
+			}
+		}
+	}
+	for _, flag := range sourceSecurityFlags {
+		if cmd.Flags().Changed(flag) {
+			for _, f := range []string{"security_protocol", "ca_cert_pem", "cert_pem", "key_pem", "sasl_mechanism", "sasl_username", "sasl_password"} {
+				m, _ := patch["source"].(map[string]any)
+				if m == nil {
+					m = map[string]any{}
+					patch["source"] = m
+				}
+				src, _ := full["source"].(map[string]any)
+				v, ok := src[f]
+				if !ok {
+					v = ""
+				}
+				m[f] = v
+			}
+			break
+		}
+	}
+	if len(patch) == 0 {
+		return nil, errors.New("nothing to change: give the flags of the settings to change")
+	}
+	return patch, nil
+}
+
 func linkCreateCommand(api func() *adminAPI) *cobra.Command {
-	var (
-		l                            cluster.Link
-		brokers, topics, groups      []string
-		excludeTopics, excludeGroups []string
-		tlsOn                        bool
-		ca, cert, key                string
-		saslMech, saslUser, saslPass string
-		interval, txnTimeout         time.Duration
-	)
+	var s linkSettings
 	cmd := &cobra.Command{
 		Use:   "create NAME --source-brokers HOST:PORT[,...] --topics REGEX",
 		Short: "Create a cluster link: mirror the matching topics of another Kafka cluster, offset for offset",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l.Name = args[0]
-			l.Source.BootstrapServers = brokers
-			l.Topics = cluster.Filter{Include: topics, Exclude: excludeTopics}
-			l.Groups = cluster.Filter{Include: groups, Exclude: excludeGroups}
-			l.SyncGroupOffsets = l.SyncGroupOffsets || len(groups) > 0
-			l.OffsetSyncIntervalMs = interval.Milliseconds()
-			l.TransactionTimeoutMs = txnTimeout.Milliseconds()
-			src := &l.Source
-			for _, f := range []struct {
-				path string
-				into *string
-				flag string
-			}{{ca, &src.CACertPEM, "--source-tls-ca"}, {cert, &src.CertPEM, "--source-tls-cert"}, {key, &src.KeyPEM, "--source-tls-key"}} {
-				if f.path == "" {
-					continue
-				}
-				b, err := os.ReadFile(f.path)
-				if err != nil {
-					return fmt.Errorf("%s: %w", f.flag, err)
-				}
-				*f.into = string(b)
-			}
-			if cert != "" && key == "" {
-				src.KeyPEM = src.CertPEM // the key in the certificate's file
-			}
-			tlsOn = tlsOn || ca != "" || cert != ""
-			if saslPass == "" {
-				saslPass = os.Getenv("STRAND_SOURCE_SASL_PASSWORD")
-			}
-			src.SASLMechanism, src.SASLUsername, src.SASLPassword = saslMech, saslUser, saslPass
-			switch {
-			case saslMech != "" && tlsOn:
-				src.SecurityProtocol = "SASL_SSL"
-			case saslMech != "":
-				src.SecurityProtocol = "SASL_PLAINTEXT"
-			case tlsOn:
-				src.SecurityProtocol = "SSL"
-			default:
-				src.SecurityProtocol = "PLAINTEXT"
+			l, err := s.link(args[0])
+			if err != nil {
+				return err
 			}
 			var out cluster.Link
 			if err := api().do(cmd.Context(), http.MethodPost, "/api/links", l, &out); err != nil {
@@ -105,28 +225,33 @@ func linkCreateCommand(api func() *adminAPI) *cobra.Command {
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&brokers, "source-brokers", nil, "the source cluster's bootstrap servers, host:port[,...]")
-	f.StringArrayVar(&topics, "topics", nil, "mirror the source topics whose whole name matches this regular expression (repeatable)")
-	f.StringArrayVar(&excludeTopics, "exclude-topics", nil, "but not those matching this one (repeatable)")
-	f.StringArrayVar(&groups, "groups", nil, "copy the committed offsets of the groups matching this regular expression (repeatable)")
-	f.StringArrayVar(&excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
-	f.BoolVar(&l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
-	f.Int64Var(&l.MaxBytesPerSec, "max-bytes-per-sec", 0, "cap what the link fetches from the source, per broker (0: no cap)")
-	f.BoolVar(&l.ReverseOffsetSync, "reverse-offset-sync", false,
-		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
-	f.DurationVar(&interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
-	f.DurationVar(&txnTimeout, "transaction-timeout", time.Minute,
-		"after a promotion or failover, abort the transactions the source left open once this has passed")
-	f.BoolVar(&tlsOn, "source-tls", false, "connect to the source with TLS (implied by --source-tls-ca and --source-tls-cert)")
-	f.StringVar(&ca, "source-tls-ca", "", "PEM file of the CAs to trust for the source (default: the system's)")
-	f.StringVar(&cert, "source-tls-cert", "", "PEM file of a client certificate for the source, for mutual TLS")
-	f.StringVar(&key, "source-tls-key", "", "PEM file of that certificate's key (default: in --source-tls-cert)")
-	f.StringVar(&saslMech, "source-sasl-mechanism", "", "authenticate to the source with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	f.StringVar(&saslUser, "source-sasl-user", "", "the SASL user at the source")
-	f.StringVar(&saslPass, "source-sasl-password", "", "the SASL password at the source (default: STRAND_SOURCE_SASL_PASSWORD)")
+	s.bind(cmd.Flags())
 	cmd.MarkFlagRequired("source-brokers")
 	cmd.MarkFlagRequired("topics")
+	return cmd
+}
+
+func linkAlterCommand(api func() *adminAPI) *cobra.Command {
+	var s linkSettings
+	cmd := &cobra.Command{
+		Use:   "alter NAME [--topics REGEX] [--groups REGEX] [...]",
+		Short: "Change a link's settings: only those whose flags are given (the source's secrets stay unless given)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			patch, err := s.patch(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			var out cluster.Link
+			if err := api().do(cmd.Context(), http.MethodPatch, "/api/links/"+url.PathEscape(args[0]), patch, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "altered link %s: mirroring topics matching %s from %s\n", out.Name,
+				strings.Join(out.Topics.Include, ", "), strings.Join(out.Source.BootstrapServers, ","))
+			return nil
+		},
+	}
+	s.bind(cmd.Flags())
 	return cmd
 }
 

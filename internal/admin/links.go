@@ -21,6 +21,7 @@ type Links interface {
 	List() []cluster.Link
 	Create(ctx context.Context, l cluster.Link) (cluster.Link, error)
 	SetPaused(name string, paused bool) error
+	Alter(name string, patch []byte) (cluster.Link, error)
 	Delete(name string) error
 	Status(ctx context.Context, name string) (link.Status, error)
 	Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error)
@@ -32,6 +33,7 @@ type Links interface {
 //	GET    /api/links                   every link (secrets hidden)
 //	POST   /api/links                   create one (a cluster.Link in JSON)
 //	GET    /api/links/{name}            its status, per mirror partition
+//	PATCH  /api/links/{name}            change its settings (JSON of the fields to change)
 //	DELETE /api/links/{name}            delete it (no mirror topic left)
 //	POST   /api/links/{name}/pause      stop following the source
 //	POST   /api/links/{name}/resume     follow it again
@@ -63,6 +65,19 @@ func (s *Server) linkRoutes(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("PATCH /api/links/{name}", func(w http.ResponseWriter, r *http.Request) {
+		patch, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		out, err := s.cfg.Links.Alter(r.PathValue("name"), patch)
+		if err != nil {
+			writeLinkError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("DELETE /api/links/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.cfg.Links.Delete(r.PathValue("name")); err != nil {

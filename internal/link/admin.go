@@ -1,7 +1,9 @@
 package link
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,6 +64,27 @@ func (m *Manager) SetPaused(store LinkStore, name string, paused bool) error {
 	}
 	l.Paused = paused
 	return store.AlterLink(l)
+}
+
+// Alter changes a link's settings: patch is JSON of the fields to change
+// (a JSON merge of cluster.Link: fields left out keep their values, the
+// source's secrets included). Its name and creation time stay.
+func (m *Manager) Alter(store LinkStore, name string, patch []byte) (cluster.Link, error) {
+	l, ok := m.cfg.Store.Link(name)
+	if !ok {
+		return cluster.Link{}, fmt.Errorf("%w: %s", cluster.ErrUnknownLink, name)
+	}
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return cluster.Link{}, fmt.Errorf("%w: %v", cluster.ErrInvalidLink, err)
+	}
+	l.Name = name
+	if err := store.AlterLink(l); err != nil {
+		return cluster.Link{}, err
+	}
+	l.Source = l.Source.Redacted()
+	return l, nil
 }
 
 // List returns the links, their sources' secrets hidden.

@@ -138,6 +138,14 @@ func (a adminLinks) SetPaused(name string, paused bool) error {
 
 func (a adminLinks) Lag() []link.PartitionLag { return a.s.links.Lag() }
 
+func (a adminLinks) Alter(name string, patch []byte) (cluster.Link, error) {
+	l, err := a.s.links.Alter(a.s.cluster, name, patch)
+	if err == nil {
+		a.s.logger.Info("cluster link altered", "link", name)
+	}
+	return l, err
+}
+
 func (a adminLinks) Delete(name string) error { return a.s.cluster.DeleteLink(name) }
 
 func (a adminLinks) Status(ctx context.Context, name string) (link.Status, error) {

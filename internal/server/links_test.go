@@ -794,6 +794,14 @@ func TestLinkSourceSecurity(t *testing.T) {
 			t.Fatalf("%s shows the password or hides nothing:\n%s", path, body)
 		}
 	}
+	// Altered with the right password alone, the link keeps the rest of
+	// its source's settings and mirrors.
+	var altered map[string]any
+	if code := linkAPI(t, admin, "PATCH", "/api/links/wrong", map[string]any{"source": map[string]any{"sasl_password": "alice-secret"}},
+		&altered); code != http.StatusOK {
+		t.Fatalf("alter: %d %v", code, altered)
+	}
+	waitMirrored(t, admin, "wrong", "orders")
 
 	// Refused at creation.
 	var e map[string]string

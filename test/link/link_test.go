@@ -126,9 +126,16 @@ func TestLinkFromKafka(t *testing.T) {
 	if !strings.Contains(out, "created link kafka") {
 		t.Fatalf("link create said: %s", out)
 	}
-	// While the link runs: transactions on a new topic.
+	// While the link runs: transactions on a new topic, and a topic the
+	// link's filter takes once altered.
 	live := writeTransactions(t, tg, "live-transactions", 2, 4)
-	waitCaughtUp(t, st.Admin, "kafka", append(topics, live.topic)...)
+	out = strand(t, "link", "alter", "kafka", "--admin", st.Admin, "--topics", strings.Join(topics, "|")+"|live-.*|late-.*")
+	if !strings.Contains(out, "altered link kafka") {
+		t.Fatalf("link alter said: %s", out)
+	}
+	late := writeCodecs(t, tg, "late-codecs", 1, 10)
+	waitCaughtUp(t, st.Admin, "kafka", append(topics, live.topic, late.topic)...)
+	compareMirror(t, kc, st.Addr, late.topic)
 	for _, w := range append(workloads, live) {
 		rep := compareMirror(t, kc, st.Addr, w.topic)
 		for _, p := range rep.Partitions {
