@@ -63,7 +63,21 @@ func (m *Manager) SetPaused(store LinkStore, name string, paused bool) error {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownLink, name)
 	}
 	l.Paused = paused
-	return store.AlterLink(l)
+	if err := store.AlterLink(l); err != nil {
+		return err
+	}
+	if paused {
+		// Stopped before the answer, so that nothing the source writes
+		// after it is mirrored; a later Set sees the link paused.
+		m.mu.Lock()
+		r := m.runners[name]
+		delete(m.runners, name)
+		m.mu.Unlock()
+		if r != nil {
+			r.stop()
+		}
+	}
+	return nil
 }
 
 // Alter changes a link's settings: patch is JSON of the fields to change

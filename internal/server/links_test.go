@@ -998,3 +998,52 @@ func TestLinkByteRate(t *testing.T) {
 		t.Fatalf("600 KB mirrored in %v at %d bytes a second; the cap allows no less than %v", took, rate, least)
 	}
 }
+
+// A paused link stops following its source, its mirrors still read-only;
+// resumed, it catches up, exact.
+func TestLinkPauseResume(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, srcCl, records("orders", 10, "a")...)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/pause", nil, nil); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	produceSync(t, srcCl, records("orders", 20, "b")...)
+	dstCl := newClient(t, dst.Addr)
+	// Paused: the status says so, the mirror stays at 10 while the source
+	// is at 30 (seen through the source's own client), and takes no
+	// writes.
+	var st link.Status
+	linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+	if st.State != "paused" {
+		t.Fatalf("state %q", st.State)
+	}
+	ends, err := kadm.NewClient(dstCl).ListEndOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("orders", 0); o.Offset != 10 {
+		t.Fatalf("a paused mirror moved to %d", o.Offset)
+	}
+	if err := dstCl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("x")}).FirstErr(); err == nil {
+		t.Fatal("a paused mirror took a write")
+	}
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/resume", nil, nil); code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	if rep := compareMirror(t, srcCl, dstCl, "orders"); rep.Partitions[0].Records != 30 {
+		t.Fatalf("the mirror holds %d records, want 30", rep.Partitions[0].Records)
+	}
+}
