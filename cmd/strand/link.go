@@ -61,6 +61,7 @@ func (s *linkSettings) bind(f *pflag.FlagSet) {
 	f.StringArrayVar(&s.groups, "groups", nil, "copy the committed offsets of the groups matching this regular expression (repeatable)")
 	f.StringArrayVar(&s.excludeGroups, "exclude-groups", nil, "but not of those matching this one (repeatable)")
 	f.BoolVar(&s.l.SyncTopicConfigs, "sync-topic-configs", false, "copy the source topics' config overrides to their mirrors")
+	f.BoolVar(&s.l.SyncACLs, "sync-acls", false, "copy the source's ACLs of the mirror topics and of the groups --groups matches")
 	f.Int64Var(&s.l.MaxBytesPerSec, "max-bytes-per-sec", 0, "cap what the link fetches from the source, per broker (0: no cap)")
 	f.BoolVar(&s.l.ReverseOffsetSync, "reverse-offset-sync", false,
 		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
@@ -131,6 +132,7 @@ var linkFlagFields = map[string][]string{
 	"groups":               {"groups.include", "sync_group_offsets"},
 	"exclude-groups":       {"groups.exclude"},
 	"sync-topic-configs":   {"sync_topic_configs"},
+	"sync-acls":            {"sync_acls"},
 	"max-bytes-per-sec":    {"max_bytes_per_sec"},
 	"reverse-offset-sync":  {"reverse_offset_sync"},
 	"offset-sync-interval": {"offset_sync_interval_ms"},

@@ -36,6 +36,9 @@ type Link struct {
 	Groups Filter `json:"groups,omitempty"`
 	// SyncTopicConfigs copies the source topics' config overrides.
 	SyncTopicConfigs bool `json:"sync_topic_configs,omitempty"`
+	// SyncACLs copies the source's ACLs of the mirror topics and of the
+	// groups Groups matches.
+	SyncACLs bool `json:"sync_acls,omitempty"`
 	// SyncGroupOffsets copies committed offsets of the groups Groups
 	// matches, every OffsetSyncIntervalMs, while they have no members here.
 	SyncGroupOffsets     bool  `json:"sync_group_offsets,omitempty"`

@@ -326,6 +326,13 @@ func (r *runner) readMetadata() {
 	}
 	if r.m.isController() {
 		r.syncTopics(link, topics)
+		if link.SyncACLs {
+			if n, err := r.syncACLs(link); err != nil {
+				r.warnOnce("acls:"+err.Error(), "the source's ACLs cannot be copied", "err", err)
+			} else if n > 0 {
+				r.logger.Info("copied the source's ACLs", "acls", n)
+			}
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1046,4 +1047,56 @@ func TestLinkPauseResume(t *testing.T) {
 	if rep := compareMirror(t, srcCl, dstCl, "orders"); rep.Partitions[0].Records != 30 {
 		t.Fatalf("the mirror holds %d records, want 30", rep.Partitions[0].Records)
 	}
+}
+
+// With ACL sync, the source's ACLs of the mirror topics and of the
+// matched groups (literal names) are created here; others are not.
+func TestLinkSyncACLs(t *testing.T) {
+	src := testutil.StartBroker(t, func(c *config.Broker) { c.Authorizer, c.SuperUsers = "acl", "User:ANONYMOUS" })
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	srcAdm := kadm.NewClient(srcCl)
+	ctx := context.Background()
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").Groups("billing").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:bob").Topics("audit").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:bob").Topics("ord").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed),
+	} {
+		res, err := srcAdm.CreateACLs(ctx, b)
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"sync_acls": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		acls, _ := dst.Server().Metadata().ACLs()
+		var got []string
+		for _, a := range acls {
+			got = append(got, fmt.Sprintf("%d:%s:%d:%s:%d", a.ResourceType, a.ResourceName, a.PatternType, a.Principal, a.Operation))
+		}
+		slices.Sort(got)
+		// Topic orders read (3) and describe (8), group billing read.
+		want := []string{"2:orders:3:User:alice:3", "2:orders:3:User:alice:8", "3:billing:3:User:alice:3"}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("ACLs here %v, want %v", got, want)
+		}
+		return nil
+	})
 }
