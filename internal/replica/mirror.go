@@ -97,18 +97,7 @@ func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, err
 		res.End = p.log.EndOffset()
 		return res, noWait, err
 	}
-	now := p.opts.Now().UnixMilli()
-	p.mu.Lock()
-	for pos := 0; pos < len(data); {
-		b := model.Batch(data[pos:])
-		n := b.Size()
-		if err := p.producers.replay(b[:n], now); err != nil {
-			p.opts.Logger.Warn("mirrored batch not applied to the producer state", "partition", p.TP.String(), "err", err)
-		}
-		pos += n
-	}
-	p.log.SetFirstUnstableOffset(p.producers.txns.firstUnstable())
-	p.mu.Unlock()
+	p.replayLocked(data, "mirrored")
 	p.applied.Store(lres.LastOffset + 1)
 	res.End = lres.LastOffset + 1
 	return res, p.waitFor(res.End), nil

@@ -286,20 +286,28 @@ func (p *Partition) AppendReplicated(data []byte) (int64, error) {
 	if err != nil || res.BaseOffset < 0 {
 		return p.log.EndOffset(), err
 	}
+	p.replayLocked(data, "replicated")
+	p.applied.Store(res.LastOffset + 1)
+	return res.LastOffset + 1, nil
+}
+
+// replayLocked applies batches written as they came (replicated or
+// mirrored) to the producer state, as a replay of the log would: their
+// producers' sequences, and the transactions they open and end. appendMu
+// is held.
+func (p *Partition) replayLocked(data []byte, what string) {
 	now := p.opts.Now().UnixMilli()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for pos := 0; pos < len(data); {
 		b := model.Batch(data[pos:])
 		n := b.Size()
 		if err := p.producers.replay(b[:n], now); err != nil {
-			p.opts.Logger.Warn("replicated batch not applied to the producer state", "partition", p.TP.String(), "err", err)
+			p.opts.Logger.Warn(what+" batch not applied to the producer state", "partition", p.TP.String(), "err", err)
 		}
 		pos += n
 	}
 	p.log.SetFirstUnstableOffset(p.producers.txns.firstUnstable())
-	p.mu.Unlock()
-	p.applied.Store(res.LastOffset + 1)
-	return res.LastOffset + 1, nil
 }
 
 // SetLeaderHighWatermark takes the high watermark a follower learns from
