@@ -184,7 +184,7 @@ func runMirror(ctx context.Context, o mirrorOptions) (*mirrorReport, error) {
 			LagSeconds: o.LagDuration.Seconds(), LagWarmupSeconds: o.LagWarmup.Seconds(), Transactions: o.Transactions,
 			TxnRecords: o.TxnRecords, SyncIntervalSecs: o.SyncInterval.Seconds(), OffsetWaitSecs: o.OffsetWait.Seconds(),
 			MetadataSecs: o.MetadataPeriod.Seconds(), MM2Tasks: o.MM2Tasks, StrandArgs: o.StrandArgs, BacklogVerified: o.VerifyBacklog,
-			StrandDurability: "fsync before every acknowledgement and every mirrored append (strand serve's default)",
+			StrandDurability: "what the link appends is fsynced (strand serve's default, --fsync every-append)",
 			TargetDurability: "fsync left to the OS (Kafka's default)", MirrorMakerHeapGB: o.MM2Heap}}
 	if slices.ContainsFunc(o.StrandArgs, func(a string) bool { return strings.Contains(a, "fsync") }) {
 		rep.Settings.StrandDurability = "as set by " + strings.Join(o.StrandArgs, " ")
