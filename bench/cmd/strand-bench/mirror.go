@@ -103,24 +103,24 @@ type mirrorReport struct {
 }
 
 type mirrorSettings struct {
-	Partitions        int32    `json:"partitions"`
-	RecordSize        int      `json:"record_size"`
-	BacklogRecords    int64    `json:"backlog_records"`
-	Rate              int      `json:"rate"`
-	LagSeconds        float64  `json:"lag_seconds"`
-	LagWarmupSeconds  float64  `json:"lag_warmup_seconds"`
-	Transactions      int      `json:"transactions"`
-	TxnRecords        int      `json:"txn_records"`
-	SyncIntervalSecs  float64  `json:"offset_sync_interval_seconds"`
-	OffsetWaitSecs    float64  `json:"offset_wait_seconds"`
-	MetadataSecs      float64  `json:"metadata_interval_seconds"`
-	MM2Tasks          int      `json:"mm2_tasks"`
-	MM2Properties     []string `json:"mm2_properties"`
-	StrandArgs        []string `json:"strand_args,omitempty"`
-	BacklogVerified   bool     `json:"backlog_verified"`
-	StrandDurability  string   `json:"strand_durability"`
-	TargetDurability  string   `json:"kafka_target_durability"`
-	MirrorMakerHeapGB string   `json:"mirror_maker_heap"`
+	Partitions       int32    `json:"partitions"`
+	RecordSize       int      `json:"record_size"`
+	BacklogRecords   int64    `json:"backlog_records"`
+	Rate             int      `json:"rate"`
+	LagSeconds       float64  `json:"lag_seconds"`
+	LagWarmupSeconds float64  `json:"lag_warmup_seconds"`
+	Transactions     int      `json:"transactions"`
+	TxnRecords       int      `json:"txn_records"`
+	SyncIntervalSecs float64  `json:"offset_sync_interval_seconds"`
+	OffsetWaitSecs   float64  `json:"offset_wait_seconds"`
+	MetadataSecs     float64  `json:"metadata_interval_seconds"`
+	MM2Tasks         int      `json:"mm2_tasks"`
+	MM2Properties    []string `json:"mm2_properties"`
+	StrandArgs       []string `json:"strand_args,omitempty"`
+	BacklogVerified  bool     `json:"backlog_verified"`
+	StrandDurability string   `json:"strand_durability"`
+	TargetDurability string   `json:"kafka_target_durability"`
+	MirrorMakerHeap  string   `json:"mirror_maker_heap"`
 }
 
 type backlogResult struct {
@@ -185,7 +185,7 @@ func runMirror(ctx context.Context, o mirrorOptions) (*mirrorReport, error) {
 			TxnRecords: o.TxnRecords, SyncIntervalSecs: o.SyncInterval.Seconds(), OffsetWaitSecs: o.OffsetWait.Seconds(),
 			MetadataSecs: o.MetadataPeriod.Seconds(), MM2Tasks: o.MM2Tasks, StrandArgs: o.StrandArgs, BacklogVerified: o.VerifyBacklog,
 			StrandDurability: "what the link appends is fsynced (strand serve's default, --fsync every-append)",
-			TargetDurability: "fsync left to the OS (Kafka's default)", MirrorMakerHeapGB: o.MM2Heap}}
+			TargetDurability: "fsync left to the OS (Kafka's default)", MirrorMakerHeap: o.MM2Heap}}
 	if slices.ContainsFunc(o.StrandArgs, func(a string) bool { return strings.Contains(a, "fsync") }) {
 		rep.Settings.StrandDurability = "as set by " + strings.Join(o.StrandArgs, " ")
 	}
