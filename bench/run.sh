@@ -2,6 +2,7 @@
 # Strand against Apache Kafka on this machine, in one run.
 #
 #   bench/run.sh [full|quick|smoke] [more `strand-bench suite` flags]
+#   bench/run.sh mirror [more `strand-bench mirror` flags]
 #
 # Fetches Apache Kafka's broker (org.apache.kafka:kafka_2.13 and everything
 # it needs at run time, plus the log4j2 binding the binary distribution
@@ -13,17 +14,22 @@
 # temporary directory, starts it and Strand in turn on free loopback ports,
 # runs workloads (a)-(f) against each, alternating over several rounds, and
 # writes results.md and results.json (default: bench/results/<time>-<mode>/).
+# The mirror mode also fetches MirrorMaker 2 (connect-mirror and its
+# dependencies) and runs `strand-bench mirror`: Strand's cluster link beside
+# MirrorMaker 2, both mirroring one Kafka broker.
 #
-# Environment: KAFKA_VERSION (default 4.4.0), STRAND_BENCH_CACHE, JAVA
-# (default: java on PATH; Kafka 4.x needs Java 17 or later).
+# Environment: KAFKA_VERSION (default 4.4.0), MIRROR_MAKER_VERSION (default
+# 4.3.1, see kafka/fetch.sh), STRAND_BENCH_CACHE, JAVA (default: java on
+# PATH; Kafka 4.x needs Java 17 or later).
 set -euo pipefail
 
 mode=${1:-full}
 [ $# -gt 0 ] && shift
 case "$mode" in
-full | quick | smoke) ;;
+full | quick | smoke | mirror) ;;
 *)
 	echo "usage: $0 [full|quick|smoke] [strand-bench suite flags]" >&2
+	echo "       $0 mirror [strand-bench mirror flags]" >&2
 	exit 2
 	;;
 esac
@@ -42,6 +48,11 @@ if [ "$mode" != smoke ]; then
 	done
 	lib=$(KAFKA_VERSION="$kafka_version" STRAND_BENCH_CACHE="$cache" "$root/bench/kafka/fetch.sh")
 	kafka_flags=(--kafka-lib "$lib" --kafka-version "$kafka_version" --java "$java")
+	if [ "$mode" = mirror ]; then
+		mm2_version=${MIRROR_MAKER_VERSION:-4.3.1}
+		mm2_lib=$(MIRROR_MAKER_VERSION="$mm2_version" STRAND_BENCH_CACHE="$cache" "$root/bench/kafka/fetch.sh" mirror-maker)
+		kafka_flags+=(--mm2-lib "$mm2_lib" --mm2-version "$mm2_version")
+	fi
 else
 	kafka_flags=()
 fi
@@ -50,4 +61,7 @@ mkdir -p "$cache/bin"
 (cd "$root" && go build -o "$cache/bin/strand" ./cmd/strand && go build -o "$cache/bin/strand-bench" ./bench/cmd/strand-bench)
 
 cd "$root"
+if [ "$mode" = mirror ]; then
+	exec "$cache/bin/strand-bench" mirror "${kafka_flags[@]}" "$@"
+fi
 exec "$cache/bin/strand-bench" suite --mode "$mode" "${kafka_flags[@]}" "$@"

@@ -65,6 +65,7 @@ type strandBroker struct {
 	extra   []string
 	tls     bool   // serve the client listener over TLS
 	addr    string // set before Start for a cluster member, else chosen
+	admin   string // the admin listener's host:port, chosen by Start
 	proc    *brokerproc.Process
 }
 
@@ -80,7 +81,8 @@ func (b *strandBroker) Start(context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	args := []string{"serve", "--data-dir", b.dataDir, "--listen", b.addr, "--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort)}
+	b.admin = fmt.Sprintf("127.0.0.1:%d", adminPort)
+	args := []string{"serve", "--data-dir", b.dataDir, "--listen", b.addr, "--admin-listen", b.admin}
 	if b.tls {
 		cert, key, pool, err := writeCertificate(filepath.Join(filepath.Dir(b.dataDir), "tls"))
 		if err != nil {

@@ -18,7 +18,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), suiteCommand())
+	root.AddCommand(runCommand(), suiteCommand(), mirrorCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strand-bench:", err)
 		os.Exit(1)

@@ -632,10 +632,19 @@ func (h fetchBytesHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32
 }
 
 func newConsumer(addr, topic string, w benchWorkload, counts []int64) (*consumer, error) {
+	return newConsumerFrom(addr, topic, w, counts, nil)
+}
+
+// newConsumerFrom is newConsumer starting each partition at the offset in
+// start (those it lacks, and all when start is nil, at the log start).
+func newConsumerFrom(addr, topic string, w benchWorkload, counts []int64, start map[int32]int64) (*consumer, error) {
 	c := &consumer{w: w, topic: topic, counts: counts, next: make([]int64, len(counts))}
 	offsets := map[int32]kgo.Offset{}
 	for p := range int32(len(counts)) {
 		offsets[p] = kgo.NewOffset().AtStart()
+		if at, ok := start[p]; ok {
+			offsets[p] = kgo.NewOffset().At(at)
+		}
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(addr), dialer,
