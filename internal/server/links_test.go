@@ -1100,3 +1100,51 @@ func TestLinkSyncACLs(t *testing.T) {
 		return nil
 	})
 }
+
+// With config sync, a mirror takes its source topic's config overrides
+// (those Strand has), follows their changes, and refuses changes from
+// clients, naming the link.
+func TestLinkSyncTopicConfigs(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcAdm := kadm.NewClient(newClient(t, src.Addr))
+	dstAdm := kadm.NewClient(newClient(t, dst.Addr))
+	ctx := context.Background()
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kmsg.StringPtr("3600000"),
+		"cleanup.policy": kmsg.StringPtr("compact")}, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "sync_topic_configs": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	configs := func() map[string]string {
+		t.Helper()
+		t1, ok := dst.Server().Metadata().Topic("orders")
+		if !ok {
+			t.Fatal("no mirror")
+		}
+		return t1.Configs
+	}
+	if c := configs(); c["retention.ms"] != "3600000" || c["cleanup.policy"] != "compact" {
+		t.Fatalf("mirror configs %v", c)
+	}
+	if _, err := srcAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("7200000")}}, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if c := configs(); c["retention.ms"] != "7200000" {
+			return fmt.Errorf("mirror configs %v", c)
+		}
+		return nil
+	})
+	res, err := dstAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1000")}}, "orders")
+	if err == nil {
+		err = res[0].Err
+	}
+	if err == nil || !strings.Contains(res[0].ErrMessage+err.Error(), "prod") {
+		t.Fatalf("a client changed a synced mirror's configs: %v %q", err, res[0].ErrMessage)
+	}
+}
