@@ -66,6 +66,22 @@ var workloadChecks = map[string]func(t *testing.T, w *written, rep mirrorcheck.T
 			t.Errorf("retained: log start %d, %d records, %d gaps; want %d, %d, none", p.Source.LogStart, p.Records, p.Gaps, 2*perRound, perRound)
 		}
 	},
+	"java-transaction": func(t *testing.T, w *written, rep mirrorcheck.TopicReport) {
+		// One committed transaction: its records and a marker in each
+		// partition it wrote.
+		var records int64
+		for _, p := range rep.Partitions {
+			pw := w.partitions[p.Partition]
+			if p.Records != int64(pw.records()) || (pw.records() > 0 && p.ControlBatches != 1) {
+				t.Errorf("java-transaction/%d: %d records (wrote %d), %d control batches", p.Partition, p.Records,
+					pw.records(), p.ControlBatches)
+			}
+			records += p.Records
+		}
+		if records != 50 {
+			t.Errorf("java-transaction: %d records, the producer wrote 50", records)
+		}
+	},
 	"java": func(t *testing.T, w *written, rep mirrorcheck.TopicReport) {
 		const n = 300
 		var records int64

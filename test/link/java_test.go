@@ -113,3 +113,43 @@ func writeJava(t *testing.T, tg target, topic string, partitions int32, n int, p
 	}
 	return tg.finish(t, w, partitions)
 }
+
+// writeJavaTransaction commits one transaction of n records "PREFIX-i"
+// with a transactional KafkaProducer (Txn produce-txn).
+func writeJavaTransaction(t *testing.T, tg target, topic string, partitions int32, n int) *written {
+	t.Helper()
+	java, cp := javaHelper(t)
+	tg.createTopic(t, topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
+	defer cancel()
+	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, "strandlog.compat.Txn",
+		"produce-txn", tg.bootstrap, topic, topic + "-txn", "jt", strconv.Itoa(n)}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, java, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Java transactional producer: %v\n%s\n%s", err, out, stderr.String())
+	}
+	w := &written{topic: topic}
+	produced := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var prefix, k, v string
+		var p int
+		var o int64
+		if _, err := fmt.Sscanf(sc.Text(), "out %s %d %d %s %s", &prefix, &p, &o, &k, &v); err != nil {
+			continue
+		}
+		pw := w.partition(int32(p))
+		pw.committed = append(pw.committed, o)
+		produced++
+	}
+	if produced != n {
+		t.Fatalf("the Java transactional producer wrote %d of %d records:\n%s\n%s", produced, n, out, stderr.String())
+	}
+	for p := range partitions {
+		w.partition(p).transactions = 1
+	}
+	return tg.finish(t, w, partitions)
+}

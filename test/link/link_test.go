@@ -104,6 +104,7 @@ func TestLinkFromKafka(t *testing.T) {
 		writeDeletedRecords(t, tg, "deleted-records", 4, 15),
 		writeRetained(t, tg, "retained", 10),
 		writeJava(t, tg, "java", 2, 300, "compression.type=lz4", "linger.ms=20"),
+		writeJavaTransaction(t, tg, "java-transaction", 2, 50),
 	}
 	var topics []string
 	for _, w := range workloads {
