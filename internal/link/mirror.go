@@ -340,11 +340,11 @@ func (l *sourceLoop) apply(mp *mirrorPart, rp *kmsg.FetchResponseTopicPartition,
 	}
 	end := p.Log().EndOffset()
 	mp.mu.Lock()
-	if n := len(res.SourceEpochs); n > 0 {
-		mp.lastSourceEpoch = res.SourceEpochs[n-1].Epoch
+	if res.LastSourceEpoch >= 0 {
+		mp.lastSourceEpoch = res.LastSourceEpoch
 	}
 	if len(data) > 0 {
-		mp.bytesPerRecord = float64(len(data)) / float64(max(1, countRecords(data)))
+		mp.bytesPerRecord = float64(len(data)) / float64(max(1, res.Records))
 	}
 	mp.sourceHW, mp.sourceLSO, mp.sourceStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
 	mp.fetchedAt, mp.err = now, nil
@@ -618,17 +618,6 @@ func skipBelow(data []byte, offset int64) []byte {
 		data = data[b.Size():]
 	}
 	return data
-}
-
-// countRecords counts the records of whole batches.
-func countRecords(data []byte) int64 {
-	var n int64
-	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
-		b := model.Batch(data[pos:])
-		n += int64(b.RecordCount())
-		pos += b.Size()
-	}
-	return n
 }
 
 // maxProducerID is the largest producer id of whole batches, -1 for none.

@@ -102,28 +102,14 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 	if err != nil {
 		return res, err
 	}
-	// For the ledger, read once per sync and only if something is copied:
-	// the source partitions' ends and the groups' members there.
-	var (
-		srcEnds    map[model.TopicPartition]int64
-		srcMembers kadm.DescribedGroups
-	)
-	sourceState := func() {
-		if srcEnds != nil || m.cfg.Ledger == nil {
-			return
-		}
-		srcEnds, _ = listOffsets(ctx, src, parts, -1, 0)
-		srcMembers, _ = sadm.DescribeGroups(ctx, groups...)
-		if srcEnds == nil {
-			srcEnds = map[model.TopicPartition]int64{}
-		}
-	}
-	if l.ReverseOffsetSync && srcMembers == nil {
-		if srcMembers, err = sadm.DescribeGroups(ctx, groups...); err != nil {
+	gs := &groupSync{m: m, ctx: ctx, link: l, source: strings.Join(l.Source.BootstrapServers, ","), src: src, sadm: sadm,
+		ladm: ladm, mirrors: mirrors, parts: parts, ends: ends, groups: groups, res: &res}
+	if l.ReverseOffsetSync {
+		// Copying back needs to know that a group has no member there.
+		if gs.srcMembers, err = sadm.DescribeGroups(ctx, groups...); err != nil {
 			return res, fmt.Errorf("describing the groups at the source: %w", err)
 		}
 	}
-	source := strings.Join(l.Source.BootstrapServers, ",")
 	for _, g := range groups {
 		here := described[g]
 		if len(here.Members) > 0 && !l.ReverseOffsetSync {
@@ -146,11 +132,11 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 		}
 		if len(here.Members) > 0 {
 			res.Skipped++
-		} else if err := m.copyForward(ctx, l, source, g, committed, current, mirrors, ends, sourceState, &srcEnds, &srcMembers, &res); err != nil {
+		} else if err := gs.copyForward(g, committed, current); err != nil {
 			return res, err
 		}
-		if l.ReverseOffsetSync && len(srcMembers[g].Members) == 0 {
-			if err := copyBack(ctx, sadm, g, committed, current, mirrors, &res); err != nil {
+		if l.ReverseOffsetSync && len(gs.srcMembers[g].Members) == 0 {
+			if err := gs.copyBack(g, committed, current); err != nil {
 				return res, err
 			}
 		}
@@ -158,26 +144,55 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 	return res, nil
 }
 
-func ptr[T any](v T) *T { return &v }
+// groupSync is one group-offset sync: both sides as it reads them.
+type groupSync struct {
+	m          *Manager
+	ctx        context.Context
+	link       cluster.Link
+	source     string // the source's bootstrap servers, for the ledger
+	src        *kgo.Client
+	sadm, ladm *kadm.Client
+	mirrors    map[string]int32 // the link's active mirror topics, and their partitions
+	parts      map[string][]int32
+	ends       map[model.TopicPartition]int64 // the mirrors' high watermarks
+	groups     []string
+	res        *OffsetSync
+	// What the ledger records of the source, read once per sync and only
+	// if something is copied: its partitions' ends and its groups'
+	// members.
+	srcRead    bool
+	srcEnds    map[model.TopicPartition]int64
+	srcMembers kadm.DescribedGroups
+}
+
+// readSource reads the source's ends and members for the ledger, once.
+func (s *groupSync) readSource() {
+	if s.srcRead {
+		return
+	}
+	s.srcRead = true
+	s.srcEnds, _ = listOffsets(s.ctx, s.src, s.parts, -1, 0)
+	if s.srcMembers == nil {
+		s.srcMembers, _ = s.sadm.DescribeGroups(s.ctx, s.groups...)
+	}
+}
 
 // copyForward commits here the source's commits of group g that are ahead
 // of the ones here (a group is never moved back: once it has run here,
 // its own commits win), capped at the mirrors' ends, and records each in
 // the ledger.
-func (m *Manager) copyForward(ctx context.Context, l cluster.Link, source, g string, committed, current kadm.OffsetResponses,
-	mirrors map[string]int32, ends map[model.TopicPartition]int64, sourceState func(),
-	srcEnds *map[model.TopicPartition]int64, srcMembers *kadm.DescribedGroups, res *OffsetSync) error {
+func (s *groupSync) copyForward(g string, committed, current kadm.OffsetResponses) error {
 	commit := kadm.Offsets{}
 	sourceAt := map[model.TopicPartition]int64{}
 	committed.Each(func(o kadm.OffsetResponse) {
-		if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
+		if _, ok := s.mirrors[o.Topic]; !ok || o.At < 0 {
 			return
 		}
 		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 		at := o.At
-		if end, ok := ends[tp]; !ok || at > end {
+		if end, ok := s.ends[tp]; !ok || at > end {
 			at = end // never past what the mirror holds
-			res.Capped++
+			s.res.Capped++
 		}
 		if cur, ok := current.Lookup(o.Topic, o.Partition); ok && cur.Err == nil && cur.At >= 0 &&
 			(cur.At > at || cur.At == at && cur.Metadata == o.Metadata) {
@@ -189,34 +204,30 @@ func (m *Manager) copyForward(ctx context.Context, l cluster.Link, source, g str
 	if len(commit) == 0 {
 		return nil
 	}
-	local, err := m.cfg.Local()
-	if err != nil {
-		return err
-	}
-	resp, err := kadm.NewClient(local).CommitOffsets(ctx, g, commit)
+	resp, err := s.ladm.CommitOffsets(s.ctx, g, commit)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("committing group %s here: %w", g, err)
 	}
-	commit.Each(func(kadm.Offset) { res.Committed++ })
-	if m.cfg.Ledger == nil {
+	commit.Each(func(kadm.Offset) { s.res.Committed++ })
+	if s.m.cfg.Ledger == nil {
 		return nil
 	}
-	sourceState()
-	members := len((*srcMembers)[g].Members)
-	now := m.cfg.Now()
+	s.readSource()
+	members := len(s.srcMembers[g].Members)
+	now := s.m.cfg.Now()
 	commit.Each(func(o kadm.Offset) {
 		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 		e := ledger.Entry{V: ledger.Version, Type: ledger.TypeLinkCommit, Time: now, Group: g, Topic: o.Topic,
 			Partition: o.Partition, Committed: -1, LastFetched: -1, LastSent: -1, FirstFetched: -1, LogStart: -1,
-			DuplicateRisk: -1, Skipped: -1, Rewound: -1, Link: l.Name, Source: source,
+			DuplicateRisk: -1, Skipped: -1, Rewound: -1, Link: s.link.Name, Source: s.source,
 			Offset: ptr(o.At), SourceOffset: ptr(sourceAt[tp]), SourceMembers: &members}
-		if end, ok := (*srcEnds)[tp]; ok {
+		if end, ok := s.srcEnds[tp]; ok {
 			e.SourceEnd = ptr(end)
 		}
-		m.cfg.Ledger(e)
+		s.m.cfg.Ledger(e)
 	})
 	return nil
 }
@@ -225,11 +236,10 @@ func (m *Manager) copyForward(ctx context.Context, l cluster.Link, source, g str
 // ahead of the source's, for the link's mirror topics, so that consumers
 // that moved here can go back at the exact offset. The caller checked that
 // the group has no member at the source (which would refuse the commit).
-func copyBack(ctx context.Context, sadm *kadm.Client, g string, committed, current kadm.OffsetResponses,
-	mirrors map[string]int32, res *OffsetSync) error {
+func (s *groupSync) copyBack(g string, committed, current kadm.OffsetResponses) error {
 	back := kadm.Offsets{}
 	current.Each(func(o kadm.OffsetResponse) {
-		if _, ok := mirrors[o.Topic]; !ok || o.At < 0 {
+		if _, ok := s.mirrors[o.Topic]; !ok || o.At < 0 {
 			return
 		}
 		if src, ok := committed.Lookup(o.Topic, o.Partition); ok && src.Err == nil && src.At >= o.At {
@@ -240,16 +250,18 @@ func copyBack(ctx context.Context, sadm *kadm.Client, g string, committed, curre
 	if len(back) == 0 {
 		return nil
 	}
-	resp, err := sadm.CommitOffsets(ctx, g, back)
+	resp, err := s.sadm.CommitOffsets(s.ctx, g, back)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("committing group %s back at the source: %w", g, err)
 	}
-	back.Each(func(kadm.Offset) { res.CopiedBack++ })
+	back.Each(func(kadm.Offset) { s.res.CopiedBack++ })
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // syncOffsetsLoop copies group offsets every interval while this broker
 // is the active controller and the link asks for it.

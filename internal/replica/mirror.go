@@ -44,19 +44,11 @@ func (p *Partition) mirrorErr() error {
 
 // MirrorAppend is what AppendMirrored wrote.
 type MirrorAppend struct {
-	End int64 // the new log end
-	// MaxProducerID is the largest producer id among the batches, -1 for
-	// none: ids this cluster must never hand out.
-	MaxProducerID int64
-	// SourceEpochs are the source's leader epochs the batches carried,
-	// each with the first offset it stamped, in offset order.
-	SourceEpochs []EpochStart
-}
-
-// EpochStart is a leader epoch and the first offset written in it.
-type EpochStart struct {
-	Epoch       int32
-	StartOffset int64
+	End     int64 // the new log end
+	Records int64 // records in the batches written
+	// LastSourceEpoch is the source's leader epoch of the last batch,
+	// before this leader's replaced it; -1 when nothing was written.
+	LastSourceEpoch int32
 }
 
 // AppendMirrored writes batches fetched from the source partition of the
@@ -65,11 +57,11 @@ type EpochStart struct {
 // batches and compaction's gaps are the source's. The epoch (outside the
 // CRC) becomes this leader's, as any Kafka leader stamps on append, so
 // truncation and consumers' epoch checks work on this cluster's own
-// epochs; the source's are returned. The batches apply to the producer
+// epochs; the source's last is returned. The batches apply to the producer
 // state as a replay of the log would. The wait function returns once the
 // append is durable and the high watermark may pass it.
 func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, error) {
-	res := MirrorAppend{MaxProducerID: -1}
+	res := MirrorAppend{LastSourceEpoch: -1}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if !p.IsLeader() {
@@ -85,10 +77,8 @@ func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, err
 		if n < model.BatchHeaderSize || n > len(data)-pos {
 			break // the log refuses what is left
 		}
-		if e := b.PartitionLeaderEpoch(); len(res.SourceEpochs) == 0 || res.SourceEpochs[len(res.SourceEpochs)-1].Epoch != e {
-			res.SourceEpochs = append(res.SourceEpochs, EpochStart{Epoch: e, StartOffset: b.BaseOffset()})
-		}
-		res.MaxProducerID = max(res.MaxProducerID, b.ProducerID())
+		res.LastSourceEpoch = b.PartitionLeaderEpoch()
+		res.Records += int64(b.RecordCount())
 		b.SetPartitionLeaderEpoch(epoch)
 		pos += n
 	}
