@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -21,21 +20,9 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// underCI reports whether the suite runs under CI (CI=true, as .ci/run is
-// run), where every client tool must be installed.
-func underCI() bool {
-	v := strings.ToLower(os.Getenv("CI"))
-	return v != "" && v != "0" && v != "false"
-}
-
-// missing skips the test (fails it under CI) because a tool is not there.
-func missing(t *testing.T, msg string) {
-	t.Helper()
-	if underCI() {
-		t.Fatalf("%s: CI is set, so the tool must be installed (.ci/run installs every one)", msg)
-	}
-	t.Skipf("SKIP: %s (run .ci/run as root to install the client tools)", msg)
-}
+// underCI and missing are testutil's, by their short names here.
+func underCI() bool                    { return testutil.UnderCI() }
+func missing(t *testing.T, msg string) { t.Helper(); testutil.Missing(t, msg) }
 
 // needTool returns the path of an executable, or skips/fails via missing.
 func needTool(t *testing.T, name, install string) string {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 // The official Java producer (org.apache.kafka:kafka-clients) through the
@@ -29,11 +31,11 @@ func javaHelper(t *testing.T) (java, classpath string) {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
-		missing(t, "java not found (install: apt-get install openjdk-17-jdk-headless)")
+		testutil.Missing(t, "java not found (install: apt-get install openjdk-17-jdk-headless)")
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		missing(t, "mvn not found (install: apt-get install maven)")
+		testutil.Missing(t, "mvn not found (install: apt-get install maven)")
 	}
 	javaBuild.once.Do(func() {
 		dir, err := filepath.Abs(filepath.Join("..", "java"))

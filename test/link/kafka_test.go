@@ -22,29 +22,13 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 )
 
-// underCI reports whether the suite runs under CI (CI=true, as .ci/run is
-// run), where Java and Kafka's jars must be installed.
-func underCI() bool {
-	v := strings.ToLower(os.Getenv("CI"))
-	return v != "" && v != "0" && v != "false"
-}
-
-// missing skips the test (fails it under CI) because a tool is not there.
-func missing(t *testing.T, msg string) {
-	t.Helper()
-	if underCI() {
-		t.Fatalf("%s: CI is set, so it must be installed (.ci/run installs it)", msg)
-	}
-	t.Skipf("SKIP: %s (run .ci/run as root to install it)", msg)
-}
-
 // kafkaTools returns the java executable and the directory of Kafka's
 // jars: STRAND_KAFKA_LIB, or where bench/kafka/fetch.sh keeps them.
 func kafkaTools(t *testing.T) (java, lib string) {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
-		missing(t, "java not found (install: apt-get install openjdk-17-jdk-headless)")
+		testutil.Missing(t, "java not found (install: apt-get install openjdk-17-jdk-headless)")
 	}
 	lib = os.Getenv("STRAND_KAFKA_LIB")
 	if lib == "" {
@@ -52,7 +36,7 @@ func kafkaTools(t *testing.T) (java, lib string) {
 		lib = filepath.Join(cache, "strand-bench", "kafka-4.4.0", "lib")
 	}
 	if _, err := os.Stat(filepath.Join(lib, "kafka_2.13-4.4.0.jar")); err != nil {
-		missing(t, "Apache Kafka's broker jars in "+lib+" (fetch them with bench/kafka/fetch.sh, or set STRAND_KAFKA_LIB)")
+		testutil.Missing(t, "Apache Kafka's broker jars in "+lib+" (fetch them with bench/kafka/fetch.sh, or set STRAND_KAFKA_LIB)")
 	}
 	return java, lib
 }
