@@ -66,20 +66,23 @@ var workloadChecks = map[string]func(t *testing.T, w *written, rep mirrorcheck.T
 			t.Errorf("retained: log start %d, %d records, %d gaps; want %d, %d, none", p.Source.LogStart, p.Records, p.Gaps, 2*perRound, perRound)
 		}
 	},
-	"java-transaction": func(t *testing.T, w *written, rep mirrorcheck.TopicReport) {
-		// One committed transaction: its records and a marker in each
-		// partition it wrote.
-		var records int64
+	"java-transactions": func(t *testing.T, w *written, rep mirrorcheck.TopicReport) {
+		// Five transactions of 20 records, the second and the fourth
+		// aborted: every record, aborted ones too, and a marker per
+		// transaction in each partition it wrote.
+		var committed, aborted int
 		for _, p := range rep.Partitions {
 			pw := w.partitions[p.Partition]
-			if p.Records != int64(pw.records()) || (pw.records() > 0 && p.ControlBatches != 1) {
-				t.Errorf("java-transaction/%d: %d records (wrote %d), %d control batches", p.Partition, p.Records,
-					pw.records(), p.ControlBatches)
+			if p.Records != int64(pw.records()) || p.ControlBatches != int64(pw.transactions) || p.Gaps != 0 ||
+				pw.end != int64(pw.records()+pw.transactions) {
+				t.Errorf("java-transactions/%d: %d records (wrote %d), %d control batches (%d transactions), %d gaps, end %d",
+					p.Partition, p.Records, pw.records(), p.ControlBatches, pw.transactions, p.Gaps, pw.end)
 			}
-			records += p.Records
+			committed += len(pw.committed)
+			aborted += len(pw.aborted)
 		}
-		if records != 50 {
-			t.Errorf("java-transaction: %d records, the producer wrote 50", records)
+		if committed != 3*20 || aborted != 2*20 {
+			t.Errorf("java-transactions: %d records committed and %d aborted, the producer wrote 60 and 40", committed, aborted)
 		}
 	},
 	"java": func(t *testing.T, w *written, rep mirrorcheck.TopicReport) {

@@ -116,16 +116,19 @@ func writeJava(t *testing.T, tg target, topic string, partitions int32, n int, p
 	return tg.finish(t, w, partitions)
 }
 
-// writeJavaTransaction commits one transaction of n records "PREFIX-i"
-// with a transactional KafkaProducer (Txn produce-txn).
-func writeJavaTransaction(t *testing.T, tg target, topic string, partitions int32, n int) *written {
+// writeJavaTransactions runs txns transactions of n records "jt-i" each
+// with a transactional KafkaProducer (Txn produce-txn), aborting every
+// abortEvery-th (0: none) after flushing it, so that its records and its
+// abort marker are in the log.
+func writeJavaTransactions(t *testing.T, tg target, topic string, partitions int32, n, txns, abortEvery int) *written {
 	t.Helper()
 	java, cp := javaHelper(t)
 	tg.createTopic(t, topic, partitions, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
 	defer cancel()
 	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, "strandlog.compat.Txn",
-		"produce-txn", tg.bootstrap, topic, topic + "-txn", "jt", strconv.Itoa(n)}
+		"produce-txn", tg.bootstrap, topic, topic + "-txn", "jt", strconv.Itoa(n),
+		"compat.transactions=" + strconv.Itoa(txns), "compat.abort.every=" + strconv.Itoa(abortEvery)}
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, java, args...)
 	cmd.Stderr = &stderr
@@ -134,24 +137,39 @@ func writeJavaTransaction(t *testing.T, tg target, topic string, partitions int3
 		t.Fatalf("Java transactional producer: %v\n%s\n%s", err, out, stderr.String())
 	}
 	w := &written{topic: topic}
-	produced := 0
+	// Each transaction prints its n records, in order: the i-th record
+	// line belongs to transaction i/n.
+	lines := 0
+	touched := map[int]map[int32]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		var prefix, k, v string
+		var state, prefix, k, v string
 		var p int
 		var o int64
-		if _, err := fmt.Sscanf(sc.Text(), "out %s %d %d %s %s", &prefix, &p, &o, &k, &v); err != nil {
+		if _, err := fmt.Sscanf(sc.Text(), "%s %s %d %d %s %s", &state, &prefix, &p, &o, &k, &v); err != nil ||
+			state != "out" && state != "aborted" {
 			continue
 		}
 		pw := w.partition(int32(p))
-		pw.committed = append(pw.committed, o)
-		produced++
+		if state == "out" {
+			pw.committed = append(pw.committed, o)
+		} else {
+			pw.aborted = append(pw.aborted, o)
+		}
+		txn := lines / n
+		if touched[txn] == nil {
+			touched[txn] = map[int32]bool{}
+		}
+		touched[txn][int32(p)] = true
+		lines++
 	}
-	if produced != n {
-		t.Fatalf("the Java transactional producer wrote %d of %d records:\n%s\n%s", produced, n, out, stderr.String())
+	if lines != n*txns {
+		t.Fatalf("the Java transactional producer wrote %d of %d records:\n%s\n%s", lines, n*txns, out, stderr.String())
 	}
-	for p := range partitions {
-		w.partition(p).transactions = 1
+	for _, parts := range touched {
+		for p := range parts {
+			w.partition(p).transactions++
+		}
 	}
 	return tg.finish(t, w, partitions)
 }

@@ -90,9 +90,10 @@ func compareMirror(t *testing.T, kc *kafkaCluster, strandAddr, topic string) mir
 // TestLinkFromKafka mirrors a real Apache Kafka into Strand: every codec,
 // transactions with commits and aborts (before the link and while it
 // runs), a compacted topic read after Kafka's cleaner, a log start moved
-// by DeleteRecords and by retention, the Java producer; every batch at
-// every offset equal, group offsets copied, a consumer group moved with
-// nothing skipped, and the topics promoted.
+// by DeleteRecords and by retention, the Java producer (idempotent, and
+// transactions committed and aborted); every batch at every offset equal,
+// group offsets copied, a consumer group moved with nothing skipped, and
+// the topics promoted.
 func TestLinkFromKafka(t *testing.T) {
 	t.Parallel()
 	kc := startKafka(t, 1)
@@ -104,7 +105,7 @@ func TestLinkFromKafka(t *testing.T) {
 		writeDeletedRecords(t, tg, "deleted-records", 4, 15),
 		writeRetained(t, tg, "retained", 10),
 		writeJava(t, tg, "java", 2, 300, "compression.type=lz4", "linger.ms=20"),
-		writeJavaTransaction(t, tg, "java-transaction", 2, 50),
+		writeJavaTransactions(t, tg, "java-transactions", 2, 20, 5, 2),
 	}
 	var topics []string
 	for _, w := range workloads {

@@ -95,8 +95,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     the JVM: no abort, no close, as a crashed application leaves its transaction to the coordinator's timeout.
  *
  * produce-txn BOOTSTRAP TOPIC TXNID PREFIX N [PROP=VALUE...]
- *     initTransactions, then one committed transaction of N records "PREFIX-i": "out PREFIX P O K V" lines and
- *     "produced N".
+ *     initTransactions, then transactions of N records "PREFIX-i" each: "out PREFIX P O K V" lines for those
+ *     committed, "aborted PREFIX P O K V" for those aborted (flushed first, so their records are in the log), and
+ *     "produced N" with the records committed. Settings: compat.transactions (1), compat.abort.every (0: none;
+ *     K: every K-th transaction is aborted); other PROPs go to the producer.
  * </pre>
  */
 public final class Txn {
@@ -685,14 +687,33 @@ public final class Txn {
 
     static int produceTxn(String bootstrap, String topic, String txnID, String prefix, int n,
             Map<String, String> extra) throws Exception {
-        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, txnID, extra))) {
+        Map<String, String> props = new HashMap<>(extra);
+        int transactions = Integer.parseInt(props.getOrDefault("compat.transactions", "1"));
+        int abortEvery = Integer.parseInt(props.getOrDefault("compat.abort.every", "0"));
+        props.remove("compat.transactions");
+        props.remove("compat.abort.every");
+        int committed = 0;
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, txnID, props))) {
             p.initTransactions();
-            p.beginTransaction();
-            List<Sent> sent = sendN(p, topic, prefix, n);
-            p.commitTransaction();
-            printSent(prefix, sent);
+            for (int txn = 1; txn <= transactions; txn++) {
+                p.beginTransaction();
+                List<Sent> sent = sendN(p, topic, prefix, n);
+                if (abortEvery > 0 && txn % abortEvery == 0) {
+                    p.flush();
+                    p.abortTransaction();
+                    for (Sent s : sent) {
+                        RecordMetadata md = s.ack().get();
+                        OUT.printf("aborted %s %d %d %s %s%n", prefix, md.partition(), md.offset(), s.key(), s.value());
+                    }
+                    OUT.flush();
+                    continue;
+                }
+                p.commitTransaction();
+                printSent(prefix, sent);
+                committed += n;
+            }
         }
-        line("produced " + n);
+        line("produced " + committed);
         return 0;
     }
 
