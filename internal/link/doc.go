@@ -23,15 +23,18 @@
 // The mirror's log start follows the source's: data the source deleted
 // is deleted here. When the source loses what the mirror copied (an
 // unclean leader election there), the mirror is cut to match (mirror.go,
-// verify): before fetching on after a start, a change of the source's
-// leader epoch, or a source log that ends before the mirror's, the
-// mirror's last batch is compared with the source's batch at that offset
-// (base offset and CRC) and the mirror is cut back batch by batch until
-// they agree; KIP-320's diverging epoch in a fetch answer cuts it at once.
-// The source's epochs are not stored: this check stands for them after a
-// restart. Producer ids the mirrored batches carry are reserved
-// in the metadata (cluster.Store.ReserveProducerIDs), so that producers of
-// this cluster never get one of them.
+// verify). The mirror's log keeps the source's leader epochs of its
+// batches beside it (log.SourceEpochAt): after a start, a change of the
+// source's leader epoch, or a source log that ends before the mirror's,
+// the mirror asks the source where the source epoch of its last batch
+// ends there (OffsetForLeaderEpoch, as KIP-320's consumers do) and is cut
+// to where they agree; KIP-320's diverging epoch in a fetch answer cuts it
+// at once. Where the epochs are unknown (a follower's copy, which does not
+// learn them, became the leader), the mirror's last batch is compared with
+// the source's at that offset (base offset and CRC) and the mirror is cut
+// batch by batch until they agree. Producer ids the mirrored batches carry are
+// reserved in the metadata (cluster.Store.ReserveProducerIDs), so that
+// producers of this cluster never get one of them.
 //
 // Promote (status.go) waits until every partition of the topics holds
 // what the source has committed and no source transaction is open on it,

@@ -306,8 +306,12 @@ func (l *sourceLoop) apply(mp *mirrorPart, rp *kmsg.FetchResponseTopicPartition,
 	}
 	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
 		// The source truncated what was mirrored (KIP-320's answer):
-		// cut there, then verify what is left before fetching on.
+		// cut there, where the mirror's part of that epoch ends too,
+		// then verify what is left before fetching on.
 		at := min(rp.DivergingEpoch.EndOffset, p.Log().EndOffset())
+		if mine, mineEnd := p.Log().SourceEpochEnd(rp.DivergingEpoch.Epoch); mine >= 0 {
+			at = min(at, mineEnd)
+		}
 		if err := l.truncate(mp, at, fmt.Sprintf("the source's epoch %d ends at %d", rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)); err != nil {
 			return -1, nil, err
 		}
@@ -386,19 +390,24 @@ func (l *sourceLoop) outOfRange(mp *mirrorPart) error {
 	return nil
 }
 
-// maxVerifySteps bounds how many batches verify cuts before it gives up:
-// an unclean election loses little, a mirror of another log loses all.
+// maxVerifySteps bounds how many times verify cuts before it gives up: an
+// unclean election loses little, a mirror of another log loses all.
 const maxVerifySteps = 10_000
 
-// verify makes sure, before a mirror fetches on, that its last batch is
-// the source's batch at that offset (same base offset and CRC), and cuts
-// the mirror back batch by batch until it is: after a restart (the
-// source's leader epochs are not stored), when the source's leader epoch
-// has changed, or when the source's log ends before the mirror's. It
-// takes the source's epoch of that batch as the last fetched epoch, so
-// that later fetches carry KIP-320's check. A batch the source no longer
-// has (retention moved its start past it) cannot be checked and is taken
-// as it is.
+// verify makes sure, before a mirror fetches on, that its log is a prefix
+// of the source's, and cuts it until it is: when this broker starts to
+// lead the mirror, when the source's leader epoch has changed, and when
+// the source's log ends before the mirror's. It asks as KIP-320's
+// consumers do: where does the source epoch of the mirror's last batch
+// end at the source (OffsetForLeaderEpoch)? The mirror's log keeps the
+// source's epochs of its batches (log.SourceEpochAt). Where they are
+// unknown (a follower's copy became the leader) or do not tell, the
+// mirror's last batch is compared with the source's batch at that offset
+// (same base offset and CRC), and the mirror is cut batch by batch until
+// they agree. A batch the source no longer has (retention moved its start
+// past it) cannot be checked and is taken as it is. The source epoch of
+// the last batch is then sent as LastFetchedEpoch, so that a Kafka source
+// says at once when it truncates later.
 func (l *sourceLoop) verify(mp *mirrorPart) error {
 	epoch := mp.sourceEpoch.Load()
 	mp.mu.Lock()
@@ -408,10 +417,43 @@ func (l *sourceLoop) verify(mp *mirrorPart) error {
 	}
 	mp.mu.Unlock()
 	p := mp.p
+	done := func(last int32) error {
+		mp.mu.Lock()
+		mp.lastSourceEpoch, mp.verified, mp.sourceSeen = last, true, epoch
+		mp.mu.Unlock()
+		return nil
+	}
+	byEpochs := true
 	for range maxVerifySteps {
 		end := p.Log().EndOffset()
 		if end == p.Log().StartOffset() {
-			break // empty: nothing to check
+			return done(-1) // empty: nothing to check
+		}
+		if se := p.Log().SourceEpochAt(end - 1); byEpochs && se >= 0 {
+			srcEpoch, srcEnd, err := l.sourceEpochEnd(mp, se)
+			if err != nil {
+				return err
+			}
+			if srcEpoch == se && srcEnd >= end {
+				return done(se)
+			}
+			// The source's largest epoch up to se, and where it ends
+			// there; the mirror keeps what it holds of that epoch
+			// below that end, as a Kafka follower truncates.
+			at := int64(-1)
+			if srcEpoch >= 0 {
+				if mine, mineEnd := p.Log().SourceEpochEnd(srcEpoch); mine >= 0 {
+					at = min(srcEnd, mineEnd)
+				}
+			}
+			if at < 0 || at >= end {
+				byEpochs = false // the epochs do not tell: compare the batches
+				continue
+			}
+			if err := l.truncate(mp, at, fmt.Sprintf("the source's epoch %d ends at %d", srcEpoch, srcEnd)); err != nil {
+				return err
+			}
+			continue
 		}
 		last, err := lastBatch(p, end)
 		if err != nil {
@@ -421,30 +463,62 @@ func (l *sourceLoop) verify(mp *mirrorPart) error {
 		if err != nil {
 			return err
 		}
-		same := len(src) >= model.BatchHeaderSize && src.BaseOffset() == last.BaseOffset() && src.CRC() == last.CRC()
-		if !ok || same {
-			mp.mu.Lock()
-			mp.lastSourceEpoch = -1
-			if same {
-				mp.lastSourceEpoch = src.PartitionLeaderEpoch()
+		if !ok {
+			return done(-1)
+		}
+		if len(src) >= model.BatchHeaderSize && src.BaseOffset() == last.BaseOffset() && src.CRC() == last.CRC() {
+			se := src.PartitionLeaderEpoch()
+			if p.Log().SourceEpochAt(last.BaseOffset()) != se {
+				// Unknown, or not the source's: from this batch on
+				// they are known again.
+				if err := p.Log().ResetSourceEpochs(se, last.BaseOffset()); err != nil {
+					return err
+				}
 			}
-			mp.verified, mp.sourceSeen = true, epoch
-			mp.mu.Unlock()
-			return nil
+			return done(se)
 		}
 		if err := l.truncate(mp, last.BaseOffset(), "its batch there differs from the mirror's"); err != nil {
 			return err
 		}
 	}
-	if p.Log().EndOffset() != p.Log().StartOffset() {
-		reason := fmt.Sprintf("the mirror's last %d batches differ from the source's", maxVerifySteps)
-		l.stop(mp, reason)
-		return errors.New(reason)
+	reason := fmt.Sprintf("the mirror was cut %d times and still differs from the source", maxVerifySteps)
+	l.stop(mp, reason)
+	return errors.New(reason)
+}
+
+// ask sends one request of verify's to the loop's source broker.
+func (l *sourceLoop) ask(req kmsg.Request) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, 15*time.Second)
+	defer cancel()
+	return l.r.cl.Broker(int(l.node)).Request(ctx, req)
+}
+
+// sourceEpochEnd asks the source's leader where its epoch (the largest at
+// or below epoch it has) ends: OffsetForLeaderEpoch, as a consumer asks.
+// It returns -1, -1 when the source has no such epoch.
+func (l *sourceLoop) sourceEpochEnd(mp *mirrorPart, epoch int32) (int32, int64, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	t.Topic = mp.p.TP.Topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = mp.p.TP.Partition, mp.sourceEpoch.Load(), epoch
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	kresp, err := l.ask(req)
+	if err != nil {
+		return -1, -1, err
 	}
-	mp.mu.Lock()
-	mp.lastSourceEpoch, mp.verified, mp.sourceSeen = -1, true, epoch
-	mp.mu.Unlock()
-	return nil
+	for _, rt := range kresp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				l.r.refresh()
+				return -1, -1, err
+			}
+			return rp.LeaderEpoch, rp.EndOffset, nil
+		}
+	}
+	return -1, -1, fmt.Errorf("%s: the source's answer names no partition", mp.p.TP)
 }
 
 // truncate cuts a mirror to offset, where it and its source agree, and
@@ -511,9 +585,7 @@ func (l *sourceLoop) sourceBatchAt(mp *mirrorPart, offset int64) (model.Batch, b
 	fp.PartitionMaxBytes = 1 << 20
 	t.Partitions = append(t.Partitions, fp)
 	req.Topics = append(req.Topics, t)
-	ctx, cancel := context.WithTimeout(l.ctx, 15*time.Second)
-	defer cancel()
-	kresp, err := l.r.cl.Broker(int(l.node)).Request(ctx, req)
+	kresp, err := l.ask(req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -525,7 +597,9 @@ func (l *sourceLoop) sourceBatchAt(mp *mirrorPart, offset int64) (model.Batch, b
 		for _, rp := range rt.Partitions {
 			switch err := kerr.ErrorForCode(rp.ErrorCode); {
 			case errors.Is(err, kerr.OffsetOutOfRange):
+				ctx, cancel := context.WithTimeout(l.ctx, 15*time.Second)
 				start, _, err := sourceOffsets(ctx, l.r.cl, mp.p.TP)
+				cancel()
 				if err != nil {
 					return nil, false, err
 				}

@@ -27,6 +27,11 @@
 //     removes every segment but the one at N before it reads any.
 //   - leader-epoch-checkpoint: Kafka's format, one "epoch start-offset" line
 //     per leader epoch.
+//   - source-leader-epoch-checkpoint: on the mirror of a cluster link only,
+//     the same format for the source's leader epochs of the batches
+//     mirrored (the batches carry this cluster's): written before a batch of
+//     a new source epoch is appended, cut with the log, emptied by a
+//     follower's append (sourceepochs.go).
 //   - <offset>.producers: snapshots of the idempotent producers' state,
 //     written and read by package replica through the log's file system.
 //

@@ -38,8 +38,8 @@ type epochCache struct {
 	dirty   bool // entries not yet in epochFile
 }
 
-func loadEpochs(fsys vfs.FS, dir string) (*epochCache, error) {
-	c := &epochCache{fs: fsys, path: filepath.Join(dir, epochFile)}
+func loadEpochs(fsys vfs.FS, dir, name string) (*epochCache, error) {
+	c := &epochCache{fs: fsys, path: filepath.Join(dir, name)}
 	b, err := vfs.ReadFile(fsys, c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil

@@ -333,7 +333,7 @@ func (l *Log) applyJournal(records []journalRecord) (bool, error) {
 				return replayed > 0, err
 			}
 		}
-		if _, err := l.AppendReplicated(b); err != nil {
+		if _, err := l.appendReplicated(b, nil, false); err != nil {
 			return replayed > 0, err
 		}
 		replayed++

@@ -59,7 +59,9 @@ type Log struct {
 	closing bool  // Close waits for syncs in flight; no new one starts
 	closed  bool
 	epochs  *epochCache
-	retired []retiredSegment // deleted or replaced, closed after FileDeleteDelay
+	// sourceEpochs: a mirror's source epochs (sourceepochs.go).
+	sourceEpochs *epochCache
+	retired      []retiredSegment // deleted or replaced, closed after FileDeleteDelay
 
 	// Set by the replica layer for compaction (see compact.go).
 	firstUnstable int64                       // oldest unstable transaction's first offset, -1 for none
@@ -141,7 +143,10 @@ func (l *Log) load() error {
 		return err
 	}
 	rebuildFrom := int64(-1) // where the epochs may be missing from their file
-	if l.epochs, err = loadEpochs(l.fs, l.dir); err != nil {
+	if l.epochs, err = loadEpochs(l.fs, l.dir, epochFile); err != nil {
+		return err
+	}
+	if l.sourceEpochs, err = loadEpochs(l.fs, l.dir, sourceEpochFile); err != nil {
 		return err
 	}
 	if ck.restartPending {
@@ -200,6 +205,10 @@ func (l *Log) load() error {
 	l.fileSynced.Store(l.next)
 	l.durableSeg, l.durablePos = active, active.size
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {
+		return err
+	}
+	// A source epoch written ahead of an append a crash lost.
+	if err := l.sourceEpochs.truncateFromEnd(l.next); err != nil {
 		return err
 	}
 	if rebuildFrom >= 0 {

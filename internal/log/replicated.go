@@ -34,7 +34,17 @@ func WholeBatches(data []byte) []byte {
 // fall inside a batch (DeleteRecords), which the leader sends whole. The
 // log restarts at the batch's base (StartAt's steps), keeps its log
 // start, and stores the batch.
+//
+// A follower's copy of a mirror does not learn the source's epochs of what
+// it appends: its first append drops the ones it kept (sourceepochs.go).
 func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
+	return l.appendReplicated(data, nil, true)
+}
+
+// appendReplicated appends whole batches: a follower's, a mirror leader's
+// (with the source's epochs where they change), or the journal's replay of
+// this log's own appends (neither).
+func (l *Log) appendReplicated(data []byte, source []EpochEntry, follower bool) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	var refs []batchRef
 	next := int64(-1)
@@ -79,6 +89,17 @@ func (l *Log) AppendReplicated(data []byte) (AppendResult, error) {
 		if err := l.restartLocked(refs[0].base, l.start); err != nil {
 			return res, err
 		}
+	}
+	if follower && len(l.sourceEpochs.entries) > 0 {
+		l.sourceEpochs.entries = nil
+		if err := l.sourceEpochs.store(); err != nil {
+			l.failLocked(err)
+			return res, l.failed
+		}
+	}
+	if err := l.assignSourceLocked(source); err != nil {
+		l.failLocked(err)
+		return res, l.failed
 	}
 	if err := l.appendLocked(data, refs, l.now()); err != nil {
 		return res, err

@@ -71,6 +71,9 @@ func (l *Log) ApplyRetention() (int, error) {
 	if err := l.epochs.truncateFromStart(l.start); err != nil {
 		return n, err
 	}
+	if err := l.sourceEpochs.truncateFromStart(l.start); err != nil {
+		return n, err
+	}
 	return n, l.writeCheckpointLocked(false)
 }
 
@@ -186,6 +189,9 @@ func (l *Log) Truncate(offset int64) error {
 	l.synced.Store(min(l.synced.Load(), l.next))
 	l.fileSynced.Store(min(l.fileSynced.Load(), l.next))
 	if err := l.epochs.truncateFromEnd(l.next); err != nil {
+		return err
+	}
+	if err := l.sourceEpochs.truncateFromEnd(l.next); err != nil {
 		return err
 	}
 	// The recovery point on disk may lie past the new end; recovery would

@@ -105,6 +105,9 @@ func (l *Log) restartLocked(base, start int64) error {
 	if err == nil {
 		err = (&epochCache{fs: l.fs, path: l.epochs.path}).store()
 	}
+	if err == nil && len(l.sourceEpochs.entries) > 0 {
+		err = (&epochCache{fs: l.fs, path: l.sourceEpochs.path}).store()
+	}
 	if err != nil {
 		if s != nil {
 			_ = s.close()
@@ -124,6 +127,7 @@ func (l *Log) restartLocked(base, start int64) error {
 	s.openedAt = now
 	l.segs = []*segment{s}
 	l.epochs.entries, l.epochs.dirty = nil, false
+	l.sourceEpochs.entries = nil
 	l.next, l.start, l.hw, l.cleaned = base, start, start, 0
 	l.synced.Store(base)
 	l.fileSynced.Store(base)
@@ -180,6 +184,12 @@ func (l *Log) finishStartAt(bases []int64, ck checkpoint) ([]int64, checkpoint, 
 	l.epochs.entries, l.epochs.dirty = nil, false
 	if err := l.epochs.store(); err != nil {
 		return nil, ck, err
+	}
+	if len(l.sourceEpochs.entries) > 0 {
+		l.sourceEpochs.entries = nil
+		if err := l.sourceEpochs.store(); err != nil {
+			return nil, ck, err
+		}
 	}
 	done := checkpoint{logStart: ck.logStart, highWatermark: ck.logStart, recoveryPoint: base, journalFence: ck.journalFence}
 	if err := writeCheckpoint(l.fs, l.dir, done); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -57,7 +58,8 @@ type MirrorAppend struct {
 // batches and compaction's gaps are the source's. The epoch (outside the
 // CRC) becomes this leader's, as any Kafka leader stamps on append, so
 // truncation and consumers' epoch checks work on this cluster's own
-// epochs; the source's last is returned. The batches apply to the producer
+// epochs; the source's are kept beside the log (log.SourceEpochAt), and
+// the last is returned. The batches apply to the producer
 // state as a replay of the log would. The wait function returns once the
 // append is durable and the high watermark may pass it.
 func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, error) {
@@ -71,18 +73,22 @@ func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, err
 		return res, noWait, fmt.Errorf("%w: %s is not a mirror", ErrNotLeader, p.TP)
 	}
 	epoch := p.LeaderEpoch()
+	var source []log.EpochEntry // where the source's epoch changes
 	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
 		b := model.Batch(data[pos:])
 		n := b.Size()
 		if n < model.BatchHeaderSize || n > len(data)-pos {
 			break // the log refuses what is left
 		}
-		res.LastSourceEpoch = b.PartitionLeaderEpoch()
+		if se := b.PartitionLeaderEpoch(); se != res.LastSourceEpoch {
+			source = append(source, log.EpochEntry{Epoch: se, StartOffset: b.BaseOffset()})
+			res.LastSourceEpoch = se
+		}
 		res.Records += int64(b.RecordCount())
 		b.SetPartitionLeaderEpoch(epoch)
 		pos += n
 	}
-	lres, err := p.log.AppendReplicated(data)
+	lres, err := p.log.AppendMirrored(data, source)
 	if err != nil || lres.BaseOffset < 0 {
 		res.End = p.log.EndOffset()
 		return res, noWait, err

@@ -819,8 +819,10 @@ func TestLinkSourceSecurity(t *testing.T) {
 }
 
 // A source that loses what the mirror copied (an unclean leader election
-// there) is followed: the mirror is cut back to what they share, says so,
-// and goes on with the source's new records, exact again.
+// there) is followed: the mirror finds by the source's epochs, which it
+// keeps across its own restart, where they part, is cut back to what they
+// share in one step, says so, and goes on with the source's new records,
+// exact again.
 func TestLinkSourceUncleanElection(t *testing.T) {
 	// Node 0 alone votes, so the source keeps its metadata quorum while
 	// nodes 1 and 2, which hold the partition, go down in turn.
@@ -861,37 +863,47 @@ func TestLinkSourceUncleanElection(t *testing.T) {
 		t.Fatalf("creating the link: %d", code)
 	}
 	waitMirrored(t, admin, "prod", "ledger")
+	leader := func(want int32) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if p, _ := src.Brokers[0].Server().Metadata().Partition("ledger", 0); p.Leader != want {
+				return fmt.Errorf("led by %d", p.Leader)
+			}
+			return nil
+		})
+	}
 
-	// The follower goes; the leader alone takes records the mirror copies.
-	src.Brokers[2].Stop(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if p, _ := src.Brokers[0].Server().Metadata().Partition("ledger", 0); len(p.ISR) != 1 {
-			return fmt.Errorf("in-sync set %v", p.ISR)
-		}
-		return nil
-	})
-	write(10, "lost")
+	// The leader goes: the follower leads, at a new epoch, alone, and
+	// takes records in five batches that the mirror copies.
+	src.Brokers[1].Stop(t)
+	leader(2)
+	for i := range 5 {
+		write(2, fmt.Sprint("lost-", i))
+	}
+	waitMirrored(t, admin, "prod", "ledger")
+	// The mirror's broker restarts: it keeps the source's epochs of what
+	// it mirrored beside the log.
+	dst.Restart(t)
+	admin = dst.Server().AdminAddr().String()
 	waitMirrored(t, admin, "prod", "ledger")
 
-	// The leader goes too, and the follower comes back: it leads
-	// uncleanly, without the last ten records, and takes new ones.
-	src.Brokers[1].Stop(t)
-	src.Brokers[2].Restart(t)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if p, _ := src.Brokers[0].Server().Metadata().Partition("ledger", 0); p.Leader != 2 {
-			return fmt.Errorf("led by %d", p.Leader)
-		}
-		return nil
-	})
+	// That leader goes too, and the first comes back: it leads uncleanly,
+	// without the last ten records, and takes new ones. The source's
+	// epochs tell the mirror where to cut at once: where the first
+	// leader's epoch ends.
+	src.Brokers[2].Stop(t)
+	src.Brokers[1].Restart(t)
+	leader(1)
 	write(5, "after")
 	testutil.Eventually(t, 30*time.Second, func() error {
 		st := topicStatus(waitMirrored(t, admin, "prod", "ledger"), "ledger")
-		if p := st.Partitions[0]; p.Truncations != 1 || !strings.Contains(p.LastTruncation, "from 20 to 10") || p.MirrorEnd != 15 {
+		if p := st.Partitions[0]; p.Truncations != 1 || !strings.Contains(p.LastTruncation, "from 20 to 10") ||
+			!strings.Contains(p.LastTruncation, "the source's epoch") || p.MirrorEnd != 15 {
 			return fmt.Errorf("mirror at %d after %d truncations (%s)", p.MirrorEnd, p.Truncations, p.LastTruncation)
 		}
 		return nil
 	})
-	rep := compareMirror(t, newClient(t, src.Brokers[0].Addr, kgo.SeedBrokers(src.Brokers[0].Addr, src.Brokers[2].Addr)),
+	rep := compareMirror(t, newClient(t, src.Brokers[0].Addr, kgo.SeedBrokers(src.Brokers[0].Addr, src.Brokers[1].Addr)),
 		newClient(t, dst.Addr), "ledger")
 	if rep.Partitions[0].Records != 15 {
 		t.Fatalf("the mirror holds %d records, the source 15", rep.Partitions[0].Records)
