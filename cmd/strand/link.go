@@ -65,6 +65,8 @@ func (s *linkSettings) bind(f *pflag.FlagSet) {
 	f.Int64Var(&s.l.MaxBytesPerSec, "max-bytes-per-sec", 0, "cap what the link fetches from the source, per broker (0: no cap)")
 	f.BoolVar(&s.l.ReverseOffsetSync, "reverse-offset-sync", false,
 		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
+	f.BoolVar(&s.l.GroupPassThrough, "group-pass-through", false,
+		"the groups --groups matches stay on the source while their consumers move: members connected here join the source's group")
 	f.DurationVar(&s.interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
 	f.DurationVar(&s.txnTimeout, "transaction-timeout", time.Minute,
 		"after a promotion or failover, abort the transactions the source left open once this has passed")
@@ -135,6 +137,7 @@ var linkFlagFields = map[string][]string{
 	"sync-acls":            {"sync_acls"},
 	"max-bytes-per-sec":    {"max_bytes_per_sec"},
 	"reverse-offset-sync":  {"reverse_offset_sync"},
+	"group-pass-through":   {"group_pass_through"},
 	"offset-sync-interval": {"offset_sync_interval_ms"},
 	"transaction-timeout":  {"transaction_timeout_ms"},
 }

@@ -46,6 +46,12 @@ type Link struct {
 	// ReverseOffsetSync copies this cluster's commits of matched groups
 	// back to the source while the group has no members there.
 	ReverseOffsetSync bool `json:"reverse_offset_sync,omitempty"`
+	// GroupPassThrough makes the groups Groups matches live on the
+	// source while their consumers move: the group requests of their
+	// members connected here are forwarded to the source's coordinator,
+	// so members on both clusters are one group (package link,
+	// passthrough.go).
+	GroupPassThrough bool `json:"group_pass_through,omitempty"`
 	// TransactionTimeoutMs is how long after a promotion a transaction
 	// the source left open on a promoted partition is aborted (Kafka's
 	// coordinator aborts after the producer's transaction.timeout.ms);
@@ -168,6 +174,9 @@ func (l Link) Validate() error {
 	}
 	if _, err := l.Groups.Compile(); err != nil {
 		return fmt.Errorf("%w: group filter: %v", ErrInvalidLink, err)
+	}
+	if l.GroupPassThrough && len(l.Groups.Include) == 0 {
+		return fmt.Errorf("%w: link %s passes groups through but names none (give a group pattern)", ErrInvalidLink, l.Name)
 	}
 	if l.OffsetSyncIntervalMs < 0 || l.MaxBytesPerSec < 0 {
 		return fmt.Errorf("%w: negative interval or rate", ErrInvalidLink)

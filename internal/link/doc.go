@@ -36,6 +36,15 @@
 // reserved in the metadata (cluster.Store.ReserveProducerIDs), so that
 // producers of this cluster never get one of them.
 //
+// Group pass-through (passthrough.go): while a link passes the groups it
+// matches through, their members connected here join the source's group:
+// the protocol layer hands their group requests to ForwardGroup, which
+// sends each to the source's coordinator through a client of the member's
+// own, and a member whose connection closed leaves the source's group
+// after the disconnect grace. A consumer fetching a mirror at an offset
+// its source has and it has not copied yet waits instead of being told
+// the offset is out of range (SourceHighWatermark).
+//
 // Promote (status.go) waits until every partition of the topics holds
 // what the source has committed and no source transaction is open on it,
 // then makes them ordinary topics; failover does so at once, reporting

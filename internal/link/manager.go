@@ -56,6 +56,10 @@ type Config struct {
 	// Ledger, when set, records the group commits copied from sources
 	// in the hand-off ledger.
 	Ledger func(ledger.Entry)
+	// DisconnectGrace is how long after its connection closed a member
+	// of a passed-through group is taken out of the source's group
+	// (group.member.disconnect.grace.ms); 0 leaves it to its session.
+	DisconnectGrace time.Duration
 	// ClientOpts are added to every source client (tests).
 	ClientOpts []kgo.Opt
 	Now        func() time.Time
@@ -210,6 +214,8 @@ type runner struct {
 	lastMetadata time.Time
 	sourceClusterID string
 	warned          map[string]bool // warnOnce
+	// pass: the members of passed-through groups connected here.
+	pass passThrough
 	// throttleMu guards nextFetch: when the link's byte rate lets the next
 	// fetch go.
 	throttleMu sync.Mutex
@@ -261,9 +267,17 @@ func (r *runner) set(l cluster.Link, led map[model.TopicPartition]Assignment) {
 func (r *runner) stop() {
 	r.cancel()
 	r.wg.Wait()
+	r.pass.closeAll()
 	if r.cl != nil {
 		r.cl.Close()
 	}
+}
+
+// current returns the link's settings as last set.
+func (r *runner) current() cluster.Link {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.link
 }
 
 // refresh asks for the source's metadata to be read now.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -33,7 +34,9 @@ import (
 //     partition of the request or MaxWait passes. A request naming no
 //     partition, or with a partition error, is answered at once.
 //   - Offsets below the log start or above the log end are
-//     OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch (v9+) other than ours is
+//     OFFSET_OUT_OF_RANGE, except on the mirror of a cluster link an offset
+//     its source has and it has not copied yet, which waits as at the end;
+//     a CurrentLeaderEpoch (v9+) other than ours is
 //     FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer).
 //   - v13+: topics are named by id; an unknown id is UNKNOWN_TOPIC_ID.
 //   - v7+: fetch sessions (KIP-227, fetch_session.go): epoch 0 opens one and
@@ -361,6 +364,9 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		if read != nil {
 			res.read = res.read[:len(res.read)-1]
 		}
+		if b.awaitsMirror(p, rp.FetchOffset, err) {
+			return nil // nothing yet: the fetch waits as at the end
+		}
 		return err
 	}
 	// Only the first partition with data may exceed the limits.
@@ -382,6 +388,19 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		read.SentEnd = sec.Next
 	}
 	return nil
+}
+
+// awaitsMirror reports whether a fetch past a mirror's end is of what its
+// source has and the mirror has not copied yet (a member of a group on the
+// source committed there): it is answered as a fetch at the end, not
+// OFFSET_OUT_OF_RANGE, so that the consumer waits instead of resetting its
+// position.
+func (b *Broker) awaitsMirror(p *replica.Partition, offset int64, err error) bool {
+	if b.Links == nil || p.MirrorOf() == "" || !errors.Is(err, replica.ErrOffsetOutOfRange) || offset < p.Log().EndOffset() {
+		return false
+	}
+	hw, ok := b.Links.SourceHighWatermark(p.TP)
+	return ok && offset <= hw
 }
 
 // add puts a read section into the answer for sp, sent from its file, and

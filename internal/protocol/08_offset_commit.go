@@ -10,6 +10,7 @@ import (
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/model"
 )
 
 // OffsetCommit: v2-9 (Kafka 4 dropped v0-1)
@@ -38,6 +39,9 @@ import (
 //
 //   - With an authorizer: READ on the group (GROUP_AUTHORIZATION_FAILED for
 //     every partition) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+//   - A group a cluster link passes through commits at the link's source's
+//     coordinator, as the member, and what the source took is committed
+//     here too, outside any generation (passthrough.go).
 //
 // Not supported: v10 (topic ids, Kafka 4.1).
 
@@ -107,11 +111,82 @@ func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, er
 	if !groupAllowed {
 		return reply(answer(nil))
 	}
+	if b.passesThrough(req.Group) {
+		return b.forwardCommit(r, req, cr, answer)
+	}
 	gone := make([]error, len(cr.Offsets))
 	for i := range gone {
 		gone[i] = group.ErrNotCoordinator
 	}
 	return await(b.Groups.Commit(cr), answer, gone)
+}
+
+// forwardCommit commits at a passed-through group's source coordinator
+// the partitions it takes (cr's), as the member; those the source took are
+// committed here too, outside any generation, as an admin commits: the
+// group's offsets are the same on both clusters.
+func (b *Broker) forwardCommit(r *Request, req *kmsg.OffsetCommitRequest, cr group.CommitRequest,
+	answer func([]error) kmsg.Response) (*Response, error) {
+	if len(cr.Offsets) == 0 {
+		return reply(answer(nil))
+	}
+	fwd := *req
+	fwd.Topics = nil
+	at := map[model.TopicPartition]int{}
+	for i, o := range cr.Offsets {
+		tp := model.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		at[tp] = i
+		if len(fwd.Topics) == 0 || fwd.Topics[len(fwd.Topics)-1].Topic != o.Topic {
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = o.Topic
+			fwd.Topics = append(fwd.Topics, t)
+		}
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch, p.Metadata = o.Partition, o.Offset, o.LeaderEpoch, o.Metadata
+		t := &fwd.Topics[len(fwd.Topics)-1]
+		t.Partitions = append(t.Partitions, p)
+	}
+	gr := GroupRequest{Group: req.Group, MemberID: req.MemberID, ClientID: r.ClientID, Conn: r.Client, Req: &fwd}
+	return &Response{Defer: func(ctx context.Context) (*Response, error) {
+		errs := make([]error, len(cr.Offsets))
+		kresp, err := b.Links.ForwardGroup(ctx, gr)
+		if err != nil {
+			for i := range errs {
+				errs[i] = kerr.ErrorForCode(forwardErrorCode(err))
+			}
+			return reply(answer(errs))
+		}
+		for i := range errs {
+			errs[i] = kerr.UnknownServerError // unless the source answered for it
+		}
+		here := cr
+		here.Generation, here.MemberID, here.InstanceID, here.GroupMustExist, here.Offsets = -1, "", nil, false, nil
+		for _, t := range kresp.(*kmsg.OffsetCommitResponse).Topics {
+			for _, p := range t.Partitions {
+				i, ok := at[model.TopicPartition{Topic: t.Topic, Partition: p.Partition}]
+				if !ok {
+					continue
+				}
+				errs[i] = kerr.ErrorForCode(p.ErrorCode)
+				if p.ErrorCode == 0 {
+					here.Offsets = append(here.Offsets, cr.Offsets[i])
+				}
+			}
+		}
+		if len(here.Offsets) > 0 {
+			select {
+			case res := <-b.Groups.Commit(here):
+				for _, err := range res {
+					if err != nil {
+						b.Logger.Debug("a passed-through group's commit at its source was not kept here too (the offset sync copies it)", "group", req.Group, "err", err)
+						break
+					}
+				}
+			case <-ctx.Done():
+			}
+		}
+		return reply(answer(errs))
+	}}, nil
 }
 
 func millis64(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -35,6 +35,9 @@ import (
 //     TOPIC_AUTHORIZATION_FAILED on its partitions, and all topics leaves
 //     such topics out.
 //
+//   - A group a cluster link passes through is answered by the link's
+//     source's coordinator (passthrough.go).
+//
 // Not supported: v10 (topic ids, Kafka 4.1).
 
 func init() { register(9, 1, 9, handleOffsetFetch) }
@@ -73,8 +76,16 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 		}
 		groups = append(groups, g)
 	}
+	for _, g := range groups {
+		if b.passesThrough(g.id) {
+			// Off the read path: the source's coordinator answers.
+			return &Response{Defer: func(ctx context.Context) (*Response, error) {
+				return reply(b.offsetFetchResponse(ctx, r, req, groups))
+			}}, nil
+		}
+	}
 	if !req.RequireStable {
-		return reply(b.offsetFetchResponse(r, req, groups))
+		return reply(b.offsetFetchResponse(context.Background(), r, req, groups))
 	}
 	// Stable as of the request: the commits written before it.
 	var waits []<-chan struct{}
@@ -88,11 +99,11 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 			case <-ctx.Done():
 			}
 		}
-		return reply(b.offsetFetchResponse(r, req, groups))
+		return reply(b.offsetFetchResponse(ctx, r, req, groups))
 	}}, nil
 }
 
-func (b *Broker) offsetFetchResponse(r *Request, req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
+func (b *Broker) offsetFetchResponse(ctx context.Context, r *Request, req *kmsg.OffsetFetchRequest, groups []offsetFetchGroup) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	may := b.topicCheck(r, acl.Describe)
 	for _, g := range groups {
@@ -100,12 +111,17 @@ func (b *Broker) offsetFetchResponse(r *Request, req *kmsg.OffsetFetchRequest, g
 		if !b.allowed(r, acl.Describe, acl.Group, g.id) {
 			err = kerr.GroupAuthorizationFailed
 		}
-		if err == nil {
+		fetch := b.Groups.FetchOffsets
+		if b.passesThrough(g.id) {
+			fetch = func(id string, topics []group.FetchTopic, requireStable bool) ([]group.FetchedOffset, error) {
+				return b.sourceOffsets(ctx, r, g, topics, requireStable)
+			}
+		} else if err == nil {
 			err = b.Groups.CheckFetchMember(g.id, g.memberID, g.memberEpoch)
 		}
 		var offsets []group.FetchedOffset
 		if err == nil {
-			offsets, err = b.fetchAllowedOffsets(g, req.RequireStable, may)
+			offsets, err = b.fetchAllowedOffsets(g, req.RequireStable, may, fetch)
 		}
 		if req.Version < 8 {
 			resp.ErrorCode = errorCode(err)
@@ -132,9 +148,10 @@ func (b *Broker) offsetFetchResponse(r *Request, req *kmsg.OffsetFetchRequest, g
 
 // fetchAllowedOffsets fetches a group's offsets of the topics may allows:
 // the others named are TOPIC_AUTHORIZATION_FAILED, and left out of all.
-func (b *Broker) fetchAllowedOffsets(g offsetFetchGroup, requireStable bool, may func(string) bool) ([]group.FetchedOffset, error) {
+func (b *Broker) fetchAllowedOffsets(g offsetFetchGroup, requireStable bool, may func(string) bool,
+	fetch func(string, []group.FetchTopic, bool) ([]group.FetchedOffset, error)) ([]group.FetchedOffset, error) {
 	if g.topics == nil {
-		offsets, err := b.Groups.FetchOffsets(g.id, nil, requireStable)
+		offsets, err := fetch(g.id, nil, requireStable)
 		return slices.DeleteFunc(offsets, func(o group.FetchedOffset) bool { return !may(o.Topic) }), err
 	}
 	var allowed, denied []group.FetchTopic
@@ -148,7 +165,7 @@ func (b *Broker) fetchAllowedOffsets(g offsetFetchGroup, requireStable bool, may
 	if allowed == nil {
 		allowed = []group.FetchTopic{}
 	}
-	offsets, err := b.Groups.FetchOffsets(g.id, allowed, requireStable)
+	offsets, err := fetch(g.id, allowed, requireStable)
 	for _, t := range denied {
 		for _, p := range t.Partitions {
 			offsets = append(offsets, group.FetchedOffset{Topic: t.Topic, Partition: p, Offset: -1, LeaderEpoch: -1,
@@ -156,6 +173,49 @@ func (b *Broker) fetchAllowedOffsets(g offsetFetchGroup, requireStable bool, may
 		}
 	}
 	return offsets, err
+}
+
+// sourceOffsets fetches a passed-through group's offsets from its source's
+// coordinator (topics nil: all), as a member of version 8 or later asks.
+func (b *Broker) sourceOffsets(ctx context.Context, r *Request, g offsetFetchGroup, topics []group.FetchTopic,
+	requireStable bool) ([]group.FetchedOffset, error) {
+	fwd := kmsg.NewPtrOffsetFetchRequest()
+	fwd.RequireStable = requireStable
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = g.id
+	if g.memberID != "" {
+		rg.MemberID, rg.MemberEpoch = &g.memberID, g.memberEpoch
+	}
+	if topics != nil {
+		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchRequestGroupTopic()
+			rt.Topic, rt.Partitions = t.Topic, t.Partitions
+			rg.Topics = append(rg.Topics, rt)
+		}
+	}
+	fwd.Groups = append(fwd.Groups, rg)
+	kresp, err := b.Links.ForwardGroup(ctx, GroupRequest{Group: g.id, MemberID: g.memberID, ClientID: r.ClientID, Conn: r.Client, Req: fwd})
+	if err != nil {
+		return nil, kerr.ErrorForCode(forwardErrorCode(err))
+	}
+	var out []group.FetchedOffset
+	for _, sg := range kresp.(*kmsg.OffsetFetchResponse).Groups {
+		if err := kerr.ErrorForCode(sg.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range sg.Topics {
+			for _, p := range t.Partitions {
+				o := group.FetchedOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch,
+					Err: kerr.ErrorForCode(p.ErrorCode)}
+				if p.Metadata != nil {
+					o.Metadata = *p.Metadata
+				}
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
 }
 
 // offsetFetchTopics groups the offsets by topic, in the order given. A

@@ -31,6 +31,10 @@ import (
 // partitions (package group, migration.go). With
 // group.consumer.migration.policy=disabled it is INCONSISTENT_GROUP_PROTOCOL.
 //
+// A group a cluster link passes through (package link) is answered by the
+// link's source: the request goes to the source's coordinator as this
+// member's (passthrough.go), and so do its other group requests.
+//
 // Not supported: nothing of the classic protocol is left out.
 //
 // Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
@@ -72,6 +76,13 @@ func handleJoinGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 	gone := group.JoinResult{Err: group.ErrNotCoordinator, MemberID: req.MemberID, Generation: -1}
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.JoinResult{Err: kerr.GroupAuthorizationFailed, Generation: -1}))
+	}
+	if b.passesThrough(req.Group) {
+		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
+			res := gone
+			res.Err = kerr.ErrorForCode(code)
+			return answer(res)
+		}, nil)
 	}
 	return await(b.Groups.Join(jr), answer, gone)
 }

@@ -17,6 +17,9 @@ import (
 // static members) FENCED_INSTANCE_ID that it is no longer in this
 // generation or group.
 //
+// A group a cluster link passes through is answered by the link's source's
+// coordinator, as the member's request (passthrough.go).
+//
 // Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(12, 0, 4, handleHeartbeat) }
@@ -27,6 +30,12 @@ func handleHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply(resp)
+	}
+	if b.passesThrough(req.Group) {
+		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
+			resp.ErrorCode = code
+			return resp
+		}, nil)
 	}
 	resp.ErrorCode = errorCode(b.Groups.Heartbeat(group.HeartbeatRequest{
 		Client: groupClient(r), Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,

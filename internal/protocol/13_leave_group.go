@@ -21,6 +21,9 @@ import (
 //   - The members left are gone at once; the group rebalances.
 //   - v5: the reason is kept in the group's rebalance history.
 //
+// A group a cluster link passes through is answered by the link's source's
+// coordinator, as the member's request (passthrough.go).
+//
 // Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(13, 0, 5, handleLeaveGroup) }
@@ -57,6 +60,11 @@ func handleLeaveGroup(_ context.Context, b *Broker, r *Request) (*Response, erro
 	}
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.LeaveResult{Err: kerr.GroupAuthorizationFailed}))
+	}
+	if b.passesThrough(req.Group) {
+		return b.forwardGroup(r, req, req.Group, "", func(code int16) kmsg.Response {
+			return answer(group.LeaveResult{Err: kerr.ErrorForCode(code)})
+		}, nil)
 	}
 	return await(b.Groups.Leave(lr), answer, group.LeaveResult{Err: group.ErrNotCoordinator})
 }

@@ -21,6 +21,9 @@ import (
 //   - v5+: the protocol type and name, when given, must be the group's
 //     (INCONSISTENT_GROUP_PROTOCOL), and are answered.
 //
+// A group a cluster link passes through is answered by the link's source's
+// coordinator, as the member's request (passthrough.go).
+//
 // Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(14, 0, 5, handleSyncGroup) }
@@ -45,6 +48,11 @@ func handleSyncGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 	}
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.SyncResult{Err: kerr.GroupAuthorizationFailed}))
+	}
+	if b.passesThrough(req.Group) {
+		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
+			return answer(group.SyncResult{Err: kerr.ErrorForCode(code)})
+		}, nil)
 	}
 	return await(b.Groups.Sync(sr), answer, group.SyncResult{Err: group.ErrNotCoordinator})
 }

@@ -208,6 +208,9 @@ type Broker struct {
 	Meter Meter
 	// Quotas, when set, throttles clients over their quotas.
 	Quotas *quota.Manager
+	// Links, when set, are the cluster links: groups passed through to
+	// a source cluster, and mirrors' sources.
+	Links Links
 
 	authz   atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 	aclOnce sync.Once                       // reads the static setting once: Config is large to copy

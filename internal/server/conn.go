@@ -128,6 +128,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, l *listener) {
 	})
 	c.readLoop(ctx)
 	s.groups.ClientDisconnected(c.remote)
+	s.links.ClientDisconnected(c.remote)
 	close(c.queue)
 	cancel()
 	<-writerDone

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/link"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/protocol"
 )
 
 // newLinks makes the cluster links' manager: mirror topics change through
@@ -24,11 +27,24 @@ func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
 	}}
 	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
-		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval}
+		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval, DisconnectGrace: s.cfg.GroupMemberDisconnectGrace}
 	if s.ledger != nil {
 		cfg.Ledger = s.ledger.Record
 	}
 	return link.New(cfg)
+}
+
+// protocolLinks is the links as the protocol asks them (protocol.Links).
+type protocolLinks struct{ m *link.Manager }
+
+func (l protocolLinks) PassesThrough(group string) bool { return l.m.PassesThrough(group) }
+
+func (l protocolLinks) ForwardGroup(ctx context.Context, gr protocol.GroupRequest) (kmsg.Response, error) {
+	return l.m.ForwardGroup(ctx, link.GroupRequest(gr))
+}
+
+func (l protocolLinks) SourceHighWatermark(tp model.TopicPartition) (int64, bool) {
+	return l.m.SourceHighWatermark(tp)
 }
 
 // closeLinks stops the links' work and their client of this cluster.

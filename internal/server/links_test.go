@@ -24,6 +24,7 @@ import (
 	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/mirrorcheck"
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // linkAPI calls a broker's links API and decodes the answer; it returns
@@ -55,10 +56,13 @@ func linkAPI(t *testing.T, admin, method, path string, in, out any) int {
 
 // startLinkTarget starts a broker with an admin listener that reads its
 // links' sources often.
-func startLinkTarget(t *testing.T) (*testutil.Broker, string) {
+func startLinkTarget(t *testing.T, opts ...func(*config.Broker)) (*testutil.Broker, string) {
 	b := testutil.StartBroker(t, func(c *config.Broker) {
 		c.AdminListen = "127.0.0.1:0"
 		c.LinkMetadataInterval = 100 * time.Millisecond
+		for _, o := range opts {
+			o(c)
+		}
 	})
 	return b, b.Server().AdminAddr().String()
 }
@@ -1158,5 +1162,122 @@ func TestLinkSyncTopicConfigs(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(res[0].ErrMessage+err.Error(), "prod") {
 		t.Fatalf("a client changed a synced mirror's configs: %v %q", err, res[0].ErrMessage)
+	}
+}
+
+// The migration playbook across clusters (test/grouptest.RunPlaybook):
+// three v1 consumers on the source, a v2 canary on the target in the same
+// group through the link's group pass-through, the canary killed and its
+// partitions back with the v1 consumers within the target's disconnect
+// grace and a rebalance, then v2 scaled up on the target while v1
+// retires on the source; nothing skipped, one owner per partition at any
+// time, the duplicates within each hand-off's uncommitted window.
+func TestLinkGroupPassThroughPlaybook(t *testing.T) {
+	const grace = 1500 * time.Millisecond
+	groupOpts := func(c *config.Broker) {
+		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
+		c.GroupMinSessionTimeout = 500 * time.Millisecond
+		c.GroupMemberDisconnectGrace = grace
+	}
+	src := testutil.StartBroker(t, groupOpts)
+	dst, admin := startLinkTarget(t, groupOpts)
+	const partitions = 6
+	createTopic(t, src.Addr, "orders", partitions)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source":             map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics":             map[string]any{"include": []string{"orders"}},
+		"groups":             map[string]any{"include": []string{migrationGroup}},
+		"sync_group_offsets": true, "offset_sync_interval_ms": 200, "group_pass_through": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	const session = 10 * time.Second
+	member := func(addr string) func(string) (grouptest.Member, error) {
+		return func(name string) (grouptest.Member, error) {
+			c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: migrationGroup,
+				Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond})
+			if err == nil {
+				t.Cleanup(func() { c.Kill(); c.Wait() })
+			}
+			return c, err
+		}
+	}
+	res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: src.Addr, Topic: "orders", Group: migrationGroup,
+		Partitions: partitions, V1: member(src.Addr), V2: member(dst.Addr), SessionTimeout: session,
+		RollbackWithin: grace + 2*time.Second, Settle: 700 * time.Millisecond})
+	t.Logf("rollback %v, longest time a partition went unowned %v; %s", res.Rollback.Round(time.Millisecond),
+		res.LongestUnowned.Round(time.Millisecond), res.Report.Summary())
+}
+
+// A consumer on the target fetching a mirror at an offset its source has
+// and the mirror has not copied yet (a member of a passed-through group
+// committed there on the source) is answered as at the end, and waits,
+// instead of OFFSET_OUT_OF_RANGE, which would reset its position; past the
+// source's end it is out of range as anywhere.
+func TestLinkFetchAheadOfMirrorWaits(t *testing.T) {
+	src := testutil.StartBroker(t, nil)
+	dst, admin := startLinkTarget(t)
+	srcCl := newClient(t, src.Addr)
+	createTopic(t, src.Addr, "slow", 1)
+	const n = 400
+	for range 4 {
+		// Incompressible: each produce is one batch of about 100 KiB.
+		recs := records("slow", n/4, "")
+		for _, r := range recs {
+			r.Value = make([]byte, 1024)
+			rand.Read(r.Value)
+		}
+		produceSync(t, srcCl, recs...)
+	}
+	// One byte a second: the mirror takes its first fetch and waits.
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"slow"}}, "max_bytes_per_sec": 1}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	var mirrorEnd int64
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		if len(st.Topics) == 0 || len(st.Topics[0].Partitions) == 0 {
+			return fmt.Errorf("no mirror yet")
+		}
+		p := st.Topics[0].Partitions[0]
+		if p.SourceEnd != n || p.MirrorEnd <= 0 {
+			return fmt.Errorf("mirror %d of %d", p.MirrorEnd, p.SourceEnd)
+		}
+		mirrorEnd = p.MirrorEnd
+		return nil
+	})
+	if mirrorEnd >= n {
+		t.Fatalf("the mirror caught up (%d) despite its byte rate", mirrorEnd)
+	}
+	dstCl := newClient(t, dst.Addr)
+	tds, err := kadm.NewClient(dstCl).ListTopics(context.Background(), "slow")
+	if err != nil || tds["slow"].Err != nil {
+		t.Fatalf("the mirror's metadata: %v %v", err, tds["slow"].Err)
+	}
+	fetch := func(offset int64) (int16, int) {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 300, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "slow", tds["slow"].ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = 0, offset, -1, -1, -1, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), dstCl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.ErrorCode, len(p.RecordBatches)
+	}
+	if code, got := fetch(n); code != 0 || got != 0 {
+		t.Errorf("a fetch at the source's end %d, past the mirror's %d: error %d, %d bytes; want none, empty", n, mirrorEnd, code, got)
+	}
+	if code, _ := fetch(n + 1); code != kerr.OffsetOutOfRange.Code {
+		t.Errorf("a fetch past the source's end: error %d, want OFFSET_OUT_OF_RANGE", code)
 	}
 }

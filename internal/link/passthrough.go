@@ -1,0 +1,405 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/strandlog/strand/internal/model"
+)
+
+// Group pass-through: while a link passes a group through
+// (cluster.Link.GroupPassThrough), the group lives on the source and its
+// members connected here join it there, so that consumers move between
+// clusters one by one, in one group. The protocol layer hands this
+// package the group's requests (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup, OffsetCommit, OffsetFetch) and answers with what the
+// source's coordinator answered.
+//
+// Each member has its own client of the source, under its own client id,
+// as it would connect there itself: the source parks a JoinGroup until the
+// rebalance's join phase ends and reads nothing else of that connection
+// meanwhile, so members sharing one would wait for each other. Requests
+// that name no member (OffsetFetch, an OffsetCommit outside the group's
+// generation) go through the link's client.
+//
+// A member whose client here goes away without leaving (killed, cut off)
+// is taken out of the source's group by a LeaveGroup sent for it once the
+// disconnect grace has passed since the connection its last group request
+// came on closed, as a native member is (package group, presence.go), so
+// that its partitions go back to the other members at once instead of at
+// the end of its session at the source.
+
+// passThrough is a runner's forwarded members.
+type passThrough struct {
+	mu      sync.Mutex
+	members map[memberKey]*passMember
+}
+
+type memberKey struct{ group, member string }
+
+// passMember is a member of a passed-through group connected here.
+type passMember struct {
+	cl         *kgo.Client
+	instanceID *string
+	conn       string      // the connection its last group request came on
+	grace      *time.Timer // set while that connection is closed
+}
+
+// groupVersions caps the group requests sent to a source at the versions
+// this cluster serves, whose forms the members' requests are in
+// (OffsetCommit and OffsetFetch v10 name topics by id only).
+func groupVersions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(8, 9) // OffsetCommit
+	v.SetMaxKeyVersion(9, 9) // OffsetFetch
+	return v
+}
+
+// GroupRequest is a request of a passed-through group, from a client
+// connected here.
+type GroupRequest struct {
+	Group    string
+	MemberID string // the member the request is of: "" for a first join or none
+	ClientID string
+	Conn     string // the address of the client's connection
+	Req      kmsg.Request
+}
+
+// PassesThrough reports whether the group's requests go to a link's
+// source: a running link passes groups through and its group filter
+// matches.
+func (m *Manager) PassesThrough(group string) bool {
+	return m.passRunner(group) != nil
+}
+
+// passRunner returns the runner of the first link, by name, that passes
+// the group through.
+func (m *Manager) passRunner(group string) *runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var (
+		best     *runner
+		bestName string
+	)
+	for name, r := range m.runners {
+		l := r.current()
+		if !l.GroupPassThrough || l.Paused {
+			continue
+		}
+		if match, err := l.Groups.Compile(); err != nil || !match(group) {
+			continue
+		}
+		if best == nil || name < bestName {
+			best, bestName = r, name
+		}
+	}
+	return best
+}
+
+// ErrNoPassThrough: the group is not passed through (any more).
+var ErrNoPassThrough = errors.New("link: the group is not passed through to a source")
+
+// ForwardGroup sends a passed-through group's request to the source's
+// coordinator of the group, as the member it is of, and returns the
+// answer. The request is not changed: a copy at the version the source
+// takes is sent.
+func (m *Manager) ForwardGroup(ctx context.Context, gr GroupRequest) (kmsg.Response, error) {
+	r := m.passRunner(gr.Group)
+	if r == nil {
+		return nil, ErrNoPassThrough
+	}
+	if r.cl == nil {
+		return nil, fmt.Errorf("link %s has no client of its source: %v", r.current().Name, r.clientEr)
+	}
+	return r.pass.forward(ctx, r, gr)
+}
+
+// forward sends one request through the member's client.
+func (p *passThrough) forward(ctx context.Context, r *runner, gr GroupRequest) (kmsg.Response, error) {
+	switch req := gr.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return p.join(ctx, r, gr, req)
+	case *kmsg.LeaveGroupRequest:
+		return p.leave(ctx, r, gr, req)
+	}
+	cl := r.cl
+	if gr.MemberID != "" {
+		if pm := p.heard(gr.Group, gr.MemberID, gr.Conn); pm != nil {
+			cl = pm.cl
+		}
+	}
+	fwd, err := copyRequest(gr.Req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.Request(ctx, fwd)
+	if err != nil {
+		return nil, err
+	}
+	if gr.MemberID != "" && memberGone(resp) {
+		p.drop(gr.Group, gr.MemberID)
+	}
+	return resp, nil
+}
+
+// join forwards a JoinGroup: a member without an id gets a client of its
+// own, kept under the id the source gives it.
+func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
+	pm := p.heard(gr.Group, req.MemberID, gr.Conn)
+	fresh := pm == nil
+	if fresh {
+		cl, err := sourceClient(r.current().Source, append(r.m.cfg.ClientOpts, kgo.ClientID(gr.ClientID),
+			kgo.MaxVersions(groupVersions()))...)
+		if err != nil {
+			return nil, err
+		}
+		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn}
+	}
+	fwd := *req
+	kresp, err := pm.cl.Request(ctx, &fwd)
+	if err == nil && req.Version < 4 {
+		// A member of a version before KIP-394 does not know to join
+		// again with the id it is given: join for it.
+		if resp := kresp.(*kmsg.JoinGroupResponse); resp.ErrorCode == kerr.MemberIDRequired.Code {
+			fwd = *req
+			fwd.MemberID = resp.MemberID
+			kresp, err = pm.cl.Request(ctx, &fwd)
+		}
+	}
+	if err != nil {
+		if fresh {
+			pm.cl.Close()
+		}
+		return nil, err
+	}
+	resp := kresp.(*kmsg.JoinGroupResponse)
+	switch {
+	case resp.MemberID == "" || memberGone(resp):
+		if fresh {
+			pm.cl.Close()
+		} else {
+			p.drop(gr.Group, req.MemberID)
+		}
+	case fresh || resp.MemberID != req.MemberID:
+		p.mu.Lock()
+		if p.members == nil {
+			p.members = map[memberKey]*passMember{}
+		}
+		if req.MemberID != "" {
+			delete(p.members, memberKey{gr.Group, req.MemberID})
+		}
+		p.members[memberKey{gr.Group, resp.MemberID}] = pm
+		p.mu.Unlock()
+	}
+	return resp, nil
+}
+
+// leave forwards a LeaveGroup and lets the members go. A request of a
+// version before batched leaves (KIP-345) names one member; it is sent in
+// the batched form and answered in its own.
+func (p *passThrough) leave(ctx context.Context, r *runner, gr GroupRequest, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
+	fwd := *req
+	if req.Version < 3 {
+		m := kmsg.NewLeaveGroupRequestMember()
+		m.MemberID = req.MemberID
+		fwd.Members = []kmsg.LeaveGroupRequestMember{m}
+	}
+	cl := r.cl
+	if len(fwd.Members) > 0 {
+		if pm := p.heard(gr.Group, fwd.Members[0].MemberID, gr.Conn); pm != nil {
+			cl = pm.cl
+		}
+	}
+	kresp, err := cl.Request(ctx, &fwd)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range fwd.Members {
+		p.drop(gr.Group, m.MemberID)
+	}
+	resp := kresp.(*kmsg.LeaveGroupResponse)
+	if req.Version < 3 && resp.ErrorCode == 0 && len(resp.Members) == 1 {
+		resp.ErrorCode = resp.Members[0].ErrorCode
+	}
+	return resp, nil
+}
+
+// heard returns the member, noting the connection its request came on
+// (which ends a grace), or nil when it is not known here.
+func (p *passThrough) heard(group, member, conn string) *passMember {
+	if member == "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pm := p.members[memberKey{group, member}]
+	if pm == nil {
+		return nil
+	}
+	pm.conn = conn
+	if pm.grace != nil {
+		pm.grace.Stop()
+		pm.grace = nil
+	}
+	return pm
+}
+
+// drop forgets a member that left or that the source no longer knows.
+func (p *passThrough) drop(group, member string) {
+	p.mu.Lock()
+	pm := p.members[memberKey{group, member}]
+	delete(p.members, memberKey{group, member})
+	p.mu.Unlock()
+	if pm != nil {
+		if pm.grace != nil {
+			pm.grace.Stop()
+		}
+		go pm.cl.Close()
+	}
+}
+
+// disconnected starts the grace of each member whose last group request
+// came on the connection conn, which closed.
+func (p *passThrough) disconnected(r *runner, conn string, grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, pm := range p.members {
+		if pm.conn != conn || pm.grace != nil {
+			continue
+		}
+		r.logger.Info("a passed-through member's connection closed: it leaves the source's group unless heard from",
+			"group", key.group, "member", key.member, "grace", grace)
+		pm.grace = time.AfterFunc(grace, func() { p.expire(r, key, pm) })
+	}
+}
+
+// expire takes a member not heard from within its grace out of the
+// source's group.
+func (p *passThrough) expire(r *runner, key memberKey, pm *passMember) {
+	p.mu.Lock()
+	if p.members[key] != pm || pm.grace == nil {
+		p.mu.Unlock()
+		return // heard from, or gone
+	}
+	delete(p.members, key)
+	p.mu.Unlock()
+	defer pm.cl.Close()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = key.group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID, m.InstanceID = key.member, pm.instanceID
+	m.Reason = kmsg.StringPtr("strand: the member's connection closed and the disconnect grace passed")
+	req.Members = append(req.Members, m)
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, pm.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		r.logger.Warn("taking a passed-through member out of the source's group failed: it stays until its session ends",
+			"group", key.group, "member", key.member, "err", err)
+		return
+	}
+	r.logger.Info("took a passed-through member whose connection closed out of the source's group",
+		"group", key.group, "member", key.member)
+}
+
+// closeAll closes the members' clients (the runner stops). They stay in
+// the source's group until their sessions end there.
+func (p *passThrough) closeAll() {
+	p.mu.Lock()
+	ms := p.members
+	p.members = nil
+	p.mu.Unlock()
+	for _, pm := range ms {
+		if pm.grace != nil {
+			pm.grace.Stop()
+		}
+		pm.cl.Close()
+	}
+}
+
+// ClientDisconnected reports that a client's connection closed: members
+// whose last group request came on it leave the source's group after the
+// grace unless heard from.
+func (m *Manager) ClientDisconnected(conn string) {
+	if m.cfg.DisconnectGrace <= 0 {
+		return
+	}
+	m.mu.Lock()
+	rs := make([]*runner, 0, len(m.runners))
+	for _, r := range m.runners {
+		rs = append(rs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.pass.disconnected(r, conn, m.cfg.DisconnectGrace)
+	}
+}
+
+// memberGone reports whether an answer says the source no longer knows
+// the member.
+func memberGone(resp kmsg.Response) bool {
+	var code int16
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.SyncGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.HeartbeatResponse:
+		code = r.ErrorCode
+	}
+	return code == kerr.UnknownMemberID.Code || code == kerr.FencedInstanceID.Code
+}
+
+// copyRequest returns a shallow copy of a request: the client sets the
+// version it sends on it, and the original's version is the answer's.
+func copyRequest(req kmsg.Request) (kmsg.Request, error) {
+	switch r := req.(type) {
+	case *kmsg.SyncGroupRequest:
+		c := *r
+		return &c, nil
+	case *kmsg.HeartbeatRequest:
+		c := *r
+		return &c, nil
+	case *kmsg.OffsetCommitRequest:
+		c := *r
+		return &c, nil
+	case *kmsg.OffsetFetchRequest:
+		c := *r
+		return &c, nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		c := *r
+		return &c, nil
+	}
+	return nil, fmt.Errorf("link: %T is not a group request passed through", req)
+}
+
+// SourceHighWatermark returns, for a mirror partition this broker leads,
+// the source's high watermark as its last fetch answer said.
+func (m *Manager) SourceHighWatermark(tp model.TopicPartition) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.runners {
+		r.mu.Lock()
+		mp := r.parts[tp]
+		r.mu.Unlock()
+		if mp == nil {
+			continue
+		}
+		mp.mu.Lock()
+		hw := mp.sourceHW
+		mp.mu.Unlock()
+		return hw, hw >= 0
+	}
+	return -1, false
+}
