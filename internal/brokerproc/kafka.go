@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,6 +29,8 @@ type Kafka struct {
 	Port, ControllerPort int
 	Voters               string // the quorum, id@host:port,...
 	ClusterID            string
+	// Props are more server.properties (tests: shorter group timings).
+	Props map[string]string
 
 	// FormatSeconds is how long kafka-storage format took (not part of the
 	// start-up, which counts from starting kafka.Kafka).
@@ -115,6 +119,9 @@ share.coordinator.state.topic.replication.factor=%[6]d
 share.coordinator.state.topic.min.isr=%[7]d
 group.initial.rebalance.delay.ms=0
 `, k.Port, k.ControllerPort, data, k.Node, k.Voters, rf, minISR)
+	for _, name := range slices.Sorted(maps.Keys(k.Props)) {
+		props += name + "=" + k.Props[name] + "\n"
+	}
 	// Everything else is Kafka's default: 3 network and 8 I/O threads,
 	// log.flush.interval.messages unset (fsync left to the OS), 1 GiB segments.
 	if err := os.MkdirAll(k.Dir, 0o755); err != nil {

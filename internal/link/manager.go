@@ -60,6 +60,9 @@ type Config struct {
 	// of a passed-through group is taken out of the source's group
 	// (group.member.disconnect.grace.ms); 0 leaves it to its session.
 	DisconnectGrace time.Duration
+	// DisconnectGraceStatic applies it to static members too
+	// (group.member.disconnect.grace.static.enable).
+	DisconnectGraceStatic bool
 	// ClientOpts are added to every source client (tests).
 	ClientOpts []kgo.Opt
 	Now        func() time.Time

@@ -51,6 +51,7 @@ type passMember struct {
 	instanceID *string
 	conn       string      // the connection its last group request came on
 	grace      *time.Timer // set while that connection is closed
+	consumer   bool        // of a consumer group (KIP-848): it leaves by heartbeat
 }
 
 // groupVersions caps the group requests sent to a source at the versions
@@ -129,6 +130,8 @@ func (p *passThrough) forward(ctx context.Context, r *runner, gr GroupRequest) (
 		return p.join(ctx, r, gr, req)
 	case *kmsg.LeaveGroupRequest:
 		return p.leave(ctx, r, gr, req)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return p.heartbeat(ctx, r, gr, req)
 	}
 	cl := r.cl
 	if gr.MemberID != "" {
@@ -156,8 +159,7 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 	pm := p.heard(gr.Group, req.MemberID, gr.Conn)
 	fresh := pm == nil
 	if fresh {
-		cl, err := sourceClient(r.current().Source, append(r.m.cfg.ClientOpts, kgo.ClientID(gr.ClientID),
-			kgo.MaxVersions(groupVersions()))...)
+		cl, err := p.memberClient(r, gr.ClientID)
 		if err != nil {
 			return nil, err
 		}
@@ -189,17 +191,74 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 			p.drop(gr.Group, req.MemberID)
 		}
 	case fresh || resp.MemberID != req.MemberID:
-		p.mu.Lock()
-		if p.members == nil {
-			p.members = map[memberKey]*passMember{}
-		}
-		if req.MemberID != "" {
-			delete(p.members, memberKey{gr.Group, req.MemberID})
-		}
-		p.members[memberKey{gr.Group, resp.MemberID}] = pm
-		p.mu.Unlock()
+		p.keep(gr.Group, req.MemberID, resp.MemberID, pm)
 	}
 	return resp, nil
+}
+
+// heartbeat forwards a consumer group's heartbeat (KIP-848): a member
+// joining (epoch 0) or not known here gets a client of its own, kept
+// under the id it has at the source; one leaving (epoch -1, or -2 for a
+// static member) lets it go.
+func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
+	pm := p.heard(gr.Group, req.MemberID, gr.Conn)
+	fresh := pm == nil
+	if fresh {
+		cl, err := p.memberClient(r, gr.ClientID)
+		if err != nil {
+			return nil, err
+		}
+		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, consumer: true}
+	}
+	fwd := *req
+	kresp, err := pm.cl.Request(ctx, &fwd)
+	if err != nil {
+		if fresh {
+			pm.cl.Close()
+		}
+		return nil, err
+	}
+	resp := kresp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	member := req.MemberID
+	if resp.MemberID != nil && *resp.MemberID != "" {
+		member = *resp.MemberID
+	}
+	gone := resp.ErrorCode == kerr.UnknownMemberID.Code || resp.ErrorCode == kerr.FencedMemberEpoch.Code ||
+		resp.ErrorCode == kerr.FencedInstanceID.Code
+	switch {
+	case req.MemberEpoch < 0 || gone || member == "":
+		if fresh {
+			pm.cl.Close()
+		} else {
+			p.drop(gr.Group, req.MemberID)
+		}
+	case fresh && resp.ErrorCode != 0:
+		pm.cl.Close() // not a member: the next heartbeat joins afresh
+	case fresh || member != req.MemberID:
+		p.keep(gr.Group, req.MemberID, member, pm)
+	}
+	return resp, nil
+}
+
+// memberClient makes a client of the source for one member, under its
+// client id.
+func (p *passThrough) memberClient(r *runner, clientID string) (*kgo.Client, error) {
+	return sourceClient(r.current().Source, append(r.m.cfg.ClientOpts, kgo.ClientID(clientID),
+		kgo.MaxVersions(groupVersions()))...)
+}
+
+// keep files a member under the id the source knows it by (was: the id
+// its request had, "" for a first join).
+func (p *passThrough) keep(group, was, id string, pm *passMember) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.members == nil {
+		p.members = map[memberKey]*passMember{}
+	}
+	if was != "" {
+		delete(p.members, memberKey{group, was})
+	}
+	p.members[memberKey{group, id}] = pm
 }
 
 // leave forwards a LeaveGroup and lets the members go. A request of a
@@ -267,12 +326,13 @@ func (p *passThrough) drop(group, member string) {
 }
 
 // disconnected starts the grace of each member whose last group request
-// came on the connection conn, which closed.
-func (p *passThrough) disconnected(r *runner, conn string, grace time.Duration) {
+// came on the connection conn, which closed: static members only when
+// static says so, as for native members.
+func (p *passThrough) disconnected(r *runner, conn string, grace time.Duration, static bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, pm := range p.members {
-		if pm.conn != conn || pm.grace != nil {
+		if pm.conn != conn || pm.grace != nil || pm.instanceID != nil && !static {
 			continue
 		}
 		r.logger.Info("a passed-through member's connection closed: it leaves the source's group unless heard from",
@@ -292,18 +352,9 @@ func (p *passThrough) expire(r *runner, key memberKey, pm *passMember) {
 	delete(p.members, key)
 	p.mu.Unlock()
 	defer pm.cl.Close()
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = key.group
-	m := kmsg.NewLeaveGroupRequestMember()
-	m.MemberID, m.InstanceID = key.member, pm.instanceID
-	m.Reason = kmsg.StringPtr("strand: the member's connection closed and the disconnect grace passed")
-	req.Members = append(req.Members, m)
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, pm.cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
+	err := leaveSource(ctx, pm, key)
 	if err != nil {
 		r.logger.Warn("taking a passed-through member out of the source's group failed: it stays until its session ends",
 			"group", key.group, "member", key.member, "err", err)
@@ -311,6 +362,40 @@ func (p *passThrough) expire(r *runner, key memberKey, pm *passMember) {
 	}
 	r.logger.Info("took a passed-through member whose connection closed out of the source's group",
 		"group", key.group, "member", key.member)
+}
+
+// leaveSource takes a member out of the source's group for good: a
+// LeaveGroup, or a consumer group member's leave heartbeat (epoch -1, for
+// a static member too: -2 would keep its partitions for its session).
+func leaveSource(ctx context.Context, pm *passMember, key memberKey) error {
+	if pm.consumer {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.InstanceID, req.MemberEpoch = key.group, key.member, pm.instanceID, -1
+		resp, err := req.RequestWith(ctx, pm.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = key.group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID, m.InstanceID = key.member, pm.instanceID
+	m.Reason = kmsg.StringPtr("strand: the member's connection closed and the disconnect grace passed")
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, pm.cl)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, m := range resp.Members {
+		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // closeAll closes the members' clients (the runner stops). They stay in
@@ -342,7 +427,7 @@ func (m *Manager) ClientDisconnected(conn string) {
 	}
 	m.mu.Unlock()
 	for _, r := range rs {
-		r.pass.disconnected(r, conn, m.cfg.DisconnectGrace)
+		r.pass.disconnected(r, conn, m.cfg.DisconnectGrace, m.cfg.DisconnectGraceStatic)
 	}
 }
 
@@ -375,9 +460,6 @@ func copyRequest(req kmsg.Request) (kmsg.Request, error) {
 		c := *r
 		return &c, nil
 	case *kmsg.OffsetFetchRequest:
-		c := *r
-		return &c, nil
-	case *kmsg.ConsumerGroupHeartbeatRequest:
 		c := *r
 		return &c, nil
 	}

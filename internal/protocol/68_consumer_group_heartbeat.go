@@ -35,6 +35,10 @@ import (
 // answer is sent once the state it reports is durable in
 // __consumer_offsets.
 //
+// A group a cluster link passes through is answered by the link's source's
+// coordinator, as the member's heartbeat (passthrough.go): the mirrors
+// have their sources' topic ids, so the assignment means the same here.
+//
 // Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE
 // on each subscribed topic named (TOPIC_AUTHORIZATION_FAILED).
 
@@ -90,6 +94,11 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Re
 	if slices.ContainsFunc(req.SubscribedTopicNames, func(t string) bool { return !may(t) }) {
 		return reply(answer(group.ConsumerHeartbeatResult{Err: newAPIError(kerr.TopicAuthorizationFailed,
 			"The group subscribed to topics the principal may not describe.")}))
+	}
+	if b.passesThrough(req.Group) {
+		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
+			return answer(group.ConsumerHeartbeatResult{Err: kerr.ErrorForCode(code)})
+		}, nil)
 	}
 	return await(b.Groups.ConsumerHeartbeat(greq), answer, gone)
 }

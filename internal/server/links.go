@@ -27,7 +27,8 @@ func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
 	}}
 	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
-		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval, DisconnectGrace: s.cfg.GroupMemberDisconnectGrace}
+		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval, DisconnectGrace: s.cfg.GroupMemberDisconnectGrace,
+		DisconnectGraceStatic: s.cfg.GroupMemberDisconnectGraceStatic}
 	if s.ledger != nil {
 		cfg.Ledger = s.ledger.Record
 	}

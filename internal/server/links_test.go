@@ -1173,11 +1173,25 @@ func TestLinkSyncTopicConfigs(t *testing.T) {
 // retires on the source; nothing skipped, one owner per partition at any
 // time, the duplicates within each hand-off's uncommitted window.
 func TestLinkGroupPassThroughPlaybook(t *testing.T) {
+	for _, serverSide := range []bool{false, true} {
+		name := "classic"
+		if serverSide {
+			name = "consumer"
+		}
+		t.Run(name, func(t *testing.T) { passThroughPlaybook(t, serverSide) })
+	}
+}
+
+func passThroughPlaybook(t *testing.T, serverSide bool) {
 	const grace = 1500 * time.Millisecond
 	groupOpts := func(c *config.Broker) {
 		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
 		c.GroupMinSessionTimeout = 500 * time.Millisecond
 		c.GroupMemberDisconnectGrace = grace
+		c.GroupConsumerMinHeartbeatInterval = 100 * time.Millisecond
+		c.GroupConsumerHeartbeatInterval = 500 * time.Millisecond
+		c.GroupConsumerMinSessionTimeout = 500 * time.Millisecond
+		c.GroupConsumerSessionTimeout = 10 * time.Second
 	}
 	src := testutil.StartBroker(t, groupOpts)
 	dst, admin := startLinkTarget(t, groupOpts)
@@ -1195,7 +1209,7 @@ func TestLinkGroupPassThroughPlaybook(t *testing.T) {
 	member := func(addr string) func(string) (grouptest.Member, error) {
 		return func(name string) (grouptest.Member, error) {
 			c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: migrationGroup,
-				Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond})
+				Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond, ServerSide: serverSide})
 			if err == nil {
 				t.Cleanup(func() { c.Kill(); c.Wait() })
 			}

@@ -68,6 +68,15 @@ const kafkaStartTimeout = 2 * time.Minute
 
 // startKafka starts Apache Kafka with n nodes (1 or 3) and returns once
 // every node is registered and serves; they stop when the test ends.
+// kafkaGroupProps make consumer groups (KIP-848) heartbeat every 500 ms,
+// as the classic members of the tests do, instead of Kafka's 5 s.
+var kafkaGroupProps = map[string]string{
+	"group.consumer.min.heartbeat.interval.ms": "100",
+	"group.consumer.heartbeat.interval.ms":     "500",
+	"group.consumer.min.session.timeout.ms":    "1000",
+	"group.consumer.session.timeout.ms":        "10000",
+}
+
 func startKafka(t *testing.T, n int) *kafkaCluster {
 	t.Helper()
 	if n != 1 && n != 3 {
@@ -87,7 +96,7 @@ func startKafka(t *testing.T, n int) *kafkaCluster {
 	var voters []string
 	for i := range n {
 		k := &brokerproc.Kafka{Java: java, Lib: lib, Heap: kafkaHeap, Dir: filepath.Join(dir, fmt.Sprintf("kafka-%d", i)),
-			Node: i, Port: port(), ControllerPort: port()}
+			Node: i, Port: port(), ControllerPort: port(), Props: kafkaGroupProps}
 		if n == 1 {
 			// A single node is node 1 with no cluster id given: brokerproc
 			// then keeps the internal topics at one replica, one in sync.
