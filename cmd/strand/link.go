@@ -31,7 +31,7 @@ func linkCommand() *cobra.Command {
 	api := func() *adminAPI { return &adminAPI{base: "http://" + *admin} }
 	cmd.AddCommand(linkCreateCommand(api), linkAlterCommand(api), linkListCommand(api), linkStatusCommand(api),
 		linkPauseCommand(api, true), linkPauseCommand(api, false), linkPromoteCommand(api, false),
-		linkPromoteCommand(api, true), linkDeleteCommand(api))
+		linkPromoteCommand(api, true), linkPromoteGroupCommand(api), linkDeleteCommand(api))
 	return cmd
 }
 
@@ -410,6 +410,40 @@ func linkPromoteCommand(api func() *adminAPI, failover bool) *cobra.Command {
 	if !failover {
 		cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the mirrors to catch up")
 	}
+	formatFlag(cmd, &format)
+	return cmd
+}
+
+func linkPromoteGroupCommand(api func() *adminAPI) *cobra.Command {
+	var (
+		group  string
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "promote-group NAME --group GROUP",
+		Short: "Make Strand the coordinator of a group the link passes through, once none of its members is left on the source",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if group == "" {
+				return errors.New("--group is required")
+			}
+			var rep link.GroupPromotion
+			if err := api().do(cmd.Context(), http.MethodPost, "/api/links/"+url.PathEscape(args[0])+"/promote-group",
+				map[string]any{"group": group}, &rep); err != nil {
+				return err
+			}
+			if format != "table" {
+				return writeData(cmd.OutOrStdout(), format, rep)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "group %s moved home from link %s: %d members rejoin here, %d partitions' commits copied last\n",
+				rep.Group, rep.Link, rep.Members, rep.Committed)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&group, "group", "", "the group to promote")
 	formatFlag(cmd, &format)
 	return cmd
 }

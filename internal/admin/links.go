@@ -25,6 +25,7 @@ type Links interface {
 	Delete(name string) error
 	Status(ctx context.Context, name string) (link.Status, error)
 	Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error)
+	PromoteGroup(ctx context.Context, name, group string) (link.GroupPromotion, error)
 	Lag() []link.PartitionLag
 }
 
@@ -39,6 +40,7 @@ type Links interface {
 //	POST   /api/links/{name}/resume     follow it again
 //	POST   /api/links/{name}/promote    {"topics": [...], "timeout_ms": n}
 //	POST   /api/links/{name}/failover   {"topics": [...]}
+//	POST   /api/links/{name}/promote-group {"group": "..."}: a group passed through moves home
 func (s *Server) linkRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/links", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"links": s.cfg.Links.List()})
@@ -117,6 +119,23 @@ func (s *Server) linkRoutes(mux *http.ServeMux) {
 			writeJSON(w, http.StatusOK, rep)
 		})
 	}
+	mux.HandleFunc("POST /api/links/{name}/promote-group", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Group string `json:"group"`
+		}
+		if err := decodeBody(r, &body); err != nil || body.Group == "" {
+			writeError(w, http.StatusBadRequest, "the body names no group: {\"group\": \"...\"}")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+		defer cancel()
+		rep, err := s.cfg.Links.PromoteGroup(ctx, r.PathValue("name"), body.Group)
+		if err != nil {
+			writeLinkError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
+	})
 }
 
 // decodeBody reads a JSON body; an empty one leaves v as it is.
@@ -136,7 +155,8 @@ func writeLinkError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, cluster.ErrUnknownLink):
 		status = http.StatusNotFound
-	case errors.Is(err, cluster.ErrLinkExists), errors.Is(err, cluster.ErrLinkInUse), errors.Is(err, link.ErrNotCaughtUp):
+	case errors.Is(err, cluster.ErrLinkExists), errors.Is(err, cluster.ErrLinkInUse), errors.Is(err, link.ErrNotCaughtUp),
+		errors.Is(err, link.ErrGroupOnSource):
 		status = http.StatusConflict
 	case errors.Is(err, cluster.ErrInvalidLink), errors.Is(err, link.ErrSourceIsSelf):
 		status = http.StatusBadRequest

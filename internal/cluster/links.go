@@ -52,6 +52,10 @@ type Link struct {
 	// so members on both clusters are one group (package link,
 	// passthrough.go).
 	GroupPassThrough bool `json:"group_pass_through,omitempty"`
+	// PromotedGroups are groups that moved home (strand link
+	// promote-group): this cluster coordinates them, the link neither
+	// passes them through nor copies their offsets any more.
+	PromotedGroups []string `json:"promoted_groups,omitempty"`
 	// TransactionTimeoutMs is how long after a promotion a transaction
 	// the source left open on a promoted partition is aborted (Kafka's
 	// coordinator aborts after the producer's transaction.timeout.ms);
@@ -183,6 +187,9 @@ func (l Link) Validate() error {
 	}
 	return nil
 }
+
+// Promoted reports whether a group moved home from the link's source.
+func (l Link) Promoted(group string) bool { return slices.Contains(l.PromotedGroups, group) }
 
 // validateLinkName allows what a topic name allows.
 func validateLinkName(name string) error {

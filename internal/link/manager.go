@@ -45,7 +45,8 @@ type Config struct {
 	Self    int32
 	Store   Store
 	Mirrors Mirrors
-	// Local returns a client of this cluster (group offsets).
+	// Local returns a client of this cluster (group offsets), under the
+	// client id LocalClientID.
 	Local  func() (*kgo.Client, error)
 	Logger *slog.Logger
 	// MetadataInterval is how often the source's metadata is read (and
@@ -67,6 +68,11 @@ type Config struct {
 	ClientOpts []kgo.Opt
 	Now        func() time.Time
 }
+
+// LocalClientID is the client id of the links' client of this cluster: its
+// group requests are served here even for groups passed through, so that
+// it reads and writes this cluster's offsets of them.
+const LocalClientID = "strand-link-local"
 
 // Assignment is a mirror partition this broker leads.
 type Assignment struct {

@@ -15,7 +15,8 @@ import (
 	"github.com/strandlog/strand/internal/model"
 )
 
-// Group offsets. For the groups the link's group filter matches, the
+// Group offsets. For the groups the link's group filter matches (but
+// those promoted, which live here now), the
 // source's committed offsets of the link's active mirror topics are
 // committed here every interval, while the group has no member here and
 // only where they are ahead of the commits here (a group that has run
@@ -52,8 +53,9 @@ type OffsetSync struct {
 }
 
 // syncGroupOffsets copies the matched groups' commits of the link's
-// active mirror topics from the source.
-func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo.Client) (OffsetSync, error) {
+// active mirror topics from the source; only those of the groups named in
+// only when given (a group moving home).
+func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo.Client, only ...string) (OffsetSync, error) {
 	var res OffsetSync
 	match, err := l.Groups.Compile()
 	if err != nil || len(l.Groups.Include) == 0 {
@@ -73,14 +75,16 @@ func (m *Manager) syncGroupOffsets(ctx context.Context, l cluster.Link, src *kgo
 		return res, err
 	}
 	sadm, ladm := kadm.NewClient(src), kadm.NewClient(local)
-	listed, err := sadm.ListGroups(ctx)
-	if err != nil {
-		return res, fmt.Errorf("listing the source's groups: %w", err)
-	}
-	var groups []string
-	for _, g := range listed.Groups() {
-		if match(g) {
-			groups = append(groups, g)
+	groups := only
+	if len(only) == 0 {
+		listed, err := sadm.ListGroups(ctx)
+		if err != nil {
+			return res, fmt.Errorf("listing the source's groups: %w", err)
+		}
+		for _, g := range listed.Groups() {
+			if match(g) && !l.Promoted(g) {
+				groups = append(groups, g)
+			}
 		}
 	}
 	slices.Sort(groups)

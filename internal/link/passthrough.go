@@ -92,7 +92,7 @@ func (m *Manager) passRunner(group string) *runner {
 	)
 	for name, r := range m.runners {
 		l := r.current()
-		if !l.GroupPassThrough || l.Paused {
+		if !l.GroupPassThrough || l.Paused || l.Promoted(group) {
 			continue
 		}
 		if match, err := l.Groups.Compile(); err != nil || !match(group) {

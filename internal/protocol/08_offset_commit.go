@@ -111,7 +111,7 @@ func handleOffsetCommit(_ context.Context, b *Broker, r *Request) (*Response, er
 	if !groupAllowed {
 		return reply(answer(nil))
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardCommit(r, req, cr, answer)
 	}
 	gone := make([]error, len(cr.Offsets))

@@ -77,7 +77,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, r *Request) (*Response, err
 		groups = append(groups, g)
 	}
 	for _, g := range groups {
-		if b.passesThrough(g.id) {
+		if b.passesThrough(r, g.id) {
 			// Off the read path: the source's coordinator answers.
 			return &Response{Defer: func(ctx context.Context) (*Response, error) {
 				return reply(b.offsetFetchResponse(ctx, r, req, groups))
@@ -112,7 +112,7 @@ func (b *Broker) offsetFetchResponse(ctx context.Context, r *Request, req *kmsg.
 			err = kerr.GroupAuthorizationFailed
 		}
 		fetch := b.Groups.FetchOffsets
-		if b.passesThrough(g.id) {
+		if b.passesThrough(r, g.id) {
 			fetch = func(id string, topics []group.FetchTopic, requireStable bool) ([]group.FetchedOffset, error) {
 				return b.sourceOffsets(ctx, r, g, topics, requireStable)
 			}

@@ -77,7 +77,7 @@ func handleJoinGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.JoinResult{Err: kerr.GroupAuthorizationFailed, Generation: -1}))
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
 			res := gone
 			res.Err = kerr.ErrorForCode(code)

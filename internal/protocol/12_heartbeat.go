@@ -31,7 +31,7 @@ func handleHeartbeat(_ context.Context, b *Broker, r *Request) (*Response, error
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply(resp)
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
 			resp.ErrorCode = code
 			return resp

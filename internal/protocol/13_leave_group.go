@@ -61,7 +61,7 @@ func handleLeaveGroup(_ context.Context, b *Broker, r *Request) (*Response, erro
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.LeaveResult{Err: kerr.GroupAuthorizationFailed}))
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, "", func(code int16) kmsg.Response {
 			return answer(group.LeaveResult{Err: kerr.ErrorForCode(code)})
 		}, nil)

@@ -49,7 +49,7 @@ func handleSyncGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.SyncResult{Err: kerr.GroupAuthorizationFailed}))
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
 			return answer(group.SyncResult{Err: kerr.ErrorForCode(code)})
 		}, nil)

@@ -95,7 +95,7 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Re
 		return reply(answer(group.ConsumerHeartbeatResult{Err: newAPIError(kerr.TopicAuthorizationFailed,
 			"The group subscribed to topics the principal may not describe.")}))
 	}
-	if b.passesThrough(req.Group) {
+	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {
 			return answer(group.ConsumerHeartbeatResult{Err: kerr.ErrorForCode(code)})
 		}, nil)

@@ -15,8 +15,9 @@ import (
 // of the mirrors led here have written.
 type Links interface {
 	// PassesThrough reports whether a group lives on a link's source
-	// while its consumers move: its requests go there.
-	PassesThrough(group string) bool
+	// while its consumers move: the requests of a client of that id go
+	// there.
+	PassesThrough(group, clientID string) bool
 	// ForwardGroup answers a passed-through group's request by the
 	// source's coordinator.
 	ForwardGroup(ctx context.Context, gr GroupRequest) (kmsg.Response, error)
@@ -35,8 +36,8 @@ type GroupRequest struct {
 }
 
 // passesThrough reports whether a group's requests go to a link's source.
-func (b *Broker) passesThrough(group string) bool {
-	return b.Links != nil && b.Links.PassesThrough(group)
+func (b *Broker) passesThrough(r *Request, group string) bool {
+	return b.Links != nil && b.Links.PassesThrough(group, r.ClientID)
 }
 
 // forwardGroup answers a passed-through group's request, off the read path

@@ -24,7 +24,8 @@ import (
 // broker's own listener, as a client's would.
 func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 	s.linkLocal = &lazyClient{make: func() (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr())}, s.selfClientOpts()...)...)
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr()), kgo.ClientID(link.LocalClientID)},
+			s.selfClientOpts()...)...)
 	}}
 	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
 		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval, DisconnectGrace: s.cfg.GroupMemberDisconnectGrace,
@@ -38,7 +39,11 @@ func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 // protocolLinks is the links as the protocol asks them (protocol.Links).
 type protocolLinks struct{ m *link.Manager }
 
-func (l protocolLinks) PassesThrough(group string) bool { return l.m.PassesThrough(group) }
+// PassesThrough: the links' own client of this cluster reads and commits
+// the groups' offsets here.
+func (l protocolLinks) PassesThrough(group, clientID string) bool {
+	return clientID != link.LocalClientID && l.m.PassesThrough(group)
+}
 
 func (l protocolLinks) ForwardGroup(ctx context.Context, gr protocol.GroupRequest) (kmsg.Response, error) {
 	return l.m.ForwardGroup(ctx, link.GroupRequest(gr))
@@ -171,4 +176,8 @@ func (a adminLinks) Status(ctx context.Context, name string) (link.Status, error
 
 func (a adminLinks) Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error) {
 	return a.s.links.Promote(ctx, name, topics, failover, timeout)
+}
+
+func (a adminLinks) PromoteGroup(ctx context.Context, name, group string) (link.GroupPromotion, error) {
+	return a.s.links.PromoteGroup(ctx, a.s.cluster, name, group)
 }

@@ -1216,11 +1216,56 @@ func passThroughPlaybook(t *testing.T, serverSide bool) {
 			return c, err
 		}
 	}
+	// With every member on the target, the group moves home: the members
+	// rejoin the target's coordinator and go on from the same offsets.
+	var home time.Duration
+	moveHome := func(v2 []grouptest.Member) {
+		started := time.Now()
+		var rep link.GroupPromotion
+		if code := linkAPI(t, admin, "POST", "/api/links/prod/promote-group", map[string]any{"group": migrationGroup}, &rep); code != http.StatusOK ||
+			rep.Members != len(v2) {
+			t.Errorf("promote-group: %d, %+v; want %d members", code, rep, len(v2))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		grouptest.WaitSettled(t, ctx, grouptest.Admin(t, dst.Addr), migrationGroup, "orders", partitions, v2...)
+		home = time.Since(started)
+		if ms, err := sourceGroupSize(ctx, src.Addr, migrationGroup); err != nil || ms != 0 {
+			t.Errorf("the group keeps %d members at the source (%v)", ms, err)
+		}
+	}
 	res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: src.Addr, Topic: "orders", Group: migrationGroup,
 		Partitions: partitions, V1: member(src.Addr), V2: member(dst.Addr), SessionTimeout: session,
-		RollbackWithin: grace + 2*time.Second, Settle: 700 * time.Millisecond})
-	t.Logf("rollback %v, longest time a partition went unowned %v; %s", res.Rollback.Round(time.Millisecond),
-		res.LongestUnowned.Round(time.Millisecond), res.Report.Summary())
+		RollbackWithin: grace + 2*time.Second, Settle: 700 * time.Millisecond, AfterScaleOver: moveHome})
+	t.Logf("rollback %v, longest time a partition went unowned %v, group home after %v; %s", res.Rollback.Round(time.Millisecond),
+		res.LongestUnowned.Round(time.Millisecond), home.Round(time.Millisecond), res.Report.Summary())
+	// Promoted once, it stays home: asking again changes nothing.
+	var again link.GroupPromotion
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/promote-group", map[string]any{"group": migrationGroup}, &again); code != http.StatusOK || again.Members != 0 {
+		t.Errorf("promote-group again: %d, %+v", code, again)
+	}
+}
+
+// sourceGroupSize is how many members a group has: of a consumer group
+// (KIP-848) or a classic one.
+func sourceGroupSize(ctx context.Context, addr, group string) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+		return len(resp.Groups[0].Members), nil
+	}
+	ds, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	return len(ds[group].Members), nil
 }
 
 // A consumer on the target fetching a mirror at an offset its source has

@@ -244,6 +244,10 @@ type PlaybookConfig struct {
 	// the broker removes a member whose connections closed without a
 	// LeaveGroup after its disconnect grace.
 	RollbackWithin time.Duration
+	// AfterScaleOver, when set, runs once the v1 consumers are gone and
+	// the v2 ones own every partition, while the producer writes (a group
+	// moved home from another cluster).
+	AfterScaleOver func(v2 []Member)
 	Rate           int           // records per second; default 500
 	Settle         time.Duration // how long the group runs between steps; default 1s
 	Timeout        time.Duration // for the whole playbook; default 3 minutes
@@ -395,6 +399,10 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	}
 	windows = append(windows, Window{scaleOver, time.Now()})
 	typeAtEnd := groupType
+	if cfg.AfterScaleOver != nil {
+		cfg.AfterScaleOver(v2)
+		settle()
+	}
 
 	p := prod
 	prod = nil
