@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/link"
 )
 
 // A migration plan checks the rules that make moving a group to a new
@@ -302,11 +305,84 @@ func readGroupView(ctx context.Context, adm *kadm.Client, group string) (groupVi
 	return v, nil
 }
 
+// maxLinkLag is how many records behind its source a mirror may be when
+// consumers start moving onto it: they wait for what it lacks.
+const maxLinkLag = 1000
+
+// linkFindings are the rules of a move across clusters through a cluster
+// link (st, as the target's admin API reports it): the link passes the
+// group through and runs, and it mirrors, caught up, every topic the group
+// reads at the source.
+func linkFindings(group string, topics []string, st link.Status) []finding {
+	var fs []finding
+	add := func(level, rule, format string, args ...any) {
+		fs = append(fs, finding{level, rule, fmt.Sprintf(format, args...)})
+	}
+	l := st.Link
+	match, err := l.Groups.Compile()
+	switch {
+	case err != nil || !match(group):
+		add("FAIL", "link", "link %s does not cover group %s: strand link alter %s --groups %s --group-pass-through",
+			st.Name, group, st.Name, group)
+	case l.Promoted(group):
+		add("warn", "link", "group %s already moved home from link %s: it lives on Strand", group, st.Name)
+	case !l.GroupPassThrough:
+		add("FAIL", "link", "link %s copies group %s's offsets but does not pass it through: a consumer started on Strand "+
+			"would form a second group beside Kafka's (stop them all first, or strand link alter %s --group-pass-through)",
+			st.Name, group, st.Name)
+	case st.State != "active":
+		add("FAIL", "link", "link %s is %s%s: strand link resume %s", st.Name, st.State, errSuffix(st.Error), st.Name)
+	default:
+		add("ok", "link", "link %s passes group %s through to its source", st.Name, group)
+	}
+	mirrored := map[string]mirrorView{}
+	for _, t := range st.Topics {
+		mirrored[t.Topic] = mirrorView{t}
+	}
+	for _, topic := range topics {
+		t, ok := mirrored[topic]
+		switch {
+		case !ok:
+			add("FAIL", "mirror", "topic %s, which the group reads, is not mirrored by link %s: strand link alter %s --topics ...",
+				topic, st.Name, st.Name)
+		case t.State != cluster.MirrorActive:
+			add("FAIL", "mirror", "the mirror of %s is %s%s", topic, t.State, errSuffix(t.Reason))
+		case t.lag() > maxLinkLag:
+			add("warn", "mirror", "the mirror of %s is %d records behind its source: consumers moved onto it wait for them",
+				topic, t.lag())
+		default:
+			add("ok", "mirror", "topic %s is mirrored, %d records behind", topic, t.lag())
+		}
+	}
+	return fs
+}
+
+// mirrorView is a mirror topic's status, for the plan.
+type mirrorView struct{ link.TopicStatus }
+
+// lag is the records the mirror lacks, over its partitions.
+func (t mirrorView) lag() int64 {
+	var n int64
+	for _, p := range t.Partitions {
+		n += max(p.LagRecords, 0)
+	}
+	return n
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
 func migratePlanCommand() *cobra.Command {
 	var (
-		brokers string
-		in      planInput
-		timeout time.Duration
+		brokers  string
+		in       planInput
+		timeout  time.Duration
+		linkName string
+		admin    string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -317,7 +393,11 @@ partitions - 1); the new version's --protocol and --assignor accepted by the
 group (eager and cooperative assignors cannot be mixed in one step; classic and
 consumer members only as group.consumer.migration.policy allows); static
 members; and other groups with a near-identical id reading the same topics. It
-prints what to do and exits non-zero when a rule is broken.`,
+prints what to do and exits non-zero when a rule is broken.
+
+With --link, the move is across clusters: the group lives at the link's source
+(--brokers), and the link must pass it through, run, and mirror every topic the
+group reads, caught up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if in.protocol != "" && in.protocol != "classic" && in.protocol != "consumer" {
@@ -333,6 +413,16 @@ prints what to do and exits non-zero when a rule is broken.`,
 				return err
 			}
 			fs := plan(in, v)
+			if linkName != "" {
+				var st link.Status
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				defer cancel()
+				api := &adminAPI{base: "http://" + admin}
+				if err := api.do(ctx, "GET", "/api/links/"+url.PathEscape(linkName), nil, &st); err != nil {
+					return fmt.Errorf("reading link %s: %w", linkName, err)
+				}
+				fs = append(fs, linkFindings(in.group, v.topics, st)...)
+			}
 			printPlan(cmd.OutOrStdout(), in.group, fs)
 			var broken []string
 			for _, f := range fs {
@@ -354,6 +444,9 @@ prints what to do and exits non-zero when a rule is broken.`,
 	f.StringVar(&in.assignor, "assignor", "", "the new version's first assignor (classic: range, cooperative-sticky, ...)")
 	f.BoolVar(&in.static, "static", false, "the new version uses group.instance.id")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the checks may take")
+	f.StringVar(&linkName, "link", "", "a move across clusters: the Strand cluster link the group's consumers move "+
+		"through (--brokers then names the source, where the group lives)")
+	f.StringVar(&admin, "admin", envOr("STRAND_ADMIN", "127.0.0.1:9644"), "with --link: a Strand broker's admin listener, host:port (or STRAND_ADMIN)")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }

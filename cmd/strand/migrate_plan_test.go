@@ -1,8 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/link"
 )
 
 func levels(fs []finding) map[string]string {
@@ -87,5 +91,53 @@ func TestNearName(t *testing.T) {
 		if got := nearName(tc.a, tc.b); got != tc.near {
 			t.Errorf("nearName(%q, %q) = %v", tc.a, tc.b, got)
 		}
+	}
+}
+
+// TestPlanLinkRules: a move across clusters needs a running link that
+// passes the group through and mirrors, caught up, what it reads.
+func TestPlanLinkRules(t *testing.T) {
+	sound := link.Status{Name: "kafka-prod", State: "active",
+		Link:   cluster.Link{Groups: cluster.Filter{Include: []string{"orders-.*"}}, GroupPassThrough: true},
+		Topics: []link.TopicStatus{{Topic: "orders", State: cluster.MirrorActive, Partitions: []link.PartitionStatus{{LagRecords: 3}}}}}
+	for rule, level := range levels(linkFindings("orders-processor", []string{"orders"}, sound)) {
+		if level != "ok" {
+			t.Fatalf("a sound link is %s on %s", level, rule)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func(*link.Status)
+		topics []string
+		rule   string
+		level  string
+		says   string
+	}{
+		{"not covered", func(s *link.Status) { s.Link.Groups.Include = []string{"billing"} }, nil, "link", "FAIL", "--groups orders-processor"},
+		{"offsets only", func(s *link.Status) { s.Link.GroupPassThrough = false }, nil, "link", "FAIL", "second group"},
+		{"paused", func(s *link.Status) { s.State = "paused" }, nil, "link", "FAIL", "strand link resume kafka-prod"},
+		{"moved home", func(s *link.Status) { s.Link.PromotedGroups = []string{"orders-processor"} }, nil, "link", "warn", "lives on Strand"},
+		{"a topic not mirrored", func(*link.Status) {}, []string{"orders", "refunds"}, "mirror", "FAIL", "refunds"},
+		{"far behind", func(s *link.Status) { s.Topics[0].Partitions[0].LagRecords = 5000 }, nil, "mirror", "warn", "5000 records behind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := sound
+			st.Link.Groups.Include = slices.Clone(sound.Link.Groups.Include)
+			st.Topics = []link.TopicStatus{{Topic: "orders", State: cluster.MirrorActive, Partitions: []link.PartitionStatus{{LagRecords: 3}}}}
+			tc.edit(&st)
+			topics := tc.topics
+			if topics == nil {
+				topics = []string{"orders"}
+			}
+			var found bool
+			for _, f := range linkFindings("orders-processor", topics, st) {
+				if f.rule == tc.rule && f.level == tc.level && strings.Contains(f.what, tc.says) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("want %s %s saying %q: %+v", tc.level, tc.rule, tc.says, linkFindings("orders-processor", topics, st))
+			}
+		})
 	}
 }

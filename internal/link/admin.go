@@ -62,6 +62,11 @@ func (m *Manager) SetPaused(store LinkStore, name string, paused bool) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownLink, name)
 	}
+	if paused {
+		if err := m.keepsMembers(name); err != nil {
+			return err
+		}
+	}
 	l.Paused = paused
 	if err := store.AlterLink(l); err != nil {
 		return err
@@ -94,11 +99,28 @@ func (m *Manager) Alter(store LinkStore, name string, patch []byte) (cluster.Lin
 		return cluster.Link{}, fmt.Errorf("%w: %v", cluster.ErrInvalidLink, err)
 	}
 	l.Name = name
+	if !l.GroupPassThrough {
+		if err := m.keepsMembers(name); err != nil {
+			return cluster.Link{}, err
+		}
+	}
 	if err := store.AlterLink(l); err != nil {
 		return cluster.Link{}, err
 	}
 	l.Source = l.Source.Redacted()
 	return l, nil
+}
+
+// keepsMembers refuses to stop passing groups through while members of
+// them are connected here: their next requests would be served by this
+// cluster's coordinator while the source's group still counts them, and
+// their partitions would be owned on both sides.
+func (m *Manager) keepsMembers(name string) error {
+	if n := m.forwardedMembers(name); n > 0 {
+		return fmt.Errorf("%w: %d members of groups link %s passes through are connected to this broker: "+
+			"move the groups home (strand link promote-group) or stop those consumers first", cluster.ErrLinkInUse, n, name)
+	}
+	return nil
 }
 
 // List returns the links, their sources' secrets hidden.

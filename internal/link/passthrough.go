@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -216,6 +217,11 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 		if fresh {
 			pm.cl.Close()
 		}
+		if sourceLacks(ctx, r.cl, req.Key()) {
+			// A source without consumer groups: the member is told as
+			// that source would tell it.
+			return nil, kerr.UnsupportedVersion
+		}
 		return nil, err
 	}
 	resp := kresp.(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -238,6 +244,33 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 		p.keep(gr.Group, req.MemberID, member, pm)
 	}
 	return resp, nil
+}
+
+// sourceLacks reports whether no broker of the source serves an API.
+func sourceLacks(ctx context.Context, cl *kgo.Client, key int16) bool {
+	versions, err := kadm.NewClient(cl).ApiVersions(ctx)
+	if err != nil {
+		return false
+	}
+	lacks := len(versions) > 0
+	versions.Each(func(v kadm.BrokerApiVersions) {
+		if _, ok := v.KeyMaxVersion(key); ok {
+			lacks = false
+		}
+	})
+	return lacks
+}
+
+// forwardedMembers is how many members of passed-through groups are
+// connected here.
+func (m *Manager) forwardedMembers(name string) int {
+	r := m.runner(name)
+	if r == nil {
+		return 0
+	}
+	r.pass.mu.Lock()
+	defer r.pass.mu.Unlock()
+	return len(r.pass.members)
 }
 
 // memberClient makes a client of the source for one member, under its

@@ -1340,3 +1340,42 @@ func TestLinkFetchAheadOfMirrorWaits(t *testing.T) {
 		t.Errorf("a fetch past the source's end: error %d, want OFFSET_OUT_OF_RANGE", code)
 	}
 }
+
+// A link does not stop passing a group through while members of it are
+// connected here: pausing it or turning pass-through off would leave
+// their partitions owned on both clusters. Once they leave, it may.
+func TestLinkPassThroughKeepsMembers(t *testing.T) {
+	src := testutil.StartBroker(t, func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 })
+	dst, admin := startLinkTarget(t)
+	createTopic(t, src.Addr, "orders", 2)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"group_pass_through": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	consumer := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	ctx := context.Background()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n, err := sourceGroupSize(ctx, src.Addr, "billing"); err != nil || n != 1 {
+			return fmt.Errorf("the source's group has %d members (%v)", n, err)
+		}
+		return nil
+	})
+	var e map[string]string
+	if code := linkAPI(t, admin, "POST", "/api/links/prod/pause", nil, &e); code != http.StatusConflict ||
+		!strings.Contains(e["error"], "promote-group") {
+		t.Errorf("pausing with a member connected: %d %v", code, e)
+	}
+	if code := linkAPI(t, admin, "PATCH", "/api/links/prod", map[string]any{"group_pass_through": false}, &e); code != http.StatusConflict {
+		t.Errorf("turning pass-through off with a member connected: %d %v", code, e)
+	}
+	consumer.Close() // leaves the group (at the source)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code := linkAPI(t, admin, "POST", "/api/links/prod/pause", nil, nil); code != http.StatusOK {
+			return fmt.Errorf("pausing once the member left: %d", code)
+		}
+		return nil
+	})
+}

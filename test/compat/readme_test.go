@@ -33,6 +33,8 @@ var readmeBlocksNotRun = map[string]string{
 	"## ACLs":      "Kafka's own kafka-acls.sh with an admin.properties; TestKafkaAclsTool runs it",
 	"## Moving from Kafka to Strand": "needs a Kafka cluster at kafka-1:9092; test/link's TestREADMEMoveFromKafka runs this " +
 		"section against a real Kafka",
+	"### One consumer at a time: a group on both clusters": "needs a Kafka cluster at kafka-1:9092; test/link's " +
+		"TestLinkGroupPassThroughFromKafka runs this section against a real Kafka",
 }
 
 const readmeMention = "names a command in the text"
@@ -54,6 +56,8 @@ var readmeSpansNotRun = map[string]string{
 	"strand dev-cluster --brokers N":      "N brokers on the README's ports; test/cluster's dev-cluster tests run it",
 	"strand link failover kafka-prod": "needs a link; the failover of a link is run by internal/server's " +
 		"TestLinkPromoteWithOpenSourceTransaction",
+	"strand migrate plan --brokers kafka-1:9092 --group orders-processor --link kafka-prod": "needs a Kafka " +
+		"cluster and a link; test/link's TestLinkGroupPassThroughFromKafka runs it",
 }
 
 // The synopses in the README's text (placeholders, [options], a | b) and

@@ -244,6 +244,9 @@ type PlaybookConfig struct {
 	// the broker removes a member whose connections closed without a
 	// LeaveGroup after its disconnect grace.
 	RollbackWithin time.Duration
+	// BeforeCanary, when set, runs once the v1 consumers settled, before
+	// the canary starts (a migration plan).
+	BeforeCanary func()
 	// AfterScaleOver, when set, runs once the v1 consumers are gone and
 	// the v2 ones own every partition, while the producer writes (a group
 	// moved home from another cluster).
@@ -351,6 +354,9 @@ func RunPlaybook(t testing.TB, cfg PlaybookConfig) *PlaybookResult {
 	step("3 v1 consumers settled after %v", settled(v1...).Round(time.Millisecond))
 	settle()
 
+	if cfg.BeforeCanary != nil {
+		cfg.BeforeCanary()
+	}
 	canaryJoined := time.Now()
 	canary := start(cfg.V2, "v2-canary")
 	took := settled(append(slices.Clone(v1), canary)...)

@@ -1,10 +1,13 @@
 package link
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
@@ -41,12 +44,26 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			tg.createTopic(t, "orders", partitions, nil)
 			st := testutil.StartProcess(t, "", "--link-metadata-interval", "200ms",
 				"--group-member-disconnect-grace", passThroughGrace.String())
-			out := strand(t, "link", "create", "kafka", "--admin", st.Admin, "--source-brokers", kc.Bootstrap(),
-				"--topics", "orders", "--groups", group, "--group-pass-through", "--offset-sync-interval", "200ms")
-			if !strings.Contains(out, "created link kafka") {
-				t.Fatalf("link create said: %s", out)
+			// The README's commands, as written.
+			const heading = "### One consumer at a time: a group on both clusters"
+			blocks := readmeBlocks(t, heading, 2)
+			var planLine string
+			for _, span := range readmeSection(t, heading).Spans {
+				if strings.HasPrefix(span, "strand migrate plan ") {
+					planLine = span
+				}
 			}
-			waitCaughtUp(t, st.Admin, "kafka", "orders")
+			if planLine == "" {
+				t.Fatal("the README's section gives no strand migrate plan command")
+			}
+			steps := testutil.CommandLines(blocks[1])
+			if len(steps) != 2 {
+				t.Fatalf("the README's last block has %d commands: promote-group and promote", len(steps))
+			}
+			for _, line := range testutil.CommandLines(blocks[0]) {
+				runREADMELine(t, kc, st, line)
+			}
+			waitCaughtUp(t, st.Admin, "kafka-prod", "orders")
 			const session = 10 * time.Second
 			member := func(addr string) func(string) (grouptest.Member, error) {
 				return func(name string) (grouptest.Member, error) {
@@ -61,11 +78,77 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			}
 			// The playbook's clients take one seed address.
 			seed := kc.Addrs()[0]
+			// Once every member is on Strand, the group moves home.
+			var home time.Duration
+			moveHome := func(v2 []grouptest.Member) {
+				started := time.Now()
+				out := runREADMELine(t, kc, st, steps[0])
+				if !strings.Contains(out, fmt.Sprintf("%d members rejoin here", len(v2))) {
+					t.Errorf("promote-group said: %s", out)
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				grouptest.WaitSettled(t, ctx, grouptest.Admin(t, st.Addr), group, "orders", partitions, v2...)
+				home = time.Since(started)
+			}
+			// The plan checks the move before the canary starts.
+			plan := func() {
+				out := runREADMELine(t, kc, st, planLine)
+				for _, want := range []string{"link kafka-prod passes group orders-processor through", "topic orders is mirrored"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("migrate plan does not say %q:\n%s", want, out)
+					}
+				}
+			}
 			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: seed, Topic: "orders", Group: group,
 				Partitions: partitions, V1: member(seed), V2: member(st.Addr), SessionTimeout: session,
-				RollbackWithin: passThroughGrace + 2*time.Second})
-			t.Logf("%s: rollback %v, longest time a partition went unowned %v; %s", name,
-				res.Rollback.Round(time.Millisecond), res.LongestUnowned.Round(time.Millisecond), res.Report.Summary())
+				RollbackWithin: passThroughGrace + 2*time.Second, BeforeCanary: plan, AfterScaleOver: moveHome})
+			pause := moveProducers(t, seed, "orders", st, func() string { return runREADMELine(t, kc, st, steps[1]) })
+			t.Logf("%s: rollback %v, longest time a partition went unowned %v, group home after %v, write pause %v; %s", name,
+				res.Rollback.Round(time.Millisecond), res.LongestUnowned.Round(time.Millisecond), home.Round(time.Millisecond),
+				pause.Round(time.Millisecond), res.Report.Summary())
 		})
 	}
+}
+
+// maxWritePause is the bound on the producers' move: from the last
+// write acknowledged by Kafka to the first by Strand, the link caught up.
+const maxWritePause = 2 * time.Second
+
+// moveProducers moves a producer from Kafka to Strand as an operator
+// would: it stops writing to Kafka, the topic is promoted (promote, which
+// waits for the mirror to hold everything), and it writes to Strand. It returns
+// the write pause: from Kafka's last acknowledgement to Strand's first.
+func moveProducers(t *testing.T, kafka, topic string, st *testutil.Process, promote func() string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := before.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("before-move-", i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastOnKafka := time.Now()
+	before.Close()
+	if out := promote(); !strings.Contains(out, "writable now") {
+		t.Fatalf("promote said: %s", out)
+	}
+	after, err := kgo.NewClient(kgo.SeedBrokers(st.Addr), kgo.DefaultProduceTopic(topic), kgo.RecordRetries(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if err := after.ProduceSync(ctx, kgo.StringRecord("after-move")).FirstErr(); err != nil {
+		t.Fatalf("the first write to Strand after the promotion: %v", err)
+	}
+	pause := time.Since(lastOnKafka)
+	if pause > maxWritePause {
+		t.Errorf("writes paused %v between Kafka and Strand, more than %v", pause, maxWritePause)
+	}
+	return pause
 }

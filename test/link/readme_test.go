@@ -24,16 +24,7 @@ import (
 // are promoted and the link deleted, and Strand takes the producers.
 func TestREADMEMoveFromKafka(t *testing.T) {
 	t.Parallel()
-	sections := testutil.Sections(testutil.README(t))
-	var blocks []string
-	for _, s := range sections {
-		if s.Heading == "## Moving from Kafka to Strand" {
-			blocks = s.Blocks
-		}
-	}
-	if len(blocks) != 2 {
-		t.Fatalf("the README's section has %d sh blocks, this test runs 2", len(blocks))
-	}
+	blocks := readmeBlocks(t, "## Moving from Kafka to Strand", 2)
 	kc := startKafka(t, 1)
 	tg := kc.target()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -80,20 +71,9 @@ func TestREADMEMoveFromKafka(t *testing.T) {
 	}
 
 	st := testutil.StartProcess(t, "")
-	bin := t.TempDir()
-	if err := os.Symlink(testutil.Binary(t), filepath.Join(bin, "strand")); err != nil {
-		t.Fatal(err)
-	}
 	run := func(block string) {
 		for _, line := range testutil.CommandLines(block) {
-			line = strings.ReplaceAll(line, "kafka-1:9092", kc.Bootstrap())
-			cmd := exec.Command("bash", "-c", line)
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "STRAND_ADMIN="+st.Admin, "STRAND_BROKERS="+st.Addr)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, out)
-			}
-			t.Logf("%s\n%s", line, out)
+			runREADMELine(t, kc, st, line)
 		}
 	}
 	run(blocks[0])
@@ -153,4 +133,55 @@ func TestREADMEMoveFromKafka(t *testing.T) {
 	if err := moved.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("written on Strand")}).FirstErr(); err != nil {
 		t.Fatalf("producing to the promoted topic: %v", err)
 	}
+}
+
+// readmeBlocks returns the sh blocks of a README section, which must have
+// n of them.
+func readmeBlocks(t *testing.T, heading string, n int) []string {
+	t.Helper()
+	s := readmeSection(t, heading)
+	if len(s.Blocks) != n {
+		t.Fatalf("the README's section %q has %d sh blocks, the test runs %d", heading, len(s.Blocks), n)
+	}
+	return s.Blocks
+}
+
+// readmeSection returns a section of the README.
+func readmeSection(t *testing.T, heading string) testutil.Section {
+	t.Helper()
+	for _, s := range testutil.Sections(testutil.README(t)) {
+		if s.Heading == heading {
+			return s
+		}
+	}
+	t.Fatalf("the README has no section %q", heading)
+	return testutil.Section{}
+}
+
+// runREADMELine runs a command line of the README with strand on the
+// path, Kafka at kafka-1:9092 and the Strand broker st as its admin
+// listener (STRAND_ADMIN), and returns its output.
+func runREADMELine(t *testing.T, kc *kafkaCluster, st *testutil.Process, line string) string {
+	t.Helper()
+	bin := filepath.Dir(readmeBin(t))
+	line = strings.ReplaceAll(line, "kafka-1:9092", kc.Bootstrap())
+	cmd := exec.Command("bash", "-c", line)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "STRAND_ADMIN="+st.Admin, "STRAND_BROKERS="+st.Addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	t.Logf("%s\n%s", line, out)
+	return string(out)
+}
+
+// readmeBin is the strand binary under the name the README uses, in a
+// directory of the test's.
+func readmeBin(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "strand")
+	if err := os.Symlink(testutil.Binary(t), path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
