@@ -26,7 +26,8 @@ var examples = map[string]string{
 	"strand group copy-offsets": `  strand group copy-offsets --from orders-processor --to orders-processor-v2`,
 	"strand group delete":       `  strand group delete old-audit`,
 	"strand migrate plan": `  strand migrate plan --group orders-processor
-  strand migrate plan --group orders-processor --planned 3 --protocol consumer`,
+  strand migrate plan --group orders-processor --planned 3 --protocol consumer
+  strand migrate plan --brokers kafka-1:9092 --group orders-processor --link kafka-prod   # across clusters`,
 	"strand migrate watch": `  strand migrate watch --group orders-processor
   strand migrate watch --group orders-processor --since 10m --interval 2s`,
 	"strand migrate report": `  strand migrate report --group orders-processor --since 1h
@@ -41,14 +42,16 @@ var examples = map[string]string{
   strand link create kafka-prod --source-brokers kafka-1:9093 --topics '.*' --exclude-topics 'tmp-.*' \
     --source-tls-ca ca.pem --source-sasl-mechanism SCRAM-SHA-512 --source-sasl-user mirror --sync-topic-configs`,
 	"strand link alter": `  strand link alter kafka-prod --topics 'orders.*|payments.*'
+  strand link alter kafka-prod --groups orders-processor --group-pass-through   # its consumers move one by one
   strand link alter kafka-prod --source-sasl-password "$NEW_PASSWORD"   # the rest of the source's settings stay`,
-	"strand link list":     `  strand link list --format json`,
-	"strand link status":   `  strand link status kafka-prod --format json | jq '[.topics[].partitions[].lag_records] | add'`,
-	"strand link pause":    `  strand link pause kafka-prod`,
-	"strand link resume":   `  strand link resume kafka-prod`,
-	"strand link promote":  `  strand link promote kafka-prod --topic orders --timeout 2m`,
-	"strand link failover": `  strand link failover kafka-prod                # the source is gone: every mirror writable now`,
-	"strand link delete":   `  strand link delete kafka-prod`,
+	"strand link list":          `  strand link list --format json`,
+	"strand link status":        `  strand link status kafka-prod --format json | jq '[.topics[].partitions[].lag_records] | add'`,
+	"strand link pause":         `  strand link pause kafka-prod`,
+	"strand link resume":        `  strand link resume kafka-prod`,
+	"strand link promote":       `  strand link promote kafka-prod --topic orders --timeout 2m`,
+	"strand link promote-group": `  strand link promote-group kafka-prod --group orders-processor   # its members are all on Strand now`,
+	"strand link failover":      `  strand link failover kafka-prod                # the source is gone: every mirror writable now`,
+	"strand link delete":        `  strand link delete kafka-prod`,
 	"strand version": `  strand version                                 # also: strand --version
   strand version --format json | jq -r .commit`,
 }

@@ -176,6 +176,10 @@ func printCommits(w io.Writer, es []ledger.Entry) {
 // memberLabel is a member as the table shows it: its client id, with its
 // software when known.
 func memberLabel(m ledger.Member) string {
+	if m.MemberID == "" && m.ClientID == "" && m.Host != "" {
+		// The other cluster's side of a hand-off across a link.
+		return "a member at " + m.Host
+	}
 	s := m.ClientID
 	if m.InstanceID != "" {
 		s += " (" + m.InstanceID + ")"

@@ -100,6 +100,18 @@
 // first assignment of it here (a Move): the source's commit against where
 // the new owner started.
 //
+// While a link passes a group through (its group lives on the source, and
+// members connected here join it there), the link writes the hand-offs
+// its members here take part in (package link, handoffs.go): handoff
+// entries with "link" and "source" set, whose other side is a member at
+// the source named by its host alone ({"host": "kafka-1:9092"}). A
+// partition the source assigns a member here has reason "passed-through",
+// its committed offset the one the member read, and a duplicate risk of
+// -1 (the source's member's progress is not seen here); one a member here
+// loses (revoked, member-left, member-unknown, member-disconnected) has
+// the member's last commit and what it was sent, hence its duplicate
+// risk, and a first fetch of -1.
+//
 // # Writing
 //
 // Record never blocks: it is called from the fetch path. Entries wait in

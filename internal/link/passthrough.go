@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -53,6 +54,10 @@ type passMember struct {
 	conn       string      // the connection its last group request came on
 	grace      *time.Timer // set while that connection is closed
 	consumer   bool        // of a consumer group (KIP-848): it leaves by heartbeat
+	// clientID and host tell its fetches apart (handoffs.go); owned are
+	// its partitions in the source's group.
+	clientID, host string
+	owned          map[model.TopicPartition]*ownership
 }
 
 // groupVersions caps the group requests sent to a source at the versions
@@ -149,8 +154,9 @@ func (p *passThrough) forward(ctx context.Context, r *runner, gr GroupRequest) (
 		return nil, err
 	}
 	if gr.MemberID != "" && memberGone(resp) {
-		p.drop(gr.Group, gr.MemberID)
+		p.drop(r, gr.Group, gr.MemberID, "member-unknown")
 	}
+	p.observe(r, gr, resp)
 	return resp, nil
 }
 
@@ -164,7 +170,7 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 		if err != nil {
 			return nil, err
 		}
-		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn}
+		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, clientID: gr.ClientID, host: hostOf(gr.Conn)}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)
@@ -189,7 +195,7 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 		if fresh {
 			pm.cl.Close()
 		} else {
-			p.drop(gr.Group, req.MemberID)
+			p.drop(r, gr.Group, req.MemberID, "member-unknown")
 		}
 	case fresh || resp.MemberID != req.MemberID:
 		p.keep(gr.Group, req.MemberID, resp.MemberID, pm)
@@ -209,7 +215,8 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 		if err != nil {
 			return nil, err
 		}
-		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, consumer: true}
+		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, consumer: true, clientID: gr.ClientID,
+			host: hostOf(gr.Conn)}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)
@@ -236,13 +243,14 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 		if fresh {
 			pm.cl.Close()
 		} else {
-			p.drop(gr.Group, req.MemberID)
+			p.drop(r, gr.Group, req.MemberID, "member-left")
 		}
 	case fresh && resp.ErrorCode != 0:
 		pm.cl.Close() // not a member: the next heartbeat joins afresh
 	case fresh || member != req.MemberID:
 		p.keep(gr.Group, req.MemberID, member, pm)
 	}
+	p.observe(r, gr, resp)
 	return resp, nil
 }
 
@@ -315,7 +323,7 @@ func (p *passThrough) leave(ctx context.Context, r *runner, gr GroupRequest, req
 		return nil, err
 	}
 	for _, m := range fwd.Members {
-		p.drop(gr.Group, m.MemberID)
+		p.drop(r, gr.Group, m.MemberID, "member-left")
 	}
 	resp := kresp.(*kmsg.LeaveGroupResponse)
 	if req.Version < 3 && resp.ErrorCode == 0 && len(resp.Members) == 1 {
@@ -344,12 +352,19 @@ func (p *passThrough) heard(group, member, conn string) *passMember {
 	return pm
 }
 
-// drop forgets a member that left or that the source no longer knows.
-func (p *passThrough) drop(group, member string) {
+// drop forgets a member that left or that the source no longer knows;
+// reason says which, in the ledger.
+func (p *passThrough) drop(r *runner, group, member, reason string) {
+	key := memberKey{group, member}
 	p.mu.Lock()
-	pm := p.members[memberKey{group, member}]
-	delete(p.members, memberKey{group, member})
+	pm := p.members[key]
+	delete(p.members, key)
+	var entries []ledger.Entry
+	if pm != nil {
+		entries = p.lostLocked(r, key, pm, reason)
+	}
 	p.mu.Unlock()
+	r.record(entries)
 	if pm != nil {
 		if pm.grace != nil {
 			pm.grace.Stop()
@@ -383,7 +398,9 @@ func (p *passThrough) expire(r *runner, key memberKey, pm *passMember) {
 		return // heard from, or gone
 	}
 	delete(p.members, key)
+	entries := p.lostLocked(r, key, pm, "member-disconnected")
 	p.mu.Unlock()
+	r.record(entries)
 	defer pm.cl.Close()
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/protocol"
@@ -180,4 +181,13 @@ func (a adminLinks) Promote(ctx context.Context, name string, topics []string, f
 
 func (a adminLinks) PromoteGroup(ctx context.Context, name, group string) (link.GroupPromotion, error) {
 	return a.s.links.PromoteGroup(ctx, a.s.cluster, name, group)
+}
+
+// fetchObservers tells each observer of consumers' fetches.
+type fetchObservers []group.FetchObserver
+
+func (os fetchObservers) Fetched(clientAddr, clientID string, arrived, answered time.Time, reports []group.FetchReport) {
+	for _, o := range os {
+		o.Fetched(clientAddr, clientID, arrived, answered, reports)
+	}
 }

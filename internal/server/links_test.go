@@ -1218,9 +1218,13 @@ func passThroughPlaybook(t *testing.T, serverSide bool) {
 	}
 	// With every member on the target, the group moves home: the members
 	// rejoin the target's coordinator and go on from the same offsets.
-	var home time.Duration
+	var (
+		home     time.Duration
+		homeFrom time.Time
+	)
 	moveHome := func(v2 []grouptest.Member) {
 		started := time.Now()
+		homeFrom = started
 		var rep link.GroupPromotion
 		if code := linkAPI(t, admin, "POST", "/api/links/prod/promote-group", map[string]any{"group": migrationGroup}, &rep); code != http.StatusOK ||
 			rep.Members != len(v2) {
@@ -1240,6 +1244,11 @@ func passThroughPlaybook(t *testing.T, serverSide bool) {
 		RollbackWithin: grace + 2*time.Second, Settle: 700 * time.Millisecond, AfterScaleOver: moveHome})
 	t.Logf("rollback %v, longest time a partition went unowned %v, group home after %v; %s", res.Rollback.Round(time.Millisecond),
 		res.LongestUnowned.Round(time.Millisecond), home.Round(time.Millisecond), res.Report.Summary())
+	// The ledger here has the hand-offs the link took part in.
+	if !t.Failed() {
+		grouptest.CheckLinkLedger(t, context.Background(), dst.Addr, res, migrationGroup, "orders", "prod", "v2-canary",
+			[]string{"v2-canary", "v2-0", "v2-1", "v2-2"}, homeFrom)
+	}
 	// Promoted once, it stays home: asking again changes nothing.
 	var again link.GroupPromotion
 	if code := linkAPI(t, admin, "POST", "/api/links/prod/promote-group", map[string]any{"group": migrationGroup}, &again); code != http.StatusOK || again.Members != 0 {

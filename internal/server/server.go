@@ -185,6 +185,10 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 			observer = s.positionPublisher
 		}
 	}
+	if observer != nil {
+		// The links see their passed-through members' fetches too.
+		observer = fetchObservers{observer, s.links}
+	}
 	if err := s.groups.Load(); err != nil {
 		return nil, err
 	}

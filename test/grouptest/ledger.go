@@ -175,3 +175,80 @@ func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookRe
 		"duplicate risk the broker reports %d; processed but uncommitted at the hand-offs by the consumers' logs %d",
 		len(entries), topic, dups, risk, res.Report.Bound)
 }
+
+// CheckLinkLedger compares the hand-off ledger of the cluster at addr with
+// the consumers' logs of a playbook run across clusters, where link passed
+// the group through: every session of a member connected there (named in
+// here) that began before until (when the group moved home) has an entry
+// of the link handing it the partition, whose first fetch is the first
+// offset the member processed and whose committed offset (what the member
+// read) is that offset too, nothing skipped; and each partition the killed
+// member owned when it died has an entry handing it back to the source
+// whose duplicate risk covers what the member processed and had not
+// committed. It waits up to 10 s for the entries.
+func CheckLinkLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookResult, group, topic, link, killed string,
+	here []string, until time.Time) {
+	t.Helper()
+	type want struct {
+		s    *Session
+		lost bool // an entry handing it back (the killed member's)
+	}
+	var wants []want
+	for _, ss := range res.Report.Sessions {
+		for _, s := range ss {
+			if !slices.Contains(here, s.Member) || !s.Start.Before(until) || s.First() < 0 {
+				continue
+			}
+			wants = append(wants, want{s: s})
+			if s.Member == killed && s.End == "" {
+				wants = append(wants, want{s: s, lost: true})
+			}
+		}
+	}
+	if len(wants) == 0 {
+		t.Fatal("no session of a member connected through the link to check")
+	}
+	var problems []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		entries, err := ReadLedger(ctx, addr, group)
+		if err != nil {
+			t.Fatalf("reading the hand-off ledger: %v", err)
+		}
+		problems = problems[:0]
+		for _, w := range wants {
+			s := w.s
+			found := false
+			for _, e := range entries {
+				if e.Type != ledger.TypeHandoff || e.Link != link || e.Topic != topic || e.Partition != s.Partition {
+					continue
+				}
+				switch {
+				case !w.lost && e.To.ClientID == s.Member && e.FirstFetched == s.First():
+					found = true
+					if e.Committed != s.First() || e.Skipped != 0 {
+						problems = append(problems, fmt.Sprintf("%s: the ledger says committed %d, skipped %d", s, e.Committed, e.Skipped))
+					}
+				case w.lost && e.From != nil && e.From.ClientID == s.Member && e.Reason == "member-disconnected":
+					found = true
+					if e.DuplicateRisk < s.Tail() {
+						problems = append(problems, fmt.Sprintf("%s: handed back with a duplicate risk of %d, the member processed %d past its commit",
+							s, e.DuplicateRisk, s.Tail()))
+					}
+				}
+			}
+			if !found {
+				what := "handing it the partition"
+				if w.lost {
+					what = "handing the partition back to the source"
+				}
+				problems = append(problems, fmt.Sprintf("%s: no entry of link %s %s", s, link, what))
+			}
+		}
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}

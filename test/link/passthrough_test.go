@@ -26,7 +26,9 @@ const passThroughGrace = 1500 * time.Millisecond
 // owner per partition at any time (by the consumers' logs and by Kafka's
 // DescribeGroups), duplicates within each hand-off's uncommitted window,
 // and the canary's partitions back on Kafka within Strand's grace, a
-// heartbeat and the rebalance. Classic groups, and consumer groups
+// heartbeat and the rebalance; Strand's hand-off ledger has the hand-offs
+// its members took part in. Then the group moves home and the producers
+// move, with the README's commands. Classic groups, and consumer groups
 // (KIP-848) on one node.
 func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 	for _, c := range []struct {
@@ -79,9 +81,13 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			// The playbook's clients take one seed address.
 			seed := kc.Addrs()[0]
 			// Once every member is on Strand, the group moves home.
-			var home time.Duration
+			var (
+				home     time.Duration
+				homeFrom time.Time
+			)
 			moveHome := func(v2 []grouptest.Member) {
 				started := time.Now()
+				homeFrom = started
 				out := runREADMELine(t, kc, st, steps[0])
 				if !strings.Contains(out, fmt.Sprintf("%d members rejoin here", len(v2))) {
 					t.Errorf("promote-group said: %s", out)
@@ -104,6 +110,11 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: seed, Topic: "orders", Group: group,
 				Partitions: partitions, V1: member(seed), V2: member(st.Addr), SessionTimeout: session,
 				RollbackWithin: passThroughGrace + 2*time.Second, BeforeCanary: plan, AfterScaleOver: moveHome})
+			// Strand's ledger has the hand-offs its members took part in.
+			if !t.Failed() {
+				grouptest.CheckLinkLedger(t, context.Background(), st.Addr, res, group, "orders", "kafka-prod", "v2-canary",
+					[]string{"v2-canary", "v2-0", "v2-1", "v2-2"}, homeFrom)
+			}
 			pause := moveProducers(t, seed, "orders", st, func() string { return runREADMELine(t, kc, st, steps[1]) })
 			t.Logf("%s: rollback %v, longest time a partition went unowned %v, group home after %v, write pause %v; %s", name,
 				res.Rollback.Round(time.Millisecond), res.LongestUnowned.Round(time.Millisecond), home.Round(time.Millisecond),
