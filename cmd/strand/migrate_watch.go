@@ -36,9 +36,12 @@ const watchRecent = 12
 type watchMember struct {
 	id, clientID, host, instance string
 	software                     string // "" until the ledger names it
-	status                       string // why it is held ("connection lost, removed in 2s"); "" if it is not
-	partitions                   []string
-	lag                          int64
+	// cluster is, for a group passed through a cluster link, where the
+	// member is connected: "strand" or "source"; "" otherwise.
+	cluster    string
+	status     string // why it is held ("connection lost, removed in 2s"); "" if it is not
+	partitions []string
+	lag        int64
 }
 
 // watchEvent is an assignment change or a hand-off, as a frame lists it.
@@ -58,7 +61,10 @@ type watchFrame struct {
 	changes                         int   // assignment changes seen
 	since                           time.Time
 	totals                          ledger.Totals
-	recent                          []watchEvent // oldest first
+	// across: the group lives on a link's source (--source-brokers), and
+	// its members are shown by cluster.
+	across bool
+	recent []watchEvent // oldest first
 }
 
 // watchState is what the view remembers between refreshes.
@@ -70,10 +76,13 @@ type watchState struct {
 	changes  int
 	handoffs []ledger.Entry
 	recent   []watchEvent
+	// linked are the members the ledger names as connected here to a
+	// group a cluster link passes through.
+	linked map[string]bool
 }
 
 func newWatchState() *watchState {
-	return &watchState{software: map[string]string{}, holds: ledger.Holds{}}
+	return &watchState{software: map[string]string{}, holds: ledger.Holds{}, linked: map[string]bool{}}
 }
 
 // learn takes in the ledger's new entries: members' software from all of
@@ -82,6 +91,15 @@ func (s *watchState) learn(es []ledger.Entry, since time.Time) {
 	maps.Copy(s.software, ledger.SoftwareByMember(es))
 	for _, e := range es {
 		s.holds.Learn(e)
+		if e.Type == ledger.TypeHandoff && e.Link != "" {
+			// A member connected here to a group a link passes
+			// through: the entry's side that is not the source's.
+			for _, m := range []*ledger.Member{&e.To, e.From} {
+				if m != nil && m.MemberID != "" {
+					s.linked[m.MemberID] = true
+				}
+			}
+		}
 		if e.Time.Before(since) {
 			continue
 		}
@@ -140,6 +158,15 @@ func (s *watchState) observe(at time.Time, members []watchMember) {
 	s.last, s.seen = now, true
 }
 
+// clusterOf says where a member of a group passed through a link is
+// connected: to Strand when the ledger names it, else to the source.
+func (s *watchState) clusterOf(id string) string {
+	if s.linked[id] {
+		return "strand"
+	}
+	return "source"
+}
+
 // name is a member as an event names it: its client id and software.
 func (s *watchState) name(m watchMember) string {
 	return strings.TrimSpace(m.clientID + " " + bracketed(s.software[m.id]))
@@ -153,7 +180,7 @@ func bracketed(s string) string {
 }
 
 // readWatchFrame reads the group through the Kafka protocol.
-func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *watchState) watchFrame {
+func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *watchState, across bool) watchFrame {
 	f := watchFrame{at: time.Now(), group: group}
 	g, err := inspect.ReadGroup(ctx, adm, group)
 	switch {
@@ -171,7 +198,11 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 			software: st.software[m.MemberID], status: st.holds.Status(m.MemberID, f.at)})
 	}
 	for i := range f.members {
-		byID[f.members[i].id] = &f.members[i]
+		m := &f.members[i]
+		byID[m.id] = m
+		if across {
+			m.cluster = st.clusterOf(m.id)
+		}
 	}
 	f.partitions = len(g.Partitions)
 	for _, pl := range g.Partitions {
@@ -214,6 +245,9 @@ func (f watchFrame) render(w io.Writer) {
 		versions := map[string]*version{}
 		for _, m := range f.members {
 			label := cmp.Or(m.software, "unknown")
+			if m.cluster != "" {
+				label = m.cluster + " " + label
+			}
 			v := versions[label]
 			if v == nil {
 				v = &version{}
@@ -229,9 +263,17 @@ func (f watchFrame) render(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", label, v.members, v.partitions, v.lag)
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tSOFTWARE\tLAG\tPARTITIONS\tSTATUS")
+		if f.across {
+			fmt.Fprintln(tw, "MEMBER\tCLUSTER\tCLIENT ID\tHOST\tINSTANCE\tSOFTWARE\tLAG\tPARTITIONS\tSTATUS")
+		} else {
+			fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tINSTANCE\tSOFTWARE\tLAG\tPARTITIONS\tSTATUS")
+		}
 		for _, m := range f.members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.id, m.clientID, m.host, m.instance, cmp.Or(m.software, "unknown"), m.lag,
+			id := m.id
+			if f.across {
+				id += "\t" + m.cluster
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", id, m.clientID, m.host, m.instance, cmp.Or(m.software, "unknown"), m.lag,
 				orDash(strings.Join(m.partitions, " ")), orDash(m.status))
 		}
 		fmt.Fprintln(tw)
@@ -278,9 +320,9 @@ func isTerminal(w io.Writer) bool {
 
 func migrateWatchCommand() *cobra.Command {
 	var (
-		brokers, group, since string
-		interval, timeout     time.Duration
-		iterations            int
+		brokers, group, since, source string
+		interval, timeout             time.Duration
+		iterations                    int
 	)
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -293,7 +335,12 @@ hand-offs (with their duplicate risk and skipped records) as they happen, with
 the totals of the hand-offs since --since. Set client.software.name and
 client.software.version (librdkafka, franz-go) to tell versions of your own
 code apart. --iterations stops after that many refreshes; otherwise it runs
-until interrupted.`,
+until interrupted.
+
+A group a cluster link passes through lives on the link's source: with
+--source-brokers its members are read there, each shown as connected to the
+source or to Strand (named by Strand's ledger once it took a partition), and
+the hand-offs are Strand's ledger's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			from, err := ledger.ParseSince(since, time.Now())
@@ -317,6 +364,16 @@ until interrupted.`,
 			}
 			defer cl.Close()
 			adm := kadm.NewClient(cl)
+			if source != "" {
+				// The group lives on the link's source; the ledger
+				// here.
+				scl, err := connect(ctx, source)
+				if err != nil {
+					return err
+				}
+				defer scl.Close()
+				adm = kadm.NewClient(scl)
+			}
 			// A group that does not exist yet is watched until it does,
 			// unless its id is a near miss of one that does.
 			var missing *noGroupError
@@ -338,7 +395,7 @@ until interrupted.`,
 				readCtx, cancel := context.WithTimeout(ctx, timeout)
 				es, err := tail.Next(readCtx, 100*time.Millisecond)
 				st.learn(es, from)
-				f := readWatchFrame(readCtx, adm, group, st)
+				f := readWatchFrame(readCtx, adm, group, st, source != "")
 				cancel()
 				if ctx.Err() != nil {
 					return nil // interrupted
@@ -346,7 +403,7 @@ until interrupted.`,
 				if f.err == nil && err != nil {
 					f.err = fmt.Errorf("reading the hand-off ledger: %w", err)
 				}
-				f.changes, f.since, f.recent = st.changes, from, st.recent
+				f.changes, f.since, f.recent, f.across = st.changes, from, st.recent, source != ""
 				f.totals = ledger.NewReport(group, st.handoffs).Totals
 				if redraw {
 					fmt.Fprint(out, "\x1b[H\x1b[2J")
@@ -373,6 +430,8 @@ until interrupted.`,
 	fl.DurationVar(&interval, "interval", time.Second, "how often the view refreshes")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "how long one refresh may take")
 	fl.IntVar(&iterations, "iterations", 0, "stop after this many refreshes (0: run until interrupted)")
+	fl.StringVar(&source, "source-brokers", "", "a group a cluster link passes through: the source cluster it lives on, "+
+		"whose members are shown by cluster (those on Strand once they took a partition)")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }

@@ -90,3 +90,33 @@ func TestWatchView(t *testing.T) {
 		t.Errorf("last event %q", last)
 	}
 }
+
+// TestWatchAcrossClusters: for a group a link passes through, a member the
+// ledger names as connected here through the link is shown on Strand, the
+// others on the source, in the member table and the software summary.
+func TestWatchAcrossClusters(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	canary := ledger.Member{MemberID: "m2", ClientID: "orders-v2", Host: "127.0.0.1"}
+	st := newWatchState()
+	st.learn([]ledger.Entry{{Type: ledger.TypeHandoff, Time: t0, Topic: "orders", Partition: 1, Link: "kafka-prod",
+		Source: "kafka-1:9092", From: &ledger.Member{Host: "kafka-1:9092"}, To: canary, Reason: "passed-through",
+		Committed: 10, FirstFetched: 10, DuplicateRisk: -1}}, t0)
+	if !st.linked["m2"] || st.linked["m1"] {
+		t.Fatalf("members known connected through a link: %v", st.linked)
+	}
+	f := watchFrame{at: t0, group: "orders-processor", groupType: "classic", state: "Stable", since: t0, across: true, recent: st.recent,
+		members: []watchMember{
+			{id: "m1", clientID: "orders-v1", partitions: []string{"orders-0"}, cluster: st.clusterOf("m1")},
+			{id: "m2", clientID: "orders-v2", partitions: []string{"orders-1"}, cluster: st.clusterOf("m2")},
+		}, partitions: 2}
+	var out bytes.Buffer
+	f.render(&out)
+	text := out.String()
+	t.Logf("\n%s", text)
+	for _, want := range []string{"MEMBER  CLUSTER", "m1      source", "m2      strand", "source unknown", "strand unknown",
+		"a member at kafka-1:9092 -> orders-v2 (passed-through)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the view does not show %q", want)
+		}
+	}
+}

@@ -258,7 +258,8 @@ func (r *runner) record(entries []ledger.Entry) {
 
 // ledgerMember names a member here in an entry.
 func (pm *passMember) ledgerMember(id string) ledger.Member {
-	m := ledger.Member{MemberID: id, ClientID: pm.clientID, Host: pm.host}
+	m := ledger.Member{MemberID: id, ClientID: pm.clientID, Host: pm.host, SoftwareName: pm.software[0],
+		SoftwareVersion: pm.software[1]}
 	if pm.instanceID != nil {
 		m.InstanceID = *pm.instanceID
 	}

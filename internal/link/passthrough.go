@@ -57,6 +57,7 @@ type passMember struct {
 	// clientID and host tell its fetches apart (handoffs.go); owned are
 	// its partitions in the source's group.
 	clientID, host string
+	software       [2]string // its library's name and version
 	owned          map[model.TopicPartition]*ownership
 }
 
@@ -76,8 +77,10 @@ type GroupRequest struct {
 	Group    string
 	MemberID string // the member the request is of: "" for a first join or none
 	ClientID string
-	Conn     string // the address of the client's connection
-	Req      kmsg.Request
+	// SoftwareName and SoftwareVersion are the client's library (KIP-511).
+	SoftwareName, SoftwareVersion string
+	Conn                          string // the address of the client's connection
+	Req                           kmsg.Request
 }
 
 // PassesThrough reports whether the group's requests go to a link's
@@ -170,7 +173,8 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 		if err != nil {
 			return nil, err
 		}
-		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, clientID: gr.ClientID, host: hostOf(gr.Conn)}
+		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, clientID: gr.ClientID, host: hostOf(gr.Conn),
+			software: [2]string{gr.SoftwareName, gr.SoftwareVersion}}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)
@@ -216,7 +220,7 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 			return nil, err
 		}
 		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, consumer: true, clientID: gr.ClientID,
-			host: hostOf(gr.Conn)}
+			host: hostOf(gr.Conn), software: [2]string{gr.SoftwareName, gr.SoftwareVersion}}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)

@@ -146,7 +146,7 @@ func (b *Broker) forwardCommit(r *Request, req *kmsg.OffsetCommitRequest, cr gro
 		t := &fwd.Topics[len(fwd.Topics)-1]
 		t.Partitions = append(t.Partitions, p)
 	}
-	gr := GroupRequest{Group: req.Group, MemberID: req.MemberID, ClientID: r.ClientID, Conn: r.Client, Req: &fwd}
+	gr := groupRequest(r, req.Group, req.MemberID, &fwd)
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
 		errs := make([]error, len(cr.Offsets))
 		kresp, err := b.Links.ForwardGroup(ctx, gr)

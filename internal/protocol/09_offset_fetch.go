@@ -195,7 +195,7 @@ func (b *Broker) sourceOffsets(ctx context.Context, r *Request, g offsetFetchGro
 		}
 	}
 	fwd.Groups = append(fwd.Groups, rg)
-	kresp, err := b.Links.ForwardGroup(ctx, GroupRequest{Group: g.id, MemberID: g.memberID, ClientID: r.ClientID, Conn: r.Client, Req: fwd})
+	kresp, err := b.Links.ForwardGroup(ctx, groupRequest(r, g.id, g.memberID, fwd))
 	if err != nil {
 		return nil, kerr.ErrorForCode(forwardErrorCode(err))
 	}

@@ -5,4 +5,8 @@
 // file opens with the versions it serves and what it does not support, and
 // registers its range in one table that ApiVersions is built from. Handlers
 // keep no state of their own. errors.go maps package errors to Kafka codes.
+//
+// The group requests of a group a cluster link passes through go to the
+// link instead of the group coordinator (passthrough.go, Broker.Links):
+// the link's source answers them, and the handler sends its answer on.
 package protocol

@@ -31,8 +31,10 @@ type GroupRequest struct {
 	Group    string
 	MemberID string // the member it is of: "" for a first join or none
 	ClientID string
-	Conn     string // the client connection's address
-	Req      kmsg.Request
+	// SoftwareName and SoftwareVersion are the client's library (KIP-511).
+	SoftwareName, SoftwareVersion string
+	Conn                          string // the client connection's address
+	Req                           kmsg.Request
 }
 
 // passesThrough reports whether a group's requests go to a link's source.
@@ -46,7 +48,7 @@ func (b *Broker) passesThrough(r *Request, group string) bool {
 // which the client retries. done, if set, sees the source's answer first.
 func (b *Broker) forwardGroup(r *Request, req kmsg.Request, group, member string, fail func(code int16) kmsg.Response,
 	done func(kmsg.Response)) (*Response, error) {
-	gr := GroupRequest{Group: group, MemberID: member, ClientID: r.ClientID, Conn: r.Client, Req: req}
+	gr := groupRequest(r, group, member, req)
 	return &Response{Defer: func(ctx context.Context) (*Response, error) {
 		resp, err := b.Links.ForwardGroup(ctx, gr)
 		if err != nil {
@@ -57,6 +59,12 @@ func (b *Broker) forwardGroup(r *Request, req kmsg.Request, group, member string
 		}
 		return reply(resp)
 	}}, nil
+}
+
+// groupRequest is a request of the client r, of a member of a group.
+func groupRequest(r *Request, group, member string, req kmsg.Request) GroupRequest {
+	return GroupRequest{Group: group, MemberID: member, ClientID: r.ClientID, SoftwareName: r.Software.Name,
+		SoftwareVersion: r.Software.Version, Conn: r.Client, Req: req}
 }
 
 // forwardErrorCode is what a member is told when its request did not reach

@@ -58,6 +58,8 @@ var readmeSpansNotRun = map[string]string{
 		"TestLinkPromoteWithOpenSourceTransaction",
 	"strand migrate plan --brokers kafka-1:9092 --group orders-processor --link kafka-prod": "needs a Kafka " +
 		"cluster and a link; test/link's TestLinkGroupPassThroughFromKafka runs it",
+	"strand migrate watch --source-brokers kafka-1:9092 --group orders-processor": "needs a Kafka cluster and a " +
+		"link; test/link's TestLinkGroupPassThroughFromKafka runs it",
 }
 
 // The synopses in the README's text (placeholders, [options], a | b) and

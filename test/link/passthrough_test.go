@@ -49,14 +49,17 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			// The README's commands, as written.
 			const heading = "### One consumer at a time: a group on both clusters"
 			blocks := readmeBlocks(t, heading, 2)
-			var planLine string
+			var planLine, watchLine string
 			for _, span := range readmeSection(t, heading).Spans {
-				if strings.HasPrefix(span, "strand migrate plan ") {
+				switch {
+				case strings.HasPrefix(span, "strand migrate plan "):
 					planLine = span
+				case strings.HasPrefix(span, "strand migrate watch "):
+					watchLine = span + " --iterations 1" // it redraws until interrupted
 				}
 			}
-			if planLine == "" {
-				t.Fatal("the README's section gives no strand migrate plan command")
+			if planLine == "" || watchLine == "" {
+				t.Fatal("the README's section gives no strand migrate plan or watch command")
 			}
 			steps := testutil.CommandLines(blocks[1])
 			if len(steps) != 2 {
@@ -86,6 +89,14 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 				homeFrom time.Time
 			)
 			moveHome := func(v2 []grouptest.Member) {
+				// Every member is on Strand now, as the watch shows.
+				testutil.Eventually(t, 10*time.Second, func() error {
+					out := runREADMELine(t, kc, st, watchLine)
+					if n := strings.Count(out, "  strand  "); n != len(v2) {
+						return fmt.Errorf("migrate watch shows %d members on Strand, want %d:\n%s", n, len(v2), out)
+					}
+					return nil
+				})
 				started := time.Now()
 				homeFrom = started
 				out := runREADMELine(t, kc, st, steps[0])
