@@ -43,6 +43,7 @@ var examples = map[string]string{
     --source-tls-ca ca.pem --source-sasl-mechanism SCRAM-SHA-512 --source-sasl-user mirror --sync-topic-configs`,
 	"strand link alter": `  strand link alter kafka-prod --topics 'orders.*|payments.*'
   strand link alter kafka-prod --groups orders-processor --group-pass-through   # its consumers move one by one
+  strand link alter kafka-prod --auto-promote-groups   # a group moves home once its members all left Kafka
   strand link alter kafka-prod --source-sasl-password "$NEW_PASSWORD"   # the rest of the source's settings stay`,
 	"strand link list":          `  strand link list --format json`,
 	"strand link status":        `  strand link status kafka-prod --format json | jq '[.topics[].partitions[].lag_records] | add'`,

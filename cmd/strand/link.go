@@ -67,6 +67,8 @@ func (s *linkSettings) bind(f *pflag.FlagSet) {
 		"copy the groups' commits made here back to the source while they have no member there, so consumers can go back")
 	f.BoolVar(&s.l.GroupPassThrough, "group-pass-through", false,
 		"the groups --groups matches stay on the source while their consumers move: members connected here join the source's group")
+	f.BoolVar(&s.l.AutoPromoteGroups, "auto-promote-groups", false,
+		"with --group-pass-through: move a group home by itself once none of its members is left on the source")
 	f.DurationVar(&s.interval, "offset-sync-interval", 5*time.Second, "how often group offsets are copied")
 	f.DurationVar(&s.txnTimeout, "transaction-timeout", time.Minute,
 		"after a promotion or failover, abort the transactions the source left open once this has passed")
@@ -138,6 +140,7 @@ var linkFlagFields = map[string][]string{
 	"max-bytes-per-sec":    {"max_bytes_per_sec"},
 	"reverse-offset-sync":  {"reverse_offset_sync"},
 	"group-pass-through":   {"group_pass_through"},
+	"auto-promote-groups":  {"auto_promote_groups"},
 	"offset-sync-interval": {"offset_sync_interval_ms"},
 	"transaction-timeout":  {"transaction_timeout_ms"},
 }

@@ -56,6 +56,9 @@ type Link struct {
 	// promote-group): this cluster coordinates them, the link neither
 	// passes them through nor copies their offsets any more.
 	PromotedGroups []string `json:"promoted_groups,omitempty"`
+	// AutoPromoteGroups promotes a passed-through group by itself once
+	// every member it has on the source is one connected to this cluster.
+	AutoPromoteGroups bool `json:"auto_promote_groups,omitempty"`
 	// TransactionTimeoutMs is how long after a promotion a transaction
 	// the source left open on a promoted partition is aborted (Kafka's
 	// coordinator aborts after the producer's transaction.timeout.ms);

@@ -44,7 +44,7 @@ var ErrGroupOnSource = errors.New("link: the group has members on the source")
 // PromoteGroup makes this cluster the coordinator of a group the link
 // passes through; the members it has on the source must all be connected
 // to this broker (in a cluster, the group's coordinator here).
-func (m *Manager) PromoteGroup(ctx context.Context, store LinkStore, name, group string) (GroupPromotion, error) {
+func (m *Manager) PromoteGroup(ctx context.Context, store linkAlterer, name, group string) (GroupPromotion, error) {
 	res := GroupPromotion{Link: name, Group: group}
 	l, ok := m.cfg.Store.Link(name)
 	if !ok {
@@ -105,6 +105,46 @@ func (m *Manager) PromoteGroup(ctx context.Context, store LinkStore, name, group
 		"committed", res.Committed)
 	return res, nil
 }
+
+// autoPromote moves home, on a link that promotes groups by itself, each
+// passed-through group all of whose members at the source are connected
+// here. A group with a member left there stays passed through: that is no
+// error.
+func (r *runner) autoPromote() {
+	l := r.current()
+	if !l.AutoPromoteGroups || !l.GroupPassThrough || r.cl == nil {
+		return
+	}
+	for _, group := range r.pass.groups() {
+		ctx, cancel := context.WithTimeout(r.ctx, 15*time.Second)
+		res, err := r.m.PromoteGroup(ctx, r.m.cfg.Store, l.Name, group)
+		cancel()
+		switch {
+		case errors.Is(err, ErrGroupOnSource):
+		case err != nil:
+			r.warnOnce("auto-promote:"+group+err.Error(), "moving a group home failed", "group", group, "err", err)
+		case res.Members > 0:
+			r.logger.Info("moved a group home by itself: no member of it was left on the source", "group", group)
+		}
+	}
+}
+
+// groups returns the groups with members connected here.
+func (p *passThrough) groups() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for key := range p.members {
+		if !slices.Contains(out, key.group) {
+			out = append(out, key.group)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// linkAlterer records a link's new settings.
+type linkAlterer interface{ AlterLink(l cluster.Link) error }
 
 // memberIDs returns the ids of a group's members connected here.
 func (p *passThrough) memberIDs(group string) []string {

@@ -30,6 +30,9 @@ type Store interface {
 	PromoteMirror(topic, link string, atMs, abortAfterMs int64) error
 	Controller() int32
 	ClusterID() string
+	// AlterLink records a link's new settings (a group promoted by
+	// itself, AutoPromoteGroups).
+	AlterLink(l cluster.Link) error
 }
 
 // Mirrors creates and changes mirror topics: the broker checks configs
@@ -306,6 +309,7 @@ func (r *runner) run() {
 	defer t.Stop()
 	for {
 		r.readMetadata()
+		r.autoPromote()
 		select {
 		case <-r.ctx.Done():
 			return

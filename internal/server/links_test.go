@@ -1388,3 +1388,51 @@ func TestLinkPassThroughKeepsMembers(t *testing.T) {
 		return nil
 	})
 }
+
+// A link that promotes groups by itself moves a passed-through group home
+// once none of its members is left on the source, and not before.
+func TestLinkAutoPromoteGroup(t *testing.T) {
+	groupOpts := func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 }
+	src := testutil.StartBroker(t, groupOpts)
+	dst, admin := startLinkTarget(t, groupOpts)
+	createTopic(t, src.Addr, "orders", 2)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"group_pass_through": true, "auto_promote_groups": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	ctx := context.Background()
+	promoted := func() []string {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		return st.Link.PromotedGroups
+	}
+	onKafka := newClient(t, src.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders")) // on Strand
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n, err := sourceGroupSize(ctx, src.Addr, "billing"); err != nil || n != 2 {
+			return fmt.Errorf("the source's group has %d members (%v)", n, err)
+		}
+		return nil
+	})
+	// A member is left on the source: the group stays there.
+	if p := promoted(); len(p) != 0 {
+		t.Fatalf("promoted %v with a member on the source", p)
+	}
+	onKafka.Close()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if p := promoted(); !slices.Equal(p, []string{"billing"}) {
+			return fmt.Errorf("promoted groups %v", p)
+		}
+		ds, err := kadm.NewClient(newClient(t, dst.Addr)).DescribeGroups(ctx, "billing")
+		if err != nil {
+			return err
+		}
+		if d := ds["billing"]; d.State != "Stable" || len(d.Members) != 1 {
+			return fmt.Errorf("the group here is %s with %d members", d.State, len(d.Members))
+		}
+		return nil
+	})
+}
