@@ -340,11 +340,34 @@ func linkStatusCommand(api func() *adminAPI) *cobra.Command {
 						p.LagRecords, secs, note)
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printPassedThrough(w, st)
 		},
 	}
 	formatFlag(cmd, &format)
 	return cmd
+}
+
+// printPassedThrough lists the members of passed-through groups connected
+// to the broker that answered, members of their groups at the source.
+func printPassedThrough(w io.Writer, st link.Status) error {
+	if st.PassThroughError != "" {
+		fmt.Fprintf(w, "\nthe source's coordinator could not be reached for a passed-through group: %s\n", st.PassThroughError)
+	}
+	if len(st.PassedThrough) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%d members of passed-through groups connected here (in the source's groups)\n", len(st.PassedThrough))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tCLIENT ID\tHOST\tSOFTWARE\tPARTITIONS\tNOTE")
+	for _, m := range st.PassedThrough {
+		sw := strings.TrimSpace(m.SoftwareName + " " + m.SoftwareVersion)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Group, m.ClientID, m.Host, orDash(sw), orDash(strings.Join(m.Partitions, " ")),
+			orDash(m.Held))
+	}
+	return tw.Flush()
 }
 
 func linkPauseCommand(api func() *adminAPI, pause bool) *cobra.Command {

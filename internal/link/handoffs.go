@@ -62,9 +62,6 @@ func newOwnership(now time.Time, generation int32) *ownership {
 // observe updates the members' partitions from a forwarded request's
 // answer and records the hand-offs it completes.
 func (p *passThrough) observe(r *runner, gr GroupRequest, resp kmsg.Response) {
-	if r.m.cfg.Ledger == nil {
-		return
-	}
 	now := r.m.cfg.Now()
 	var entries []ledger.Entry
 	p.mu.Lock()
@@ -249,8 +246,11 @@ func (r *runner) lostEntry(key memberKey, pm *passMember, tp model.TopicPartitio
 	return e
 }
 
-// record writes hand-off entries to the ledger.
+// record writes hand-off entries to the ledger, if the broker keeps one.
 func (r *runner) record(entries []ledger.Entry) {
+	if r.m.cfg.Ledger == nil {
+		return
+	}
 	for _, e := range entries {
 		r.m.cfg.Ledger(e)
 	}

@@ -1,9 +1,12 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +46,9 @@ import (
 type passThrough struct {
 	mu      sync.Mutex
 	members map[memberKey]*passMember
+	// lastErr is the last failure to reach the source's coordinator,
+	// cleared by a success.
+	lastErr error
 }
 
 type memberKey struct{ group, member string }
@@ -129,7 +135,54 @@ func (m *Manager) ForwardGroup(ctx context.Context, gr GroupRequest) (kmsg.Respo
 	if r.cl == nil {
 		return nil, fmt.Errorf("link %s has no client of its source: %v", r.current().Name, r.clientEr)
 	}
-	return r.pass.forward(ctx, r, gr)
+	resp, err := r.pass.forward(ctx, r, gr)
+	var ke *kerr.Error
+	switch {
+	case err == nil || errors.As(err, &ke):
+		// The source answered (an error of its own goes to the member).
+		r.pass.setErr(nil)
+	case ctx.Err() == nil:
+		// The source's coordinator could not be reached: the member is
+		// told to find its coordinator again and retries; it keeps its
+		// partitions while its session at the source lasts.
+		r.pass.setErr(err)
+		r.warnOnce("pass-through:"+err.Error(), "a passed-through group's request did not reach the source's coordinator",
+			"group", gr.Group, "err", err)
+	}
+	return resp, err
+}
+
+func (p *passThrough) setErr(err error) {
+	p.mu.Lock()
+	p.lastErr = err
+	p.mu.Unlock()
+}
+
+// status lists the members connected here and the last failure.
+func (p *passThrough) status() ([]PassedMember, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []PassedMember
+	for key, pm := range p.members {
+		m := PassedMember{Group: key.group, MemberID: key.member, ClientID: pm.clientID, Host: pm.host,
+			SoftwareName: pm.software[0], SoftwareVersion: pm.software[1], Partitions: []string{}}
+		for tp := range pm.owned {
+			m.Partitions = append(m.Partitions, tp.String())
+		}
+		slices.Sort(m.Partitions)
+		if pm.grace != nil {
+			m.Held = "its connection closed: it leaves the source's group at the end of the disconnect grace"
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b PassedMember) int {
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.ClientID, b.ClientID))
+	})
+	lastErr := ""
+	if p.lastErr != nil {
+		lastErr = p.lastErr.Error()
+	}
+	return out, lastErr
 }
 
 // forward sends one request through the member's client.

@@ -34,6 +34,26 @@ type Status struct {
 	OffsetSyncAt *time.Time    `json:"offset_sync_at,omitempty"`
 	OffsetError  string        `json:"offset_sync_error,omitempty"`
 	Topics       []TopicStatus `json:"topics"`
+	// PassedThrough are the members of passed-through groups connected to
+	// the broker answering, and PassThroughError the last failure to
+	// reach the source's coordinator for one (cleared by a success).
+	PassedThrough    []PassedMember `json:"passed_through,omitempty"`
+	PassThroughError string         `json:"pass_through_error,omitempty"`
+}
+
+// PassedMember is a member of a group the link passes through, connected
+// here and a member of the group at the source.
+type PassedMember struct {
+	Group           string   `json:"group"`
+	MemberID        string   `json:"member_id"`
+	ClientID        string   `json:"client_id"`
+	Host            string   `json:"host"`
+	SoftwareName    string   `json:"software_name,omitempty"`
+	SoftwareVersion string   `json:"software_version,omitempty"`
+	Partitions      []string `json:"partitions"` // as the source assigned them
+	// Held says, when its connection closed, when it leaves the
+	// source's group unless heard from.
+	Held string `json:"held,omitempty"`
 }
 
 // TopicStatus is one mirror topic of a link.
@@ -98,6 +118,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Status, error) {
 			}
 		}
 		r.mu.Unlock()
+		st.PassedThrough, st.PassThroughError = r.pass.status()
 	}
 	topics := m.mirrorTopics(name, nil)
 	parts := map[string][]int32{}

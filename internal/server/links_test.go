@@ -1372,6 +1372,15 @@ func TestLinkPassThroughKeepsMembers(t *testing.T) {
 		}
 		return nil
 	})
+	// The status lists it, with the partitions the source gave it.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		if len(st.PassedThrough) != 1 || st.PassedThrough[0].Group != "billing" || len(st.PassedThrough[0].Partitions) != 2 {
+			return fmt.Errorf("members passed through: %+v", st.PassedThrough)
+		}
+		return nil
+	})
 	var e map[string]string
 	if code := linkAPI(t, admin, "POST", "/api/links/prod/pause", nil, &e); code != http.StatusConflict ||
 		!strings.Contains(e["error"], "promote-group") {
@@ -1435,4 +1444,42 @@ func TestLinkAutoPromoteGroup(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// When the source cannot be reached, a passed-through member's requests
+// fail with an error it retries, and the link's status says so.
+func TestLinkPassThroughSourceLost(t *testing.T) {
+	src := testutil.StartBroker(t, func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 })
+	dst, admin := startLinkTarget(t)
+	createTopic(t, src.Addr, "orders", 1)
+	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
+		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"group_pass_through": true}, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	consumer := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	status := func() link.Status {
+		var st link.Status
+		linkAPI(t, admin, "GET", "/api/links/prod", nil, &st)
+		return st
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st := status(); len(st.PassedThrough) != 1 || st.PassThroughError != "" {
+			return fmt.Errorf("members passed through %+v, error %q", st.PassedThrough, st.PassThroughError)
+		}
+		return nil
+	})
+	src.Stop(t)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st := status(); st.PassThroughError == "" {
+			return fmt.Errorf("no pass-through error reported with the source down")
+		}
+		return nil
+	})
+	// Its leave cannot reach the source either: not waited for.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	consumer.LeaveGroupContext(ctx)
 }
