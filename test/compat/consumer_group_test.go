@@ -50,7 +50,7 @@ func TestConsumerGroupJava(t *testing.T) {
 func librdkafkaMember(t *testing.T, addr, topic, group, name string) grouptest.Member {
 	t.Helper()
 	python := librdkafkaPython(t)
-	return startProcMember(t, name, pythonDir, nil, python, "group_librdkafka.py", "--bootstrap", addr, "--topic", topic,
+	return grouptest.StartProcMember(t, name, pythonDir, nil, python, "group_librdkafka.py", "--bootstrap", addr, "--topic", topic,
 		"--group", group, "--client-id", name, "--protocol", "consumer", "--deadline-s", "240")
 }
 

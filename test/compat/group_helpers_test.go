@@ -5,13 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,115 +47,6 @@ func groupCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// procMember is a group member in its own process (Java, Python, kcat)
-// whose standard output is its log.
-type procMember struct {
-	name   string
-	cmd    *exec.Cmd
-	log    grouptest.Lines
-	stderr grouptest.Lines
-	done   chan struct{}
-	err    error
-	// closedLine: the client prints no "closed" line of its own (kcat), so
-	// Stop adds one after a clean exit.
-	closedLine bool
-	stopOnce   sync.Once
-	ended      atomic.Bool // by Stop or Kill
-}
-
-// startProcMember starts a member process. stdout is its log unless the
-// caller rewires it (setup runs before the start).
-func startProcMember(t *testing.T, name, dir string, setup func(*procMember), bin string, args ...string) *procMember {
-	t.Helper()
-	p := &procMember{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = dir
-	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.stderr
-	if setup != nil {
-		setup(p)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("%s (%s) exited with %v; stderr:\n%s\nlog (events but processed):\n%s", name, strings.Join(p.cmd.Args, " "),
-				p.err, headLines(p.stderr.String(), 60), eventsOf(p.Log(), 40))
-		}
-	})
-	return p
-}
-
-func (p *procMember) Name() string        { return p.name }
-func (p *procMember) Log() *grouptest.Log { return grouptest.Parse(p.name, p.log.String()) }
-
-// Crashed implements grouptest.Crasher.
-func (p *procMember) Crashed() error {
-	select {
-	case <-p.done:
-		if !p.ended.Load() {
-			return fmt.Errorf("exited on its own: %v; stderr:\n%s", p.err, headLines(p.stderr.String(), 20))
-		}
-	default:
-	}
-	return nil
-}
-
-// Stop sends SIGTERM and waits for the process to close cleanly.
-func (p *procMember) Stop() error {
-	var err error
-	p.stopOnce.Do(func() {
-		p.ended.Store(true)
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-			if p.closedLine {
-				p.log.Printf("closed %s", grouptest.Micros(time.Now()))
-			}
-		case <-time.After(30 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-			err = fmt.Errorf("%s did not exit within 30s of SIGTERM", p.name)
-		}
-	})
-	return err
-}
-
-// Kill sends SIGKILL and waits for the process to end.
-func (p *procMember) Kill() {
-	p.stopOnce.Do(func() {
-		p.ended.Store(true)
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-}
-
-// eventsOf is a log's events but the processed ones, one a line.
-func eventsOf(l *grouptest.Log, n int) string {
-	var out []string
-	processed := 0
-	for _, e := range l.Events {
-		switch e.Kind {
-		case grouptest.Processed:
-			processed++
-			continue
-		case grouptest.Committed:
-			out = append(out, fmt.Sprintf("%s %s %s", e.Kind, e.Time.Format("15:04:05.000"), grouptest.FormatOffsets(e.Offsets)))
-		default:
-			out = append(out, fmt.Sprintf("%s %s %s %s", e.Kind, e.Time.Format("15:04:05.000"), grouptest.FormatParts(e.Partitions), e.Detail))
-		}
-	}
-	if len(out) > n {
-		out = append([]string{fmt.Sprintf("... %d earlier", len(out)-n)}, out[len(out)-n:]...)
-	}
-	return strings.Join(out, "\n") + fmt.Sprintf("\n(%d records processed)", processed)
-}
-
 // kgoMember is a franz-go member (grouptest.Consumer) in the test process,
 // killed by cutting its connections.
 //
@@ -195,7 +83,7 @@ func kgoMemberOf(t *testing.T, cfg grouptest.ConsumerConfig) grouptest.Member {
 		c.Kill()
 		c.Wait()
 		if t.Failed() {
-			t.Logf("%s log (events but processed):\n%s", name, eventsOf(c.Log(), 40))
+			t.Logf("%s log (events but processed):\n%s", name, grouptest.EventsOf(c.Log(), 40))
 			if s := clientLog.String(); s != "" {
 				t.Logf("%s client log:\n%s", name, tail(s, 16<<10))
 			}
@@ -220,7 +108,7 @@ func javaMember(t *testing.T, addr, topic, group, name string, props ...string) 
 		// client refuses them with group.protocol=consumer.
 		args = append(args, fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()), "heartbeat.interval.ms=500")
 	}
-	return startProcMember(t, name, "", nil, java, append(args, props...)...)
+	return grouptest.StartProcMember(t, name, "", nil, java, append(args, props...)...)
 }
 
 // pythonMember runs test/python/group_consume.py (kafka-python).
@@ -228,7 +116,7 @@ func pythonMember(t *testing.T, addr, topic, group, name string, extra ...string
 	t.Helper()
 	args := []string{"group_consume.py", "--bootstrap", addr, "--topic", topic, "--group", group, "--client-id", name,
 		"--session-ms", fmt.Sprint(groupSession.Milliseconds()), "--heartbeat-ms", "500", "--deadline-s", "240"}
-	return startProcMember(t, name, pythonDir, nil, systemPython, append(args, extra...)...)
+	return grouptest.StartProcMember(t, name, pythonDir, nil, systemPython, append(args, extra...)...)
 }
 
 // kcatMember runs kcat -G (librdkafka's balanced consumer group, range
@@ -250,26 +138,26 @@ func kcatMember(t *testing.T, kcat, addr, topic, group, name string) grouptest.M
 // client.id=..., session.timeout.ms=...) instead of the test's.
 func kcatMemberArgs(t *testing.T, kcat, addr, topic, group, name string, args ...string) grouptest.Member {
 	t.Helper()
-	setup := func(p *procMember) {
-		p.closedLine = true
+	setup := func(p *grouptest.ProcMember) {
+		p.ClosedLine = true
 		// One pipe for both streams (exec shares it when Stdout and
 		// Stderr are the same writer), so that a rebalance message and
 		// the records around it stay in the order kcat wrote them.
 		w := &lineWriter{line: func(l string) {
 			switch {
 			case strings.HasPrefix(l, "processed "):
-				p.log.Printf("%s", l)
+				p.LogLines.Printf("%s", l)
 			default:
-				p.stderr.Printf("%s", l)
+				p.Stderr.Printf("%s", l)
 				if e := kcatRebalance(l); e != "" {
-					p.log.Printf("%s", e)
+					p.LogLines.Printf("%s", e)
 				}
 			}
 		}}
-		p.cmd.Stdout, p.cmd.Stderr = w, w
+		p.Cmd.Stdout, p.Cmd.Stderr = w, w
 	}
 	args = append([]string{"-b", addr, "-G", group, "-u", "-f", `processed %p %o %k %s\n`, "-X", "auto.offset.reset=earliest"}, args...)
-	return startProcMember(t, name, "", setup, kcat, append(args, topic)...)
+	return grouptest.StartProcMember(t, name, "", setup, kcat, append(args, topic)...)
 }
 
 var (

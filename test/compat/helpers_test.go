@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // underCI and missing are testutil's, by their short names here.
@@ -64,17 +65,7 @@ type result struct {
 
 func (r result) String() string {
 	return fmt.Sprintf("%s: %v after %v\nstderr:\n%s\nstdout:\n%s", r.cmdline, r.err,
-		r.elapsed.Round(time.Millisecond), headLines(r.stderr, 12), tail(r.stdout, 1<<10))
-}
-
-// headLines is the first n lines of s and how many more there were (a
-// client retrying in a loop repeats itself).
-func headLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-	if len(lines) <= n {
-		return s
-	}
-	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n... (%d more lines)\n", len(lines)-n)
+		r.elapsed.Round(time.Millisecond), grouptest.HeadLines(r.stderr, 12), tail(r.stdout, 1<<10))
 }
 
 // run runs a command with stdin, in dir (the package's directory when

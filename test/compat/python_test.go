@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // kafka-python (Debian's python3-kafka) against the real binary. Debian's
@@ -100,6 +102,6 @@ func checkSteps(t *testing.T, r result, steps []string) {
 		t.Errorf("helper failed although every step passed: %v", r)
 	}
 	if t.Failed() {
-		t.Logf("helper stderr:\n%s", headLines(r.stderr, 60))
+		t.Logf("helper stderr:\n%s", grouptest.HeadLines(r.stderr, 60))
 	}
 }

@@ -42,7 +42,7 @@ func runTxnHelper(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("Java Txn %s: %v after %v\nstderr:\n%s\nstdout, the last lines but records:\n%s", args[0], r.err,
-				r.elapsed.Round(time.Millisecond), headLines(r.stderr, 40), txnHelperTail(r.stdout, 60))
+				r.elapsed.Round(time.Millisecond), grouptest.HeadLines(r.stderr, 40), txnHelperTail(r.stdout, 60))
 		}
 	})
 	return r
@@ -770,7 +770,7 @@ func testJavaTransformUnderFault(t *testing.T, target transformTarget) {
 		}
 		if t.Failed() {
 			t.Logf("Java Txn transform: %v\nstderr:\n%s\nstdout, the last lines but records:\n%s", exitErr,
-				headLines(stderr.String(), 40), txnHelperTail(stdout.String(), 80))
+				grouptest.HeadLines(stderr.String(), 40), txnHelperTail(stdout.String(), 80))
 		}
 	})
 	committedSoFar := func() int {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 // Transactions with librdkafka, through confluent-kafka for Python
@@ -81,7 +83,7 @@ func runLibrdkafkaTxn(t *testing.T, timeout time.Duration, args ...string) resul
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("txn_librdkafka.py %s: %v after %v\nstderr:\n%s\nstdout, the last lines but records:\n%s", args[0],
-				r.err, r.elapsed.Round(time.Millisecond), headLines(r.stderr, 40), txnHelperTail(r.stdout, 60))
+				r.err, r.elapsed.Round(time.Millisecond), grouptest.HeadLines(r.stderr, 40), txnHelperTail(r.stdout, 60))
 		}
 	})
 	return r

@@ -72,7 +72,7 @@ func startStreamsApp(t *testing.T, name, addr, appID, in, out, stateDir string, 
 		a.kill()
 		if t.Failed() {
 			t.Logf("Streams %s: exit %v\nstdout:\n%s\nstderr:\n%s", name, a.err, tail(a.stdout.String(), 4<<10),
-				headLines(a.stderr.String(), 60))
+				grouptest.HeadLines(a.stderr.String(), 60))
 		}
 	})
 	return a

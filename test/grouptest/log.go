@@ -3,10 +3,12 @@
 // helper's group-consume mode, test/python/group_consume.py and the
 // franz-go Consumer here), a continuous keyed Producer, and Check, which
 // accounts for every produced record from the consumers' own logs.
+// ProcMember is a member in a process of its own (the Java helper, Python,
+// kcat), whose standard output is its log.
 //
-// It is imported by test/compat (real binary, real clients) and by
-// internal/server's in-process tests, which can also cross-check the
-// broker's rebalance history.
+// It is imported by test/compat and test/link (real binary, real clients)
+// and by internal/server's in-process tests, which can also cross-check
+// the broker's rebalance history.
 //
 // # The log format
 //
