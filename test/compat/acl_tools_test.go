@@ -17,6 +17,7 @@ import (
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // aclTool is kafka-acls.sh's main class.
@@ -34,7 +35,7 @@ const aclTool = "org.apache.kafka.tools.AclCommand"
 // she is refused again. alice herself may not list the ACLs.
 func TestKafkaAclsTool(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	dir := t.TempDir()
 	for _, u := range []string{"admin", "alice"} {
 		mustRun(t, time.Minute, "", "", testutil.Binary(t), "user", "create", u, "--mechanism", "SCRAM-SHA-512",
@@ -327,7 +328,7 @@ func TestKafkaAclsTool(t *testing.T) {
 // gets Kafka's SECURITY_DISABLED answer.
 func TestAclsNeedAnAuthorizer(t *testing.T) {
 	t.Parallel()
-	javaHelper(t)
+	javatest.Helper(t)
 	b := startBroker(t)
 	wantCLI(t, runKafkaTool(t, aclTool, "--bootstrap-server", b.Addr, "--list"), false,
 		"SecurityDisabledException", "No Authorizer is configured")

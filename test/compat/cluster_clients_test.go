@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // clusterRecords is how many records each client produces in
@@ -74,7 +75,7 @@ func TestClusterClients(t *testing.T) {
 	})
 
 	t.Run("java", func(t *testing.T) {
-		javaHelper(t)
+		javatest.Helper(t)
 		const topic = "java-cluster"
 		leaders := c.spreadTopic(t, 1, topic)
 		t.Logf("%s leaders %v; produced through broker 1, consumed through broker 2", topic, leaders)
@@ -95,7 +96,7 @@ func TestClusterClients(t *testing.T) {
 	})
 
 	t.Run("java-admin", func(t *testing.T) {
-		java, cp := javaHelper(t)
+		java, cp := javatest.Helper(t)
 		r := run(2*time.Minute, "", "", java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp,
 			"strandlog.compat.ClusterAdmin", c.seed(2), "java-admin-cluster", fmt.Sprint(clusterBrokers),
 			fmt.Sprint(clusterPartitions))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // failoverRecords is how many records each producer sends in
@@ -34,7 +36,7 @@ func TestClusterClientsFailover(t *testing.T) {
 		produce func(t *testing.T, seed, topic string) helperOutput
 		strict  bool // idempotent: every record acknowledged exactly once
 	}{
-		{"java", func(t *testing.T) { javaHelper(t) }, func(t *testing.T, seed, topic string) helperOutput {
+		{"java", func(t *testing.T) { javatest.Helper(t) }, func(t *testing.T, seed, topic string) helperOutput {
 			r := runJava(t, 3*time.Minute, "produce", seed, topic, fmt.Sprint(failoverRecords), "batch.size=1", "linger.ms=0")
 			if r.err != nil {
 				t.Errorf("Java producer: %v", r)
@@ -161,7 +163,7 @@ func TestClusterClientsFailover(t *testing.T) {
 // exactly once, as read by franz-go and by the Java client (see
 // testJavaTransformUnderFault).
 func TestClusterJavaTransformFailover(t *testing.T) {
-	javaHelper(t)
+	javatest.Helper(t)
 	c := startCluster(t, "--broker-session-timeout", "3s", "--transaction-version=2")
 	minISR := "2"
 	testJavaTransformUnderFault(t, transformTarget{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // clusterMember starts a group member of one client: addr is the one
@@ -51,7 +52,7 @@ var clusterMembers = map[string]clusterMember{
 func clientReady(t *testing.T, client string) {
 	switch client {
 	case "java":
-		javaHelper(t)
+		javatest.Helper(t)
 	case "kafka-python":
 		needKafkaPython(t)
 	}

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // runKafkaTool runs one of Kafka's command-line tools (kafka-tools, in the
 // Java helper's class path) by its main class, as its shell script does.
 func runKafkaTool(t *testing.T, class string, args ...string) result {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	jargs := append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, class}, args...)
 	return run(time.Minute, "", "", java, jargs...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // TestConsumerGroupRecordsKafkaSerde: Kafka's own coordinator record serde
@@ -18,7 +19,7 @@ import (
 // epochs (KIP-1251), the tombstones.
 func TestConsumerGroupRecordsKafkaSerde(t *testing.T) {
 	t.Parallel()
-	javaHelper(t)
+	javatest.Helper(t)
 	b := startBroker(t, append(consumerGroupBrokerArgs, groupBrokerArgs...)...)
 	ctx := groupCtx(t, 2*time.Minute)
 	createTopic(t, b.Addr, "orders", 4, nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // Consumer groups (KIP-848) with real clients against the real binary:
@@ -36,7 +37,7 @@ func TestConsumerGroupKgo(t *testing.T) {
 
 func TestConsumerGroupJava(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	b := startBroker(t, consumerGroupBrokerArgs...)
 	group := "java-consumer"
 	runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: consumerSession,

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // TestConsumerGroupKafkaTool: Kafka's kafka-consumer-groups.sh lists a
@@ -20,7 +21,7 @@ import (
 // with both members.
 func TestConsumerGroupKafkaTool(t *testing.T) {
 	t.Parallel()
-	javaHelper(t)
+	javatest.Helper(t)
 	b := startBroker(t, append(consumerGroupBrokerArgs, groupBrokerArgs...)...)
 	ctx := groupCtx(t, 2*time.Minute)
 	createTopic(t, b.Addr, "orders", 4, nil)
@@ -78,7 +79,7 @@ func TestConsumerGroupKafkaTool(t *testing.T) {
 // the end, committing as it goes.
 func TestConsumerGroupVerifiableConsumer(t *testing.T) {
 	t.Parallel()
-	javaHelper(t)
+	javatest.Helper(t)
 	b := startBroker(t, consumerGroupBrokerArgs...)
 	ctx := groupCtx(t, 2*time.Minute)
 	createTopic(t, b.Addr, "verified", 3, nil)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // The group-of-three scenario (runGroupOfThree) with each real client
@@ -33,7 +34,7 @@ func TestGroupKgo(t *testing.T) {
 
 func TestGroupJava(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	for _, c := range []struct {
 		name     string
 		assignor string

@@ -18,6 +18,7 @@ import (
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // Consumer groups with real clients: each client runs as a group member that
@@ -92,23 +93,12 @@ func kgoMemberOf(t *testing.T, cfg grouptest.ConsumerConfig) grouptest.Member {
 	return c
 }
 
-// javaMember runs the Java helper's group-consume mode (KafkaConsumer);
-// props are PROP=VALUE pairs, consumer properties or compat.* settings.
+// javaMember runs the Java helper's group-consume mode (KafkaConsumer)
+// with the test's session timeout; props are PROP=VALUE pairs, consumer
+// properties or compat.* settings.
 func javaMember(t *testing.T, addr, topic, group, name string, props ...string) grouptest.Member {
 	t.Helper()
-	java, cp := javaHelper(t)
-	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
-	// More JVM options, such as a log level for the client:
-	// -Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer=info
-	args = append(args, strings.Fields(os.Getenv("STRAND_COMPAT_JAVA_OPTS"))...)
-	args = append(args, "-cp", cp, "strandlog.compat.Compat",
-		"group-consume", addr, topic, group, "client.id="+name, "max.poll.interval.ms=20000", "compat.deadline.ms=240000")
-	if !slices.Contains(props, "group.protocol=consumer") {
-		// A consumer group member takes these from the broker; the Java
-		// client refuses them with group.protocol=consumer.
-		args = append(args, fmt.Sprintf("session.timeout.ms=%d", groupSession.Milliseconds()), "heartbeat.interval.ms=500")
-	}
-	return grouptest.StartProcMember(t, name, "", nil, java, append(args, props...)...)
+	return javatest.GroupMember(t, addr, topic, group, name, groupSession, props...)
 }
 
 // pythonMember runs test/python/group_consume.py (kafka-python).

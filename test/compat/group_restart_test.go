@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // TestGroupBrokerRestart restarts the real binary in the middle of a
@@ -39,7 +40,7 @@ func TestGroupBrokerRestart(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "java" {
-				javaHelper(t)
+				javatest.Helper(t)
 			}
 			b := startBroker(t, groupBrokerArgs...)
 			ctx := groupCtx(t, 3*time.Minute)

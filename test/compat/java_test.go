@@ -3,66 +3,21 @@ package compat
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // The official Java client (org.apache.kafka:kafka-clients) against the real
-// binary, through the Maven project in test/java. It is built once per test
-// binary: offline (.ci/run resolved its dependencies), or online when the
-// local Maven repository lacks them.
-
-var javaDir = filepath.Join("..", "java")
-
-var javaBuild struct {
-	once sync.Once
-	cp   string
-	err  error
-}
-
-// javaHelper returns the java binary and the helper's class path.
-func javaHelper(t *testing.T) (java, classpath string) {
-	t.Helper()
-	java = needTool(t, "java", "apt-get install openjdk-17-jdk-headless")
-	mvn := needTool(t, "mvn", "apt-get install maven")
-	javaBuild.once.Do(func() {
-		dir, err := filepath.Abs(javaDir)
-		if err != nil {
-			javaBuild.err = err
-			return
-		}
-		r := run(5*time.Minute, dir, "", mvn, "-q", "-B", "-o", "package", "-DskipTests")
-		if r.err != nil {
-			// Not resolved yet on this machine: fetch from Maven Central.
-			t.Logf("offline Maven build failed (dependencies not in the local repository?), building online: %v", r.err)
-			r = run(10*time.Minute, dir, "", mvn, "-q", "-B", "package", "-DskipTests")
-		}
-		if r.err != nil {
-			javaBuild.err = fmt.Errorf("building test/java: %v", r)
-			return
-		}
-		jar := filepath.Join(dir, "target", "strand-compat.jar")
-		if _, err := os.Stat(jar); err != nil {
-			javaBuild.err = fmt.Errorf("building test/java: %v", err)
-			return
-		}
-		javaBuild.cp = jar + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
-	})
-	if javaBuild.err != nil {
-		t.Fatal(javaBuild.err)
-	}
-	return java, javaBuild.cp
-}
+// binary, through the Maven project in test/java (test/javatest builds it).
 
 // runJava runs the helper's main class with args.
 func runJava(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	// C1 only and the serial collector: these runs are short.
 	jargs := append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, "strandlog.compat.Compat"}, args...)
 	return run(timeout, "", "", java, jargs...)
@@ -73,7 +28,7 @@ func runJava(t *testing.T, timeout time.Duration, args ...string) result {
 // up to 5 requests in flight) and checks what was acknowledged is stored.
 func TestJavaProducerDefaults(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	b := startBroker(t, "--default-partitions", "3")
 	const n = 400
 	topic := "java-defaults"
@@ -97,7 +52,7 @@ func TestJavaProducerDefaults(t *testing.T) {
 // has, all else default.
 func TestJavaProducerCodecs(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	b := startBroker(t, "--default-partitions", "2")
 	for _, c := range []struct {
 		name string
@@ -124,7 +79,7 @@ func TestJavaProducerCodecs(t *testing.T) {
 // records franz-go produced to three partitions.
 func TestJavaConsumer(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	b := startBroker(t, "--default-partitions", "3")
 	const n = 300
 	topic := "java-consume"
@@ -164,7 +119,7 @@ func TestJavaConsumer(t *testing.T) {
 // ten records), listOffsets and deleteTopics.
 func TestJavaAdmin(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting a broker
+	javatest.Helper(t) // build (or skip) before starting a broker
 	b := startBroker(t)
 	r := runJava(t, 4*time.Minute, "admin", b.Addr, "java-admin")
 	checkSteps(t, r, []string{"describeCluster", "createTopics", "createTopicsDuplicate", "listTopics",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // The migration playbook (test/grouptest.RunPlaybook) against the real
@@ -48,7 +49,7 @@ func TestMigrationPlaybook(t *testing.T) {
 		}
 	}
 	javaMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
-		javaHelper(t)
+		javatest.Helper(t)
 		return func(name string) (grouptest.Member, error) {
 			return javaMember(t, addr, "orders", migrationGroup, name, "compat.assignor=default"), nil
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // The migration playbook's rollback with the client ids deployments really
@@ -61,7 +62,7 @@ func TestRollbackSharedClientID(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if strings.HasPrefix(c.name, "java") {
-				javaHelper(t) // build (or skip) before starting a broker
+				javatest.Helper(t) // build (or skip) before starting a broker
 			}
 			b := startBroker(t, append(slices.Clone(groupBrokerArgs), c.broker...)...)
 			ctx := groupCtx(t, 2*time.Minute)

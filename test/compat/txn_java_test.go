@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // Transactions with the Java client (test/java's strandlog.compat.Txn)
@@ -32,7 +33,7 @@ var javaTxnVersions = []int{1, 2}
 // the tail of its output is logged.
 func runTxnHelper(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	jargs := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 	// More JVM options, such as a client log level:
 	// -Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.producer=debug
@@ -229,7 +230,7 @@ func transformedValue(v string) (in string, txn int, ok bool) {
 //     they all share one.
 func TestJavaTransformExactlyOnce(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting brokers
+	javatest.Helper(t) // build (or skip) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()
@@ -385,7 +386,7 @@ func testJavaTransform(t *testing.T, tv int) {
 // too, at the offsets acknowledged.
 func TestJavaTransactionalFencing(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting brokers
+	javatest.Helper(t) // build (or skip) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()
@@ -499,7 +500,7 @@ func testJavaFencing(t *testing.T, tv int) {
 // transactional.id commits.
 func TestJavaTransactionTimeout(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting brokers
+	javatest.Helper(t) // build (or skip) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()
@@ -667,7 +668,7 @@ func testJavaTimeout(t *testing.T, tv int) {
 // committed offsets are the input's ends.
 func TestJavaTransformBrokerRestart(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting brokers
+	javatest.Helper(t) // build (or skip) before starting brokers
 	for _, tv := range javaTxnVersions {
 		for _, kill := range []bool{false, true} {
 			name := fmt.Sprintf("transaction.version=%d/sigterm", tv)
@@ -750,7 +751,7 @@ func testJavaTransformUnderFault(t *testing.T, target transformTarget) {
 
 	// The helper runs in the background; the broker restarts once a third
 	// of the input is committed.
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	var stdout, stderr grouptest.Lines
 	cmd := exec.Command(java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp,
 		"strandlog.compat.Txn", "transform", seed, in, out, group, txnID, fmt.Sprint(n), fmt.Sprint(abortEvery),
@@ -901,7 +902,7 @@ func atoiOr(s string, or int) int {
 // seeing its records.
 func TestJavaAdminAbortsHangingTransaction(t *testing.T) {
 	t.Parallel()
-	javaHelper(t)
+	javatest.Helper(t)
 	const (
 		n          = 12
 		partitions = 3

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // Kafka Streams with processing.guarantee=exactly_once_v2 (test/java's
@@ -50,7 +51,7 @@ type streamsApp struct {
 
 func startStreamsApp(t *testing.T, name, addr, appID, in, out, stateDir string, props ...string) *streamsApp {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 	args = append(args, strings.Fields(os.Getenv("STRAND_COMPAT_JAVA_OPTS"))...)
 	args = append(args, "-cp", cp, "strandlog.compat.Streams", "run", addr, appID, in, out, stateDir)
@@ -259,7 +260,7 @@ func watchOutput(t *testing.T, ctx context.Context, addr, topic string) *atomic.
 //     (DeleteRecords) behind the committed offsets.
 func TestStreamsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	javaHelper(t) // build (or skip) before starting brokers
+	javatest.Helper(t) // build (or skip) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()

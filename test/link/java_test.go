@@ -5,85 +5,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // The official Java producer (org.apache.kafka:kafka-clients) through the
-// Maven project in test/java (Compat.java's produce), built once per test
-// binary: offline when .ci/run resolved its dependencies, else online.
-
-var javaBuild struct {
-	once sync.Once
-	cp   string
-	err  error
-}
-
-// javaHelper returns the java binary and the helper's class path.
-func javaHelper(t *testing.T) (java, classpath string) {
-	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		testutil.Missing(t, "java not found (install: apt-get install openjdk-17-jdk-headless)")
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		testutil.Missing(t, "mvn not found (install: apt-get install maven)")
-	}
-	javaBuild.once.Do(func() {
-		dir, err := filepath.Abs(filepath.Join("..", "java"))
-		if err != nil {
-			javaBuild.err = err
-			return
-		}
-		build := func(offline bool, timeout time.Duration) error {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			args := []string{"-q", "-B", "package", "-DskipTests"}
-			if offline {
-				args = append(args, "-o")
-			}
-			cmd := exec.CommandContext(ctx, mvn, args...)
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("mvn %v: %v\n%s", args, err, out)
-			}
-			return nil
-		}
-		if err := build(true, 5*time.Minute); err != nil {
-			// Not resolved yet on this machine: fetch from Maven Central.
-			t.Logf("offline Maven build failed (dependencies not in the local repository?), building online: %v", err)
-			if err := build(false, 10*time.Minute); err != nil {
-				javaBuild.err = fmt.Errorf("building test/java: %v", err)
-				return
-			}
-		}
-		jar := filepath.Join(dir, "target", "strand-compat.jar")
-		if _, err := os.Stat(jar); err != nil {
-			javaBuild.err = fmt.Errorf("building test/java: %v", err)
-			return
-		}
-		javaBuild.cp = jar + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
-	})
-	if javaBuild.err != nil {
-		t.Fatal(javaBuild.err)
-	}
-	return java, javaBuild.cp
-}
+// Maven project in test/java (Compat.java's produce and Txn.java's
+// produce-txn), built by test/javatest.
 
 // writeJava sends n records with a KafkaProducer at its defaults (so
 // idempotent, acks=all) plus props, keyed key-(i%7), and records the
 // offsets it acknowledged.
 func writeJava(t *testing.T, tg target, topic string, partitions int32, n int, props ...string) *written {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	tg.createTopic(t, topic, partitions, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
 	defer cancel()
@@ -122,7 +60,7 @@ func writeJava(t *testing.T, tg target, topic string, partitions int32, n int, p
 // abort marker are in the log.
 func writeJavaTransactions(t *testing.T, tg target, topic string, partitions int32, n, txns, abortEvery int) *written {
 	t.Helper()
-	java, cp := javaHelper(t)
+	java, cp := javatest.Helper(t)
 	tg.createTopic(t, topic, partitions, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
 	defer cancel()
