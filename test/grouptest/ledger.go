@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,14 +179,14 @@ func CheckLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookRe
 
 // CheckLinkLedger compares the hand-off ledger of the cluster at addr with
 // the consumers' logs of a playbook run across clusters, where link passed
-// the group through: every session of a member connected there (named in
-// here) that began before until (when the group moved home) has an entry
-// of the link handing it the partition, whose first fetch is the first
-// offset the member processed and whose committed offset (what the member
-// read) is that offset too, nothing skipped; and each partition the killed
-// member owned when it died has an entry handing it back to the source
-// whose duplicate risk covers what the member processed and had not
-// committed. It waits up to 10 s for the entries.
+// the group through: every ownership of a partition by a member connected
+// there (named in here) that began before until (when the group moved
+// home) has an entry of the link handing it the partition, whose first
+// fetch is the first offset the member processed and whose committed
+// offset (what the member read) is that offset too, nothing skipped; and
+// each partition the killed member owned when it died has an entry handing
+// it back to the source whose duplicate risk covers what the member
+// processed and had not committed. It waits up to 10 s for the entries.
 func CheckLinkLedger(t testing.TB, ctx context.Context, addr string, res *PlaybookResult, group, topic, link, killed string,
 	here []string, until time.Time) {
 	t.Helper()
@@ -195,13 +196,16 @@ func CheckLinkLedger(t testing.TB, ctx context.Context, addr string, res *Playbo
 	}
 	var wants []want
 	for _, ss := range res.Report.Sessions {
-		for _, s := range ss {
-			if !slices.Contains(here, s.Member) || !s.Start.Before(until) || s.First() < 0 {
+		// A member's consecutive sessions of a partition are one
+		// ownership (an eager rebalance revokes and gives it back).
+		for _, o := range ownerships(ss) {
+			first, last := o.sessions[0], o.sessions[len(o.sessions)-1]
+			if !slices.Contains(here, o.member) || !first.Start.Before(until) || first.First() < 0 {
 				continue
 			}
-			wants = append(wants, want{s: s})
-			if s.Member == killed && s.End == "" {
-				wants = append(wants, want{s: s, lost: true})
+			wants = append(wants, want{s: first})
+			if o.member == killed && last.End == "" {
+				wants = append(wants, want{s: last, lost: true})
 			}
 		}
 	}
@@ -241,7 +245,19 @@ func CheckLinkLedger(t testing.TB, ctx context.Context, addr string, res *Playbo
 				if w.lost {
 					what = "handing the partition back to the source"
 				}
-				problems = append(problems, fmt.Sprintf("%s: no entry of link %s %s", s, link, what))
+				var seen []string
+				for _, e := range entries {
+					if e.Type == ledger.TypeHandoff && e.Link == link && e.Partition == s.Partition {
+						from := "-"
+						if e.From != nil {
+							from = e.From.ClientID
+						}
+						seen = append(seen, fmt.Sprintf("%s %s→%s (%s) committed %d first %d", e.Time.Format("15:04:05.000000"),
+							from, e.To.ClientID, e.Reason, e.Committed, e.FirstFetched))
+					}
+				}
+				problems = append(problems, fmt.Sprintf("%s: no entry of link %s %s; its entries of the partition: %s", s, link,
+					what, strings.Join(seen, "; ")))
 			}
 		}
 		if len(problems) == 0 || time.Now().After(deadline) {

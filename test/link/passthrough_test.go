@@ -11,6 +11,7 @@ import (
 
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/javatest"
 )
 
 // passThroughGrace is Strand's disconnect grace in the cross-cluster
@@ -29,17 +30,26 @@ const passThroughGrace = 1500 * time.Millisecond
 // heartbeat and the rebalance; Strand's hand-off ledger has the hand-offs
 // its members took part in. Then the group moves home and the producers
 // move, with the README's commands. Classic groups, and consumer groups
-// (KIP-848) on one node.
+// (KIP-848) on one node; franz-go, and the Java client on one node.
 func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 	for _, c := range []struct {
 		nodes      int
 		serverSide bool // consumer groups (KIP-848) instead of classic ones
-	}{{1, false}, {3, false}, {1, true}} {
+		// java: the consumers are the Java client's KafkaConsumer on both
+		// clusters instead of franz-go's.
+		java bool
+	}{{1, false, false}, {3, false, false}, {1, true, false}, {1, false, true}, {1, true, true}} {
 		name := fmt.Sprintf("kafka-%d-classic", c.nodes)
 		if c.serverSide {
 			name = fmt.Sprintf("kafka-%d-consumer", c.nodes)
 		}
+		if c.java {
+			name += "-java"
+		}
 		t.Run(name, func(t *testing.T) {
+			if c.java {
+				javatest.Helper(t) // built (or skipped) before Kafka starts
+			}
 			kc := startKafka(t, c.nodes)
 			tg := kc.target()
 			const partitions, group = 6, "orders-processor"
@@ -72,6 +82,13 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			const session = 10 * time.Second
 			member := func(addr string) func(string) (grouptest.Member, error) {
 				return func(name string) (grouptest.Member, error) {
+					if c.java {
+						var props []string
+						if c.serverSide {
+							props = append(props, "group.protocol=consumer")
+						}
+						return javatest.GroupMember(t, addr, "orders", group, name, session, props...), nil
+					}
 					m, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: group,
 						Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond,
 						ServerSide: c.serverSide})
