@@ -35,6 +35,9 @@
 // checks_test.go checks that each comparison covered what its workload
 // wrote.
 //
+// TestLinkGroupPassThroughFromKafka runs two of its five variants unless
+// STRAND_LINK_PLAYBOOKS=all.
+//
 // A test whose Java or Kafka jars are missing skips with a message saying
 // so, unless the CI variable is set: CI installs them (.ci/run), so there
 // it fails.

@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,15 +31,29 @@ const passThroughGrace = 1500 * time.Millisecond
 // heartbeat and the rebalance; Strand's hand-off ledger has the hand-offs
 // its members took part in. Then the group moves home and the producers
 // move, with the README's commands. Classic groups, and consumer groups
-// (KIP-848) on one node; franz-go, and the Java client on one node.
+// (KIP-848) on one node; franz-go, and the Java client on one node. make
+// test runs two variants: franz-go's classic members, and the Java
+// client's consumer group members; STRAND_LINK_PLAYBOOKS=all runs the
+// other three too (Kafka of three nodes, franz-go's consumer group
+// members, the Java client's classic members).
 func TestLinkGroupPassThroughFromKafka(t *testing.T) {
+	all := os.Getenv("STRAND_LINK_PLAYBOOKS") == "all"
 	for _, c := range []struct {
 		nodes      int
 		serverSide bool // consumer groups (KIP-848) instead of classic ones
 		// java: the consumers are the Java client's KafkaConsumer on both
 		// clusters instead of franz-go's.
 		java bool
-	}{{1, false, false}, {3, false, false}, {1, true, false}, {1, false, true}, {1, true, true}} {
+		// always: run by make test; the others with
+		// STRAND_LINK_PLAYBOOKS=all (half a minute each).
+		always bool
+	}{
+		{nodes: 1, always: true},
+		{nodes: 3},
+		{nodes: 1, serverSide: true},
+		{nodes: 1, java: true},
+		{nodes: 1, serverSide: true, java: true, always: true},
+	} {
 		name := fmt.Sprintf("kafka-%d-classic", c.nodes)
 		if c.serverSide {
 			name = fmt.Sprintf("kafka-%d-consumer", c.nodes)
@@ -47,6 +62,9 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			name += "-java"
 		}
 		t.Run(name, func(t *testing.T) {
+			if !c.always && !all {
+				t.Skip("STRAND_LINK_PLAYBOOKS=all runs this variant")
+			}
 			if c.java {
 				javatest.Helper(t) // built (or skipped) before Kafka starts
 			}
