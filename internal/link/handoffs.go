@@ -284,14 +284,8 @@ func (m *Manager) Fetched(clientAddr, clientID string, arrived, answered time.Ti
 	if m.cfg.Ledger == nil {
 		return
 	}
-	m.mu.Lock()
-	rs := make([]*runner, 0, len(m.runners))
-	for _, r := range m.runners {
-		rs = append(rs, r)
-	}
-	m.mu.Unlock()
 	host := hostOf(clientAddr)
-	for _, r := range rs {
+	for _, r := range m.runnerList() {
 		r.pass.fetched(r, host, clientID, arrived, answered, reports)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,6 +229,9 @@ type runner struct {
 	warned          map[string]bool // warnOnce
 	// pass: the members of passed-through groups connected here.
 	pass passThrough
+	// groupMatch is link.Groups compiled, kept with link: group requests
+	// ask it (passes).
+	groupMatch func(string) bool
 	// throttleMu guards nextFetch: when the link's byte rate lets the next
 	// fetch go.
 	throttleMu sync.Mutex
@@ -259,6 +263,10 @@ func newRunner(m *Manager, l cluster.Link) *runner {
 // set takes the link's settings and the mirror partitions led here.
 func (r *runner) set(l cluster.Link, led map[model.TopicPartition]Assignment) {
 	r.mu.Lock()
+	if r.groupMatch == nil || !slices.Equal(l.Groups.Include, r.link.Groups.Include) ||
+		!slices.Equal(l.Groups.Exclude, r.link.Groups.Exclude) {
+		r.groupMatch, _ = l.Groups.Compile() // validated when the link was made
+	}
 	r.link = l
 	for tp, mp := range r.parts {
 		if a, ok := led[tp]; !ok || a.Partition != mp.p || a.LeaderEpoch != mp.epoch {

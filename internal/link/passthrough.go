@@ -64,7 +64,10 @@ type passMember struct {
 	// its partitions in the source's group.
 	clientID, host string
 	software       [2]string // its library's name and version
-	owned          map[model.TopicPartition]*ownership
+	// protocolType and protocolName are the classic group's, as the
+	// source's JoinGroup answered the member (sent in its SyncGroup).
+	protocolType, protocolName *string
+	owned                      map[model.TopicPartition]*ownership
 }
 
 // groupVersions caps the group requests sent to a source at the versions
@@ -106,11 +109,7 @@ func (m *Manager) passRunner(group string) *runner {
 		bestName string
 	)
 	for name, r := range m.runners {
-		l := r.current()
-		if !l.GroupPassThrough || l.Paused || l.Promoted(group) {
-			continue
-		}
-		if match, err := l.Groups.Compile(); err != nil || !match(group) {
+		if !r.passes(group) {
 			continue
 		}
 		if best == nil || name < bestName {
@@ -118,6 +117,14 @@ func (m *Manager) passRunner(group string) *runner {
 		}
 	}
 	return best
+}
+
+// passes reports whether the runner's link passes the group through.
+func (r *runner) passes(group string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := &r.link
+	return l.GroupPassThrough && !l.Paused && !l.Promoted(group) && r.groupMatch != nil && r.groupMatch(group)
 }
 
 // ErrNoPassThrough: the group is not passed through (any more).
@@ -196,14 +203,21 @@ func (p *passThrough) forward(ctx context.Context, r *runner, gr GroupRequest) (
 		return p.heartbeat(ctx, r, gr, req)
 	}
 	cl := r.cl
+	var pm *passMember
 	if gr.MemberID != "" {
-		if pm := p.heard(gr.Group, gr.MemberID, gr.Conn); pm != nil {
+		if pm = p.heard(gr.Group, gr.MemberID, gr.Conn); pm != nil {
 			cl = pm.cl
 		}
 	}
 	fwd, err := copyRequest(gr.Req)
 	if err != nil {
 		return nil, err
+	}
+	if sync, ok := fwd.(*kmsg.SyncGroupRequest); ok && sync.Version < 5 && pm != nil {
+		// Kafka requires the protocol type and name from v5, the version
+		// sent; a member of an older version sends none: they are the
+		// ones the source's JoinGroup answered it.
+		sync.ProtocolType, sync.Protocol = pm.protocolType, pm.protocolName
 	}
 	resp, err := cl.Request(ctx, fwd)
 	if err != nil {
@@ -222,12 +236,10 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 	pm := p.heard(gr.Group, req.MemberID, gr.Conn)
 	fresh := pm == nil
 	if fresh {
-		cl, err := p.memberClient(r, gr.ClientID)
-		if err != nil {
+		var err error
+		if pm, err = newPassMember(r, gr, req.InstanceID, false); err != nil {
 			return nil, err
 		}
-		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, clientID: gr.ClientID, host: hostOf(gr.Conn),
-			software: [2]string{gr.SoftwareName, gr.SoftwareVersion}}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)
@@ -247,6 +259,14 @@ func (p *passThrough) join(ctx context.Context, r *runner, gr GroupRequest, req 
 		return nil, err
 	}
 	resp := kresp.(*kmsg.JoinGroupResponse)
+	if resp.ErrorCode == 0 {
+		p.mu.Lock()
+		pm.protocolType, pm.protocolName = resp.ProtocolType, resp.Protocol
+		if pm.protocolType == nil {
+			pm.protocolType = &req.ProtocolType
+		}
+		p.mu.Unlock()
+	}
 	switch {
 	case resp.MemberID == "" || memberGone(resp):
 		if fresh {
@@ -268,12 +288,10 @@ func (p *passThrough) heartbeat(ctx context.Context, r *runner, gr GroupRequest,
 	pm := p.heard(gr.Group, req.MemberID, gr.Conn)
 	fresh := pm == nil
 	if fresh {
-		cl, err := p.memberClient(r, gr.ClientID)
-		if err != nil {
+		var err error
+		if pm, err = newPassMember(r, gr, req.InstanceID, true); err != nil {
 			return nil, err
 		}
-		pm = &passMember{cl: cl, instanceID: req.InstanceID, conn: gr.Conn, consumer: true, clientID: gr.ClientID,
-			host: hostOf(gr.Conn), software: [2]string{gr.SoftwareName, gr.SoftwareVersion}}
 	}
 	fwd := *req
 	kresp, err := pm.cl.Request(ctx, &fwd)
@@ -338,11 +356,17 @@ func (m *Manager) forwardedMembers(name string) int {
 	return len(r.pass.members)
 }
 
-// memberClient makes a client of the source for one member, under its
-// client id.
-func (p *passThrough) memberClient(r *runner, clientID string) (*kgo.Client, error) {
-	return sourceClient(r.current().Source, append(r.m.cfg.ClientOpts, kgo.ClientID(clientID),
+// newPassMember is a member not known here yet, of the client of gr, with
+// a client of the source of its own under its client id; consumer: of a
+// consumer group (KIP-848).
+func newPassMember(r *runner, gr GroupRequest, instanceID *string, consumer bool) (*passMember, error) {
+	cl, err := sourceClient(r.current().Source, append(r.m.cfg.ClientOpts, kgo.ClientID(gr.ClientID),
 		kgo.MaxVersions(groupVersions()))...)
+	if err != nil {
+		return nil, err
+	}
+	return &passMember{cl: cl, instanceID: instanceID, conn: gr.Conn, consumer: consumer, clientID: gr.ClientID,
+		host: hostOf(gr.Conn), software: [2]string{gr.SoftwareName, gr.SoftwareVersion}}, nil
 }
 
 // keep files a member under the id the source knows it by (was: the id
@@ -527,15 +551,20 @@ func (m *Manager) ClientDisconnected(conn string) {
 	if m.cfg.DisconnectGrace <= 0 {
 		return
 	}
+	for _, r := range m.runnerList() {
+		r.pass.disconnected(r, conn, m.cfg.DisconnectGrace, m.cfg.DisconnectGraceStatic)
+	}
+}
+
+// runnerList returns the running runners.
+func (m *Manager) runnerList() []*runner {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	rs := make([]*runner, 0, len(m.runners))
 	for _, r := range m.runners {
 		rs = append(rs, r)
 	}
-	m.mu.Unlock()
-	for _, r := range rs {
-		r.pass.disconnected(r, conn, m.cfg.DisconnectGrace, m.cfg.DisconnectGraceStatic)
-	}
+	return rs
 }
 
 // memberGone reports whether an answer says the source no longer knows

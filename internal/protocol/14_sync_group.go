@@ -18,8 +18,9 @@ import (
 //     (members the leader left out get an empty one). In a stable group
 //     the current assignment is answered at once.
 //   - v3+: group.instance.id is checked (FENCED_INSTANCE_ID).
-//   - v5+: the protocol type and name, when given, must be the group's
-//     (INCONSISTENT_GROUP_PROTOCOL), and are answered.
+//   - v5+: the protocol type and name must be given, as Kafka requires
+//     (KIP-559), and be the group's (INCONSISTENT_GROUP_PROTOCOL); they are
+//     answered.
 //
 // A group a cluster link passes through is answered by the link's source's
 // coordinator, as the member's request (passthrough.go).
@@ -48,6 +49,9 @@ func handleSyncGroup(_ context.Context, b *Broker, r *Request) (*Response, error
 	}
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.SyncResult{Err: kerr.GroupAuthorizationFailed}))
+	}
+	if req.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+		return reply(answer(group.SyncResult{Err: kerr.InconsistentGroupProtocol}))
 	}
 	if b.passesThrough(r, req.Group) {
 		return b.forwardGroup(r, req, req.Group, req.MemberID, func(code int16) kmsg.Response {

@@ -49,6 +49,9 @@ func rawSync(t *testing.T, c *rawConn, v int16, g string, gen int32, member stri
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.SetVersion(v)
 	req.Group, req.Generation, req.MemberID = g, gen, member
+	if v >= 5 {
+		req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range") // rawJoin's
+	}
 	a := kmsg.NewSyncGroupRequestGroupAssignment()
 	a.MemberID, a.MemberAssignment = member, assignment
 	req.GroupAssignment = append(req.GroupAssignment, a)
@@ -147,6 +150,15 @@ func TestJoinSyncHeartbeatLeaveEveryVersion(t *testing.T) {
 		}
 		if sv >= 5 && (s.Protocol == nil || *s.Protocol != "range" || *s.ProtocolType != "consumer") {
 			t.Fatalf("SyncGroup v%d: %+v", sv, s)
+		}
+		if sv >= 5 {
+			// Without the protocol type and name, as Kafka answers.
+			req := kmsg.NewPtrSyncGroupRequest()
+			req.SetVersion(sv)
+			req.Group, req.Generation, req.MemberID = g, j.Generation, j.MemberID
+			if resp := c.do(req).(*kmsg.SyncGroupResponse); resp.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+				t.Fatalf("SyncGroup v%d without its protocol: %v", sv, kerr.ErrorForCode(resp.ErrorCode))
+			}
 		}
 		hv := min(v, 4)
 		hb := kmsg.NewPtrHeartbeatRequest()

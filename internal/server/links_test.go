@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/strandlog/strand/internal/mirrorcheck"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // linkAPI calls a broker's links API and decodes the answer; it returns
@@ -1173,16 +1175,24 @@ func TestLinkSyncTopicConfigs(t *testing.T) {
 // retires on the source; nothing skipped, one owner per partition at any
 // time, the duplicates within each hand-off's uncommitted window.
 func TestLinkGroupPassThroughPlaybook(t *testing.T) {
-	for _, serverSide := range []bool{false, true} {
-		name := "classic"
-		if serverSide {
-			name = "consumer"
-		}
-		t.Run(name, func(t *testing.T) { passThroughPlaybook(t, serverSide) })
+	if testing.Short() {
+		t.Skip("a playbook of half a minute, timed: make test's run without -short has it, not the race detector's")
+	}
+	for _, c := range []struct {
+		name       string
+		serverSide bool
+		librdkafka bool // librdkafka's classic members: SyncGroup v3, without its protocol
+	}{{"classic", false, false}, {"consumer", true, false}, {"classic-librdkafka", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.librdkafka {
+				librdkafkatest.Python(t)
+			}
+			passThroughPlaybook(t, c.serverSide, c.librdkafka)
+		})
 	}
 }
 
-func passThroughPlaybook(t *testing.T, serverSide bool) {
+func passThroughPlaybook(t *testing.T, serverSide, librdkafka bool) {
 	const grace = 1500 * time.Millisecond
 	groupOpts := func(c *config.Broker) {
 		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
@@ -1208,6 +1218,9 @@ func passThroughPlaybook(t *testing.T, serverSide bool) {
 	const session = 10 * time.Second
 	member := func(addr string) func(string) (grouptest.Member, error) {
 		return func(name string) (grouptest.Member, error) {
+			if librdkafka {
+				return librdkafkatest.GroupMember(t, addr, "orders", migrationGroup, name, "classic"), nil
+			}
 			c, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: migrationGroup,
 				Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond, ServerSide: serverSide})
 			if err == nil {
@@ -1350,20 +1363,32 @@ func TestLinkFetchAheadOfMirrorWaits(t *testing.T) {
 	}
 }
 
+// passThroughLink starts a source broker with the topic orders of the
+// partitions given and a target whose link prod mirrors it and passes the
+// group billing through, with more link settings from extra; it returns
+// once the mirror has caught up.
+func passThroughLink(t *testing.T, partitions int32, extra map[string]any) (src, dst *testutil.Broker, admin string) {
+	t.Helper()
+	groupOpts := func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 }
+	src = testutil.StartBroker(t, groupOpts)
+	dst, admin = startLinkTarget(t, groupOpts)
+	createTopic(t, src.Addr, "orders", partitions)
+	settings := map[string]any{"name": "prod", "source": map[string]any{"bootstrap_servers": []string{src.Addr}},
+		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
+		"group_pass_through": true}
+	maps.Copy(settings, extra)
+	if code := linkAPI(t, admin, "POST", "/api/links", settings, nil); code != http.StatusCreated {
+		t.Fatalf("creating the link: %d", code)
+	}
+	waitMirrored(t, admin, "prod", "orders")
+	return src, dst, admin
+}
+
 // A link does not stop passing a group through while members of it are
 // connected here: pausing it or turning pass-through off would leave
 // their partitions owned on both clusters. Once they leave, it may.
 func TestLinkPassThroughKeepsMembers(t *testing.T) {
-	src := testutil.StartBroker(t, func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 })
-	dst, admin := startLinkTarget(t)
-	createTopic(t, src.Addr, "orders", 2)
-	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
-		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
-		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
-		"group_pass_through": true}, nil); code != http.StatusCreated {
-		t.Fatalf("creating the link: %d", code)
-	}
-	waitMirrored(t, admin, "prod", "orders")
+	src, dst, admin := passThroughLink(t, 2, nil)
 	consumer := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
 	ctx := context.Background()
 	testutil.Eventually(t, 30*time.Second, func() error {
@@ -1401,17 +1426,7 @@ func TestLinkPassThroughKeepsMembers(t *testing.T) {
 // A link that promotes groups by itself moves a passed-through group home
 // once none of its members is left on the source, and not before.
 func TestLinkAutoPromoteGroup(t *testing.T) {
-	groupOpts := func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 }
-	src := testutil.StartBroker(t, groupOpts)
-	dst, admin := startLinkTarget(t, groupOpts)
-	createTopic(t, src.Addr, "orders", 2)
-	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
-		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
-		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
-		"group_pass_through": true, "auto_promote_groups": true}, nil); code != http.StatusCreated {
-		t.Fatalf("creating the link: %d", code)
-	}
-	waitMirrored(t, admin, "prod", "orders")
+	src, dst, admin := passThroughLink(t, 2, map[string]any{"auto_promote_groups": true})
 	ctx := context.Background()
 	promoted := func() []string {
 		var st link.Status
@@ -1449,16 +1464,7 @@ func TestLinkAutoPromoteGroup(t *testing.T) {
 // When the source cannot be reached, a passed-through member's requests
 // fail with an error it retries, and the link's status says so.
 func TestLinkPassThroughSourceLost(t *testing.T) {
-	src := testutil.StartBroker(t, func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 })
-	dst, admin := startLinkTarget(t)
-	createTopic(t, src.Addr, "orders", 1)
-	if code := linkAPI(t, admin, "POST", "/api/links", map[string]any{"name": "prod",
-		"source": map[string]any{"bootstrap_servers": []string{src.Addr}},
-		"topics": map[string]any{"include": []string{"orders"}}, "groups": map[string]any{"include": []string{"billing"}},
-		"group_pass_through": true}, nil); code != http.StatusCreated {
-		t.Fatalf("creating the link: %d", code)
-	}
-	waitMirrored(t, admin, "prod", "orders")
+	src, dst, admin := passThroughLink(t, 1, nil)
 	consumer := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
 	status := func() link.Status {
 		var st link.Status

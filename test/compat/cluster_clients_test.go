@@ -17,6 +17,7 @@ import (
 
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // clusterRecords is how many records each client produces in
@@ -123,7 +124,7 @@ func TestClusterClients(t *testing.T) {
 	})
 
 	t.Run("confluent-kafka", func(t *testing.T) {
-		python := librdkafkaPython(t)
+		python := librdkafkatest.Python(t)
 		const topic = "librdkafka-cluster"
 		leaders := c.spreadTopic(t, 0, topic)
 		t.Logf("%s leaders %v; produced through broker 0, consumed through broker 1", topic, leaders)

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/test/javatest"
+
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // failoverRecords is how many records each producer sends in
@@ -43,8 +45,8 @@ func TestClusterClientsFailover(t *testing.T) {
 			}
 			return parseHelper(t, r.stdout)
 		}, true},
-		{"confluent-kafka", func(t *testing.T) { librdkafkaPython(t) }, func(t *testing.T, seed, topic string) helperOutput {
-			r := run(3*time.Minute, pythonDir, "", librdkafkaPython(t), "cluster_librdkafka.py", "produce", seed, topic,
+		{"confluent-kafka", func(t *testing.T) { librdkafkatest.Python(t) }, func(t *testing.T, seed, topic string) helperOutput {
+			r := run(3*time.Minute, pythonDir, "", librdkafkatest.Python(t), "cluster_librdkafka.py", "produce", seed, topic,
 				fmt.Sprint(failoverRecords), "enable.idempotence=true", "batch.num.messages=1", "linger.ms=0")
 			if r.err != nil {
 				t.Errorf("confluent-kafka producer: %v", r)

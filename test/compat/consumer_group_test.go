@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // Consumer groups (KIP-848) with real clients against the real binary:
@@ -46,23 +47,14 @@ func TestConsumerGroupJava(t *testing.T) {
 		}})
 }
 
-// librdkafkaMember runs test/python/group_librdkafka.py (confluent-kafka)
-// with group.protocol=consumer.
-func librdkafkaMember(t *testing.T, addr, topic, group, name string) grouptest.Member {
-	t.Helper()
-	python := librdkafkaPython(t)
-	return grouptest.StartProcMember(t, name, pythonDir, nil, python, "group_librdkafka.py", "--bootstrap", addr, "--topic", topic,
-		"--group", group, "--client-id", name, "--protocol", "consumer", "--deadline-s", "240")
-}
-
 func TestConsumerGroupLibrdkafka(t *testing.T) {
 	t.Parallel()
-	librdkafkaPython(t)
+	librdkafkatest.Python(t)
 	b := startBroker(t, consumerGroupBrokerArgs...)
 	group := "librdkafka-consumer"
 	runGroupOfThree(t, b, groupScenario{group: group, topic: "orders", session: consumerSession,
 		start: func(name string) grouptest.Member {
-			return librdkafkaMember(t, b.Addr, "orders", group, name)
+			return librdkafkatest.GroupMember(t, b.Addr, "orders", group, name, "consumer")
 		}, produce: []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // TestClientsOverSecureListeners: a two-broker cluster configured as a
@@ -33,7 +34,7 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	t.Parallel()
 	kcat := needKcat(t)
 	needKafkaPython(t)
-	confluent := librdkafkaPython(t)
+	confluent := librdkafkatest.Python(t)
 	files := testutil.NewTLSFiles(t)
 	const n = 2
 	var clients, internals, controllers, voters []string

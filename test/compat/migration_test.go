@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // The migration playbook (test/grouptest.RunPlaybook) against the real
@@ -61,9 +62,9 @@ func TestMigrationPlaybook(t *testing.T) {
 		}
 	}
 	librdkafkaConsumerMigrant := func(t *testing.T, addr string) func(string) (grouptest.Member, error) {
-		librdkafkaPython(t)
+		librdkafkatest.Python(t)
 		return func(name string) (grouptest.Member, error) {
-			return librdkafkaMember(t, addr, "orders", migrationGroup, name), nil
+			return librdkafkatest.GroupMember(t, addr, "orders", migrationGroup, name, "consumer"), nil
 		}
 	}
 	for _, c := range []struct {

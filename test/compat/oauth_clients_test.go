@@ -13,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // TestClientsOverOAuthBearer: librdkafka (kcat) and the Java client (Kafka's
@@ -90,7 +91,7 @@ while n < 25 and time.time() < deadline:
 print(n)
 c.close()
 `, strict, files.CA, token)
-	if r := run(90*time.Second, "", "", librdkafkaPython(t), "-c", py); r.err != nil || strings.TrimSpace(r.stdout) != "25" {
+	if r := run(90*time.Second, "", "", librdkafkatest.Python(t), "-c", py); r.err != nil || strings.TrimSpace(r.stdout) != "25" {
 		t.Errorf("confluent-kafka with a signed token: %v", r)
 	}
 }

@@ -2,17 +2,15 @@ package compat
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/test/grouptest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // Transactions with librdkafka, through confluent-kafka for Python
@@ -22,63 +20,13 @@ import (
 // transactions even where the broker finalizes transaction.version 2, so
 // these tests are also the older flow served by a version-2 broker.
 //
-// confluent-kafka comes from PyPI into a virtualenv that .ci/run creates
-// (its wheel ships librdkafka); Debian's python3-kafka under /usr/bin/python3
-// is kafka-python, another library.
-
-// librdkafkaVenvEnv names the virtualenv; by default it is
-// ${XDG_CACHE_HOME:-$HOME/.cache}/strand-py, where .ci/run creates it.
-const librdkafkaVenvEnv = "STRAND_PY_VENV"
-
-var librdkafkaPy struct {
-	once   sync.Once
-	python string
-	err    string
-}
-
-// librdkafkaPython is the virtualenv's python with confluent-kafka, or the
-// test skips (fails under CI) through missing.
-func librdkafkaPython(t *testing.T) string {
-	t.Helper()
-	librdkafkaPy.once.Do(func() {
-		venv := os.Getenv(librdkafkaVenvEnv)
-		if venv == "" {
-			cache := os.Getenv("XDG_CACHE_HOME")
-			if cache == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					librdkafkaPy.err = "no home directory for the confluent-kafka virtualenv: " + err.Error()
-					return
-				}
-				cache = filepath.Join(home, ".cache")
-			}
-			venv = filepath.Join(cache, "strand-py")
-		}
-		python := filepath.Join(venv, "bin", "python")
-		install := fmt.Sprintf("python3 -m venv %s && %s/bin/pip install confluent-kafka==2.16.1, as .ci/run does", venv, venv)
-		if _, err := os.Stat(python); err != nil {
-			librdkafkaPy.err = fmt.Sprintf("%s not found (install: %s)", python, install)
-			return
-		}
-		r := run(30*time.Second, "", "", python, "-c", "import confluent_kafka")
-		if r.err != nil {
-			librdkafkaPy.err = fmt.Sprintf("confluent-kafka not importable by %s (install: %s): %s", python, install,
-				strings.TrimSpace(tail(r.stderr, 300)))
-			return
-		}
-		librdkafkaPy.python = python
-	})
-	if librdkafkaPy.err != "" {
-		missing(t, librdkafkaPy.err)
-	}
-	return librdkafkaPy.python
-}
+// confluent-kafka and its virtualenv: test/librdkafkatest.
 
 // runLibrdkafkaTxn runs txn_librdkafka.py with args; when the test fails,
 // the tail of its output is logged.
 func runLibrdkafkaTxn(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Helper()
-	python := librdkafkaPython(t)
+	python := librdkafkatest.Python(t)
 	r := run(timeout, pythonDir, "", python, append([]string{"txn_librdkafka.py"}, args...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -108,7 +56,7 @@ func runLibrdkafkaTxn(t *testing.T, timeout time.Duration, args ...string) resul
 //     keeps the older flow under both transaction versions.
 func TestLibrdkafkaTransformExactlyOnce(t *testing.T) {
 	t.Parallel()
-	librdkafkaPython(t) // skip (or fail) before starting brokers
+	librdkafkatest.Python(t) // skip (or fail) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()
@@ -231,7 +179,7 @@ func testLibrdkafkaTransform(t *testing.T, tv int) {
 // below the second producer's.
 func TestLibrdkafkaTransactionalFencing(t *testing.T) {
 	t.Parallel()
-	librdkafkaPython(t) // skip (or fail) before starting brokers
+	librdkafkatest.Python(t) // skip (or fail) before starting brokers
 	for _, tv := range javaTxnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
 			t.Parallel()

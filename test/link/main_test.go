@@ -35,7 +35,7 @@
 // checks_test.go checks that each comparison covered what its workload
 // wrote.
 //
-// TestLinkGroupPassThroughFromKafka runs two of its five variants unless
+// TestLinkGroupPassThroughFromKafka runs two of its seven variants unless
 // STRAND_LINK_PLAYBOOKS=all.
 //
 // A test whose Java or Kafka jars are missing skips with a message saying

@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // passThroughGrace is Strand's disconnect grace in the cross-cluster
@@ -30,43 +31,46 @@ const passThroughGrace = 1500 * time.Millisecond
 // and the canary's partitions back on Kafka within Strand's grace, a
 // heartbeat and the rebalance; Strand's hand-off ledger has the hand-offs
 // its members took part in. Then the group moves home and the producers
-// move, with the README's commands. Classic groups, and consumer groups
-// (KIP-848) on one node; franz-go, and the Java client on one node. make
-// test runs two variants: franz-go's classic members, and the Java
-// client's consumer group members; STRAND_LINK_PLAYBOOKS=all runs the
-// other three too (Kafka of three nodes, franz-go's consumer group
-// members, the Java client's classic members).
+// move, with the README's commands. Classic groups and consumer groups
+// (KIP-848), franz-go, the Java client and librdkafka, Kafka of one node
+// and of three. make test runs two variants: franz-go's classic members,
+// and the Java client's consumer group members; STRAND_LINK_PLAYBOOKS=all
+// runs the others too.
 func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 	all := os.Getenv("STRAND_LINK_PLAYBOOKS") == "all"
 	for _, c := range []struct {
 		nodes      int
 		serverSide bool // consumer groups (KIP-848) instead of classic ones
-		// java: the consumers are the Java client's KafkaConsumer on both
-		// clusters instead of franz-go's.
-		java bool
+		// client is the consumers' on both clusters: franz-go, java (the
+		// Java client's KafkaConsumer) or librdkafka (confluent-kafka).
+		client string
 		// always: run by make test; the others with
 		// STRAND_LINK_PLAYBOOKS=all (half a minute each).
 		always bool
 	}{
-		{nodes: 1, always: true},
-		{nodes: 3},
-		{nodes: 1, serverSide: true},
-		{nodes: 1, java: true},
-		{nodes: 1, serverSide: true, java: true, always: true},
+		{nodes: 1, client: "franz-go", always: true},
+		{nodes: 3, client: "franz-go"},
+		{nodes: 1, serverSide: true, client: "franz-go"},
+		{nodes: 1, client: "java"},
+		{nodes: 1, serverSide: true, client: "java", always: true},
+		{nodes: 1, client: "librdkafka"},
+		{nodes: 1, serverSide: true, client: "librdkafka"},
 	} {
-		name := fmt.Sprintf("kafka-%d-classic", c.nodes)
+		protocol := "classic"
 		if c.serverSide {
-			name = fmt.Sprintf("kafka-%d-consumer", c.nodes)
+			protocol = "consumer"
 		}
-		if c.java {
-			name += "-java"
-		}
+		name := fmt.Sprintf("kafka-%d-%s-%s", c.nodes, protocol, c.client)
 		t.Run(name, func(t *testing.T) {
 			if !c.always && !all {
 				t.Skip("STRAND_LINK_PLAYBOOKS=all runs this variant")
 			}
-			if c.java {
-				javatest.Helper(t) // built (or skipped) before Kafka starts
+			// The client is found (or the test skips) before Kafka starts.
+			switch c.client {
+			case "java":
+				javatest.Helper(t)
+			case "librdkafka":
+				librdkafkatest.Python(t)
 			}
 			kc := startKafka(t, c.nodes)
 			tg := kc.target()
@@ -100,12 +104,11 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			const session = 10 * time.Second
 			member := func(addr string) func(string) (grouptest.Member, error) {
 				return func(name string) (grouptest.Member, error) {
-					if c.java {
-						var props []string
-						if c.serverSide {
-							props = append(props, "group.protocol=consumer")
-						}
-						return javatest.GroupMember(t, addr, "orders", group, name, session, props...), nil
+					switch c.client {
+					case "java":
+						return javatest.GroupMember(t, addr, "orders", group, name, session, "group.protocol="+protocol), nil
+					case "librdkafka":
+						return librdkafkatest.GroupMember(t, addr, "orders", group, name, protocol), nil
 					}
 					m, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: name, Addr: addr, Group: group,
 						Topic: "orders", SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond,

@@ -18,6 +18,7 @@ Run it with the virtualenv's python that has confluent-kafka.
 """
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -116,6 +117,8 @@ def main():
         "auto.offset.reset": "earliest",
         "max.poll.interval.ms": 20000,
     }
+    if os.environ.get("STRAND_LIBRDKAFKA_DEBUG"):
+        conf["debug"] = os.environ["STRAND_LIBRDKAFKA_DEBUG"]  # e.g. cgrp,protocol: to stderr
     if args.protocol == "classic":
         conf["session.timeout.ms"] = args.session_ms
         conf["heartbeat.interval.ms"] = args.heartbeat_ms
