@@ -450,7 +450,7 @@ func (p *passThrough) drop(r *runner, group, member, reason string) {
 		if pm.grace != nil {
 			pm.grace.Stop()
 		}
-		go pm.cl.Close()
+		pm.cl.Close()
 	}
 }
 
