@@ -293,10 +293,6 @@ func (m *Manager) Fetched(clientAddr, clientID string, arrived, answered time.Ti
 // topicName is the name of this cluster's topic of an id (a mirror has
 // its source topic's id).
 func (m *Manager) topicName(id [16]byte) (string, bool) {
-	for _, t := range m.cfg.Store.Topics() {
-		if t.ID == cluster.TopicID(id) {
-			return t.Name, true
-		}
-	}
-	return "", false
+	t, ok := m.cfg.Store.TopicByID(cluster.TopicID(id))
+	return t.Name, ok
 }

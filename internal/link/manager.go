@@ -25,6 +25,7 @@ type Store interface {
 	Link(name string) (cluster.Link, bool)
 	Topics() []cluster.Topic
 	Topic(name string) (cluster.Topic, bool)
+	TopicByID(id cluster.TopicID) (cluster.Topic, bool)
 	SetMirrorState(topic, link, state, reason string) error
 	ReserveProducerIDs(above int64) error
 	MirroredProducerIDs() int64
