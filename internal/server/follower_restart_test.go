@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/log"
@@ -76,6 +77,14 @@ func TestFollowerRestartsAtLeaderLogStart(t *testing.T) {
 	})
 	away = (leader + 1) % 3
 	conn := dialRaw(t, c.Brokers[leader].Addr)
+	// Broker 0's metadata names the leader before the leader itself has
+	// applied it and opened the partition as its leader.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if p := listOffset(t, conn, 1, topic, 0, -1); p.ErrorCode != 0 {
+			return fmt.Errorf("the leader %d answers ListOffsets with %v", leader, kerr.ErrorForCode(p.ErrorCode))
+		}
+		return nil
+	})
 	produceBatches := func(first, n int) {
 		t.Helper()
 		for b := first; b < first+n; b++ {
