@@ -41,8 +41,10 @@ func Start(name string, args []string, dir, logPath string, env []string) (*Proc
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = append(os.Environ(), env...)
-	// Its own process group, so that it can be ended whole.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that it can be ended whole; killed with
+	// this process, so that a test binary ended by its -timeout leaves
+	// no JVM behind to load the machine.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return nil, err

@@ -198,6 +198,8 @@ func (p *Process) start(t testing.TB) {
 	t.Helper()
 	argv := append(append(slices.Clone(p.Prefix), Binary(t)), p.Args...)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
+	// Killed with the test binary, even one ended by its -timeout.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,8 @@ func StartProcMember(t testing.TB, name, dir string, setup func(*ProcMember), bi
 	t.Helper()
 	p := &ProcMember{name: name, done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
+	// Killed with the test binary, even one ended by its -timeout.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.Cmd.Dir = dir
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.LogLines, &p.Stderr
 	if setup != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ const kafkaStartTimeout = 2 * time.Minute
 
 // startKafka starts Apache Kafka with n nodes (1 or 3) and returns once
 // every node is registered and serves; they stop when the test ends.
-// kafkaGroupProps make consumer groups (KIP-848) heartbeat every 500 ms,
+// props are more server.properties, over kafkaGroupProps. kafkaGroupProps make consumer groups (KIP-848) heartbeat every 500 ms,
 // as the classic members of the tests do, instead of Kafka's 5 s.
 var kafkaGroupProps = map[string]string{
 	"group.consumer.min.heartbeat.interval.ms": "100",
@@ -77,8 +78,10 @@ var kafkaGroupProps = map[string]string{
 	"group.consumer.session.timeout.ms":        "10000",
 }
 
-func startKafka(t *testing.T, n int) *kafkaCluster {
+func startKafka(t *testing.T, n int, props map[string]string) *kafkaCluster {
 	t.Helper()
+	merged := maps.Clone(kafkaGroupProps)
+	maps.Copy(merged, props)
 	if n != 1 && n != 3 {
 		t.Fatalf("a Kafka cluster of %d nodes: 1 or 3", n)
 	}
@@ -96,7 +99,7 @@ func startKafka(t *testing.T, n int) *kafkaCluster {
 	var voters []string
 	for i := range n {
 		k := &brokerproc.Kafka{Java: java, Lib: lib, Heap: kafkaHeap, Dir: filepath.Join(dir, fmt.Sprintf("kafka-%d", i)),
-			Node: i, Port: port(), ControllerPort: port(), Props: kafkaGroupProps}
+			Node: i, Port: port(), ControllerPort: port(), Props: merged}
 		if n == 1 {
 			// A single node is node 1 with no cluster id given: brokerproc
 			// then keeps the internal topics at one replica, one in sync.
@@ -298,6 +301,37 @@ func (c *kafkaCluster) Leader(topic string, partition int32) (int32, error) {
 		return -1, fmt.Errorf("node %d has no partition %s/%d", nd.id, topic, partition)
 	}
 	return -1, fmt.Errorf("no running node answered: %v", last)
+}
+
+// coordinator is the node coordinating group as a running node answers
+// FindCoordinator, -1 when none answers with one.
+func (c *kafkaCluster) coordinator(group string) int32 {
+	c.t.Helper()
+	for _, nd := range c.nodes {
+		if !nd.running() {
+			continue
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(nd.kafka.Addr()))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := req.RequestWith(ctx, cl)
+		cancel()
+		cl.Close()
+		if err != nil {
+			continue
+		}
+		if len(resp.Coordinators) == 1 { // v4+
+			resp.ErrorCode, resp.NodeID = resp.Coordinators[0].ErrorCode, resp.Coordinators[0].NodeID
+		}
+		if resp.ErrorCode == 0 {
+			return resp.NodeID
+		}
+	}
+	return -1
 }
 
 // stop kills every node still running, at once: the test has no use for

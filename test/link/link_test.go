@@ -96,7 +96,7 @@ func compareMirror(t *testing.T, kc *kafkaCluster, strandAddr, topic string) mir
 // the topics promoted.
 func TestLinkFromKafka(t *testing.T) {
 	t.Parallel()
-	kc := startKafka(t, 1)
+	kc := startKafka(t, 1, nil)
 	tg := kc.target()
 	workloads := []*written{
 		writeCodecs(t, tg, "codecs", 2, 20),
@@ -230,7 +230,7 @@ func TestLinkFromKafka(t *testing.T) {
 // new leader, and the mirror is exact.
 func TestLinkFromKafkaThreeBrokers(t *testing.T) {
 	t.Parallel()
-	kc := startKafka(t, 3)
+	kc := startKafka(t, 3, nil)
 	tg := kc.target()
 	tg.createTopic(t, "failover", 3, nil)
 	st := testutil.StartProcess(t, "", "--link-metadata-interval", "200ms")

@@ -33,9 +33,10 @@ const passThroughGrace = 1500 * time.Millisecond
 // its members took part in. Then the group moves home and the producers
 // move, with the README's commands. Classic groups and consumer groups
 // (KIP-848), franz-go, the Java client and librdkafka, Kafka of one node
-// and of three. make test runs two variants: franz-go's classic members,
-// and the Java client's consumer group members; STRAND_LINK_PLAYBOOKS=all
-// runs the others too.
+// and of three; in one variant Kafka's coordinator of the group is killed
+// once every member is on Strand. make test runs two variants: franz-go's
+// classic members with the coordinator killed, and the Java client's
+// consumer group members; STRAND_LINK_PLAYBOOKS=all runs the others too.
 func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 	all := os.Getenv("STRAND_LINK_PLAYBOOKS") == "all"
 	for _, c := range []struct {
@@ -47,9 +48,14 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 		// always: run by make test; the others with
 		// STRAND_LINK_PLAYBOOKS=all (half a minute each).
 		always bool
+		// killCoordinator: once every member is on Strand, Kafka's
+		// coordinator of the group is killed; the members, passed
+		// through, follow the group to its new coordinator.
+		killCoordinator bool
 	}{
-		{nodes: 1, client: "franz-go", always: true},
+		{nodes: 1, client: "franz-go"},
 		{nodes: 3, client: "franz-go"},
+		{nodes: 3, client: "franz-go", killCoordinator: true, always: true},
 		{nodes: 1, serverSide: true, client: "franz-go"},
 		{nodes: 1, client: "java"},
 		{nodes: 1, serverSide: true, client: "java", always: true},
@@ -61,6 +67,9 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			protocol = "consumer"
 		}
 		name := fmt.Sprintf("kafka-%d-%s-%s", c.nodes, protocol, c.client)
+		if c.killCoordinator {
+			name += "-coordinator-killed"
+		}
 		t.Run(name, func(t *testing.T) {
 			if !c.always && !all {
 				t.Skip("STRAND_LINK_PLAYBOOKS=all runs this variant")
@@ -72,7 +81,13 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			case "librdkafka":
 				librdkafkatest.Python(t)
 			}
-			kc := startKafka(t, c.nodes)
+			var props map[string]string
+			if c.killCoordinator {
+				// Kafka's controller fences the killed node after 4 s
+				// instead of 9 s.
+				props = map[string]string{"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
+			}
+			kc := startKafka(t, c.nodes, props)
 			tg := kc.target()
 			const partitions, group = 6, "orders-processor"
 			tg.createTopic(t, "orders", partitions, nil)
@@ -119,8 +134,16 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 					return m, err
 				}
 			}
-			// The playbook's clients take one seed address.
+			// The playbook's clients take one seed address: a node that is
+			// not the group's coordinator, which may be killed.
 			seed := kc.Addrs()[0]
+			coordinator := kc.coordinator(group)
+			for _, nd := range kc.nodes {
+				if nd.id != coordinator {
+					seed = nd.kafka.Addr()
+					break
+				}
+			}
 			// Once every member is on Strand, the group moves home.
 			var (
 				home     time.Duration
@@ -156,9 +179,39 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 					}
 				}
 			}
+			afterScaleOver := moveHome
+			if c.killCoordinator {
+				afterScaleOver = func(v2 []grouptest.Member) {
+					killed := kc.coordinator(group)
+					kc.Kill(killed)
+					from := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					adm := grouptest.Admin(t, seed)
+					testutil.Eventually(t, time.Minute, func() error {
+						if now := kc.coordinator(group); now == killed || now < 0 {
+							return fmt.Errorf("the group's coordinator is still node %d", now)
+						}
+						return nil
+					})
+					grouptest.WaitSettled(t, ctx, adm, group, "orders", partitions, v2...)
+					// They kept their partitions, as members connected to
+					// Kafka itself do: the new coordinator loads the group.
+					for _, m := range v2 {
+						for _, e := range m.Log().Events {
+							if (e.Kind == grouptest.Revoked || e.Kind == grouptest.Lost) && e.Time.After(from) {
+								t.Errorf("%s: %s %v after the coordinator was killed", m.Name(), e.Kind, e.Partitions)
+							}
+						}
+					}
+					t.Logf("Kafka's coordinator of the group, node %d, killed: the group settled on its new coordinator, node %d, "+
+						"with its members on Strand after %v", killed, kc.coordinator(group), time.Since(from).Round(time.Millisecond))
+					moveHome(v2)
+				}
+			}
 			res := grouptest.RunPlaybook(t, grouptest.PlaybookConfig{Addr: seed, Topic: "orders", Group: group,
 				Partitions: partitions, V1: member(seed), V2: member(st.Addr), SessionTimeout: session,
-				RollbackWithin: passThroughGrace + 2*time.Second, BeforeCanary: plan, AfterScaleOver: moveHome})
+				RollbackWithin: passThroughGrace + 2*time.Second, BeforeCanary: plan, AfterScaleOver: afterScaleOver})
 			// Strand's ledger has the hand-offs its members took part in.
 			if !t.Failed() {
 				grouptest.CheckLinkLedger(t, context.Background(), st.Addr, res, group, "orders", "kafka-prod", "v2-canary",
@@ -211,4 +264,60 @@ func moveProducers(t *testing.T, kafka, topic string, st *testutil.Process, prom
 		t.Errorf("writes paused %v between Kafka and Strand, more than %v", pause, maxWritePause)
 	}
 	return pause
+}
+
+// TestLinkPassThroughSourceWithoutConsumerGroups: a consumer group member
+// (KIP-848) passed through to a Kafka that serves classic groups only
+// (group.coordinator.rebalance.protocols=classic) is answered as that
+// Kafka answers it, UNSUPPORTED_VERSION: the Java client stops with the
+// same error on Strand as on Kafka, which tells the user to set
+// group.protocol=classic. A classic member of the group still joins it on
+// Kafka through Strand.
+func TestLinkPassThroughSourceWithoutConsumerGroups(t *testing.T) {
+	t.Parallel()
+	javatest.Helper(t)
+	kc := startKafka(t, 1, map[string]string{"group.coordinator.rebalance.protocols": "classic"})
+	tg := kc.target()
+	const group = "orders-processor"
+	tg.createTopic(t, "orders", 2, nil)
+	st := testutil.StartProcess(t, "", "--link-metadata-interval", "200ms")
+	strand(t, "link", "create", "kafka-prod", "--admin", st.Admin, "--source-brokers", kc.Bootstrap(),
+		"--topics", "orders", "--groups", group, "--group-pass-through")
+	waitCaughtUp(t, st.Admin, "kafka-prod", "orders")
+
+	// The Java client's member, on Kafka and then on Strand.
+	failure := func(where, addr string) string {
+		m := javatest.GroupMember(t, addr, "orders", group, "v2-"+where, 10*time.Second, "group.protocol=consumer")
+		testutil.Eventually(t, time.Minute, func() error {
+			if m.Crashed() == nil {
+				return fmt.Errorf("the consumer group member on %s still runs", where)
+			}
+			return nil
+		})
+		for _, line := range strings.Split(m.Stderr.String(), "\n") {
+			if strings.HasPrefix(line, `Exception in thread "main" `) {
+				return line
+			}
+		}
+		t.Fatalf("the member on %s exited without an exception from its main thread:\n%s", where, grouptest.HeadLines(m.Stderr.String(), 20))
+		return ""
+	}
+	onKafka := failure("kafka", kc.Addrs()[0])
+	if !strings.Contains(onKafka, "UnsupportedVersionException") {
+		t.Fatalf("on Kafka the member failed with %q, not UnsupportedVersionException", onKafka)
+	}
+	if onStrand := failure("strand", st.Addr); onStrand != onKafka {
+		t.Errorf("through Strand the member failed with\n\t%s\non Kafka with\n\t%s", onStrand, onKafka)
+	}
+
+	// A classic member still joins the group on Kafka through Strand.
+	m, err := grouptest.StartConsumer(grouptest.ConsumerConfig{Name: "v2-classic", Addr: st.Addr, Group: group,
+		Topic: "orders", SessionTimeout: 10 * time.Second, HeartbeatInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Kill(); m.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	grouptest.WaitSettled(t, ctx, grouptest.Admin(t, kc.Addrs()[0]), group, "orders", 2, m)
 }

@@ -25,7 +25,7 @@ import (
 func TestREADMEMoveFromKafka(t *testing.T) {
 	t.Parallel()
 	blocks := readmeBlocks(t, "## Moving from Kafka to Strand", 2)
-	kc := startKafka(t, 1)
+	kc := startKafka(t, 1, nil)
 	tg := kc.target()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
