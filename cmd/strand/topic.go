@@ -84,7 +84,7 @@ func eachTopic[R any](rs []R, result func(R) (topic string, err error), done fun
 // withMessage is err with the broker's error message, when it gave one
 // that says more than the code's own description: the code's name and the
 // message (INVALID_CONFIG: Invalid value 1d for configuration
-// retention.ms: not a number).
+// retention.ms: Not a number of type LONG).
 func withMessage(err error, message string) error {
 	var ke *kerr.Error
 	switch {

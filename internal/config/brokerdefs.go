@@ -100,7 +100,7 @@ func brokerDefs() []BrokerDef {
 		{Name: "admin.listener", Flag: "admin-listen", Type: TypeString,
 			Doc:   "The admin HTTP listener's host:port (web console at /, JSON API under /api, Prometheus metrics at /metrics); empty for none.",
 			Field: func(b *Broker) any { return &b.AdminListen }},
-		{Name: "advertised.listeners", Flag: "advertise", Type: TypeString,
+		{Name: "advertised.listeners", Flag: "advertise", Type: TypeList,
 			Doc:   "The host:port clients of the first listener are told to connect to (default: its listen address); --advertised-listeners NAME://host:port,... sets it per listener.",
 			Field: func(b *Broker) any { return &b.Advertise },
 			Get:   func(b Broker) string { return b.listenersSetting(true) }},
@@ -192,7 +192,7 @@ func brokerDefs() []BrokerDef {
 		{Name: "leader.imbalance.check.interval.seconds", Flag: "leader-imbalance-check-interval", Type: TypeLong,
 			Doc:   "How often leadership is given back to preferred replicas.",
 			Field: func(b *Broker) any { return &b.LeaderImbalanceCheck }},
-		{Name: "listeners", Flag: "listen", Type: TypeString,
+		{Name: "listeners", Flag: "listen", Type: TypeList,
 			Doc:   "The host:port the first listener accepts Kafka clients on; --listeners NAME://host:port,... gives every listener, the controller's among them.",
 			Field: func(b *Broker) any { return &b.Listen },
 			Get:   func(b Broker) string { return b.listenersSetting(false) }},
@@ -211,10 +211,10 @@ func brokerDefs() []BrokerDef {
 		{Name: "sasl.mechanism.inter.broker.protocol", Flag: "sasl-mechanism-inter-broker-protocol", Type: TypeString,
 			Doc:   "The SASL mechanism brokers authenticate to each other with: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: the strongest of sasl.enabled.mechanisms).",
 			Field: func(b *Broker) any { return &b.InterBrokerSASLMechanism }},
-		{Name: "controller.listener.names", Flag: "controller-listener-names", Type: TypeString,
+		{Name: "controller.listener.names", Flag: "controller-listener-names", Type: TypeList,
 			Doc:   "The names of the controller listeners in listeners, whose address takes the metadata quorum's traffic (PLAINTEXT, or SSL with mutual TLS as listener.security.protocol.map says).",
 			Field: func(b *Broker) any { return &b.ControllerListenerNames }},
-		{Name: "log.dirs", Flag: "data-dir", Type: TypeString,
+		{Name: "log.dirs", Flag: "data-dir", Type: TypeList,
 			Doc:   "The directory holding the partitions and the cluster metadata.",
 			Field: func(b *Broker) any { return &b.DataDir }},
 		{Name: "log.retention.check.interval.ms", Flag: "retention-check-interval", Type: TypeLong,
@@ -387,29 +387,76 @@ func BrokerDefOf(d *TopicDef) *BrokerDef {
 	return b
 }
 
-// CheckDynamic reports names in configs that are not broker configs, or that
-// cannot be changed while the broker runs.
+// CheckDynamic reports names in configs that cannot be changed while the
+// broker runs, and values of Kafka's configs that Strand does not act on
+// that are not of their type. Those Kafka lets change at run time are
+// kept, as Kafka keeps them, without effect here; so is a name neither
+// Kafka nor Strand knows, as Kafka keeps a plugin's config.
 func CheckDynamic(configs map[string]string) error {
-	var unknown, static []string
-	for name := range configs {
-		d, ok := LookupBrokerDef(name)
+	var static []string
+	for name, v := range configs {
+		if d, ok := LookupBrokerDef(name); ok {
+			if !d.Dynamic() {
+				static = append(static, name)
+			}
+			continue
+		}
+		d, ok := LookupUnusedKafkaDef(name)
 		switch {
 		case !ok:
-			unknown = append(unknown, name)
-		case !d.Dynamic():
+			// Kept, as Kafka keeps a name it does not know (a
+			// plugin's config).
+		case d.ReadOnly:
 			static = append(static, name)
+		default:
+			if err := checkType(d.Type, v); err != nil {
+				return &ValueError{Name: name, Value: v, Err: err}
+			}
 		}
 	}
-	slices.Sort(unknown)
-	slices.Sort(static)
-	switch {
-	case len(unknown) > 0:
-		return fmt.Errorf("%w: unknown broker config %s", ErrUnknownConfig, strings.Join(unknown, ", "))
-	case len(static) > 0:
-		return fmt.Errorf("%w: cannot update these configs dynamically: %s (only the topic defaults log.*, message.max.bytes, compression.type and min.insync.replicas, and the replication throttle rates, can be)",
-			ErrInvalidConfig, strings.Join(static, ", "))
+	if len(static) > 0 {
+		slices.Sort(static)
+		return &StaticConfigError{Names: static}
 	}
 	return nil
+}
+
+// StaticConfigError: configs that cannot change while the broker runs were
+// given a value at run time. It is an ErrInvalidConfig, said as Kafka says
+// it.
+type StaticConfigError struct{ Names []string }
+
+func (e *StaticConfigError) Error() string {
+	return "Cannot update these configs dynamically: [" + strings.Join(e.Names, ", ") + "]"
+}
+
+func (e *StaticConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// checkType checks that v reads as a value of type typ, as Kafka parses
+// it.
+func checkType(typ Type, v string) error {
+	v = strings.TrimSpace(v)
+	bits := map[Type]int{TypeShort: 16, TypeInt: 32, TypeLong: 64}
+	var ok bool
+	switch typ {
+	case TypeBoolean:
+		ok = strings.EqualFold(v, "true") || strings.EqualFold(v, "false")
+	case TypeShort, TypeInt, TypeLong:
+		_, err := strconv.ParseInt(v, 10, bits[typ])
+		ok = err == nil
+	case TypeDouble:
+		_, err := strconv.ParseFloat(v, 64)
+		ok = err == nil
+	default:
+		ok = true
+	}
+	switch {
+	case ok:
+		return nil
+	case typ == TypeBoolean:
+		return fmt.Errorf("%w: Expected value to be either true or false", ErrInvalidConfig)
+	}
+	return fmt.Errorf("%w: Not a number of type %s", ErrInvalidConfig, strings.ToUpper(typeNames[typ]))
 }
 
 // ApplyDynamic returns static with the broker configs changed at runtime

@@ -81,8 +81,15 @@ func TestCheckDynamic(t *testing.T) {
 		{map[string]string{"log.retention.ms": "1", "message.max.bytes": "10", "log.cleanup.policy": "compact"}, nil},
 		{map[string]string{"num.partitions": "3"}, ErrInvalidConfig},
 		{map[string]string{"log.retention.ms": "1", "node.id": "2"}, ErrInvalidConfig},
-		{map[string]string{"no.such.config": "1"}, ErrUnknownConfig},
-		{map[string]string{"retention.ms": "1"}, ErrUnknownConfig}, // the topic name, not the broker's
+		// Kept, as Kafka keeps a name it does not know (a plugin's).
+		{map[string]string{"no.such.config": "1"}, nil},
+		{map[string]string{"retention.ms": "1"}, nil},
+		// Kafka's, not acted on here: kept where Kafka changes it at run
+		// time, with a value of its type.
+		{map[string]string{"log.cleaner.backoff.ms": "100", "log.cleaner.io.buffer.load.factor": "0.5"}, nil},
+		{map[string]string{"log.cleaner.backoff.ms": "soon"}, ErrInvalidConfig},
+		{map[string]string{"log.cleaner.io.buffer.load.factor": "most"}, ErrInvalidConfig},
+		{map[string]string{"process.roles": "broker"}, ErrInvalidConfig},
 	} {
 		err := CheckDynamic(tc.configs)
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
@@ -239,17 +246,23 @@ func TestFlagsFromBrokerDefs(t *testing.T) {
 	}
 }
 
-// TestUnusedKafkaDefs: a Kafka config is either served (BrokerDefs, or
-// another name of one) or listed as unused, never both, and the list is
-// sorted for its lookup.
+// TestUnusedKafkaDefs: each of Kafka's broker configs is either served
+// (BrokerDefs) or listed as unused, never both; the reasons given name
+// unused Kafka configs; the lists are sorted for their lookups.
 func TestUnusedKafkaDefs(t *testing.T) {
+	if len(KafkaDefs) < 300 {
+		t.Fatalf("%d Kafka broker configs", len(KafkaDefs))
+	}
+	for i, d := range KafkaDefs {
+		_, served := LookupBrokerDef(d.Name)
+		if _, unused := LookupUnusedKafkaDef(d.Name); served == unused {
+			t.Errorf("%s: served %v, unused %v", d.Name, served, unused)
+		}
+		if i > 0 && KafkaDefs[i-1].Name >= d.Name {
+			t.Errorf("%s is not after %s", d.Name, KafkaDefs[i-1].Name)
+		}
+	}
 	for i, d := range UnusedKafkaDefs {
-		if _, ok := LookupBrokerDef(d.Name); ok {
-			t.Errorf("%s is a broker config and listed as unused", d.Name)
-		}
-		if _, ok := kafkaFileKeys[d.Name]; ok {
-			t.Errorf("%s is read from config files and listed as unused", d.Name)
-		}
 		if got, ok := LookupUnusedKafkaDef(d.Name); !ok || got.Name != d.Name {
 			t.Errorf("LookupUnusedKafkaDef(%s) = %v, %v", d.Name, got, ok)
 		}
@@ -257,7 +270,31 @@ func TestUnusedKafkaDefs(t *testing.T) {
 			t.Errorf("%s is not after %s", d.Name, UnusedKafkaDefs[i-1].Name)
 		}
 	}
+	for name := range unusedWhy {
+		if _, ok := LookupUnusedKafkaDef(name); !ok {
+			t.Errorf("a reason for %s, which is no unused Kafka config", name)
+		}
+	}
 	if _, ok := LookupUnusedKafkaDef("no.such.config"); ok {
 		t.Error("an unknown name is listed")
+	}
+	// The table keeps what Kafka says: a default, none, a secret.
+	for name, want := range map[string]string{"log.cleaner.backoff.ms": `15000 dynamic`, "node.id": `<none> read-only`,
+		"ssl.keystore.password": `<none> dynamic sensitive`} {
+		d, ok := LookupKafkaDef(name)
+		if !ok {
+			t.Fatalf("no Kafka config %s", name)
+		}
+		got := "<none>"
+		if d.Default != nil {
+			got = *d.Default
+		}
+		got += map[bool]string{true: " read-only", false: " dynamic"}[d.ReadOnly]
+		if d.Sensitive {
+			got += " sensitive"
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
 	}
 }

@@ -115,7 +115,7 @@ func (f *msFlag) Type() string { return "ms" }
 
 // typeNames are Kafka's names of the config types.
 var typeNames = map[Type]string{TypeBoolean: "boolean", TypeString: "string", TypeInt: "int", TypeShort: "short",
-	TypeLong: "long", TypeList: "list", TypePassword: "password"}
+	TypeLong: "long", TypeDouble: "double", TypeList: "list", TypeClass: "class", TypePassword: "password"}
 
 // SettingsMarkdown is docs/settings.md: every broker setting with its flag,
 // type, default and whether it changes at run time.
@@ -161,17 +161,32 @@ This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + 
 			strings.ReplaceAll(d.Doc, "|", "\\|"))
 	}
 	b.WriteString(`
-## Kafka settings Strand has no use for
+## Kafka settings Strand does not act on
 
-A ` + "`--config`" + ` file may set these, as Kafka's own ` + "`server.properties`" + ` does: ` + "`strand serve`" + ` starts with one
-warning that lists those it found, and ignores them. A key that is neither Kafka's nor Strand's stops it, with
-the line and the settings closest to the key.
+Apache Kafka 4.4's other broker configs. A ` + "`--config`" + ` file may set them, as Kafka's own ` + "`server.properties`" + `
+does: ` + "`strand serve`" + ` starts with one warning that lists those it found, and ignores them. DescribeConfigs
+lists each with Kafka's type and default (none where Kafka has none; a secret's value is never shown) and
+says that Strand does not act on it. Those that Kafka changes at run time ("yes" below) AlterConfigs and
+IncrementalAlterConfigs accept, per broker and cluster-wide, checking the value's type: the value is kept
+and described, and has no effect. The others are refused as Kafka refuses them. A key that is neither
+Kafka's nor Strand's stops ` + "`strand serve`" + `, with the line and the settings closest to the key.
 
-| Setting | Why Strand does without it |
-|---|---|
+| Setting | Type | Kafka's default | Run time | Why Strand does without it |
+|---|---|---|---|---|
 `)
 	for _, d := range UnusedKafkaDefs {
-		fmt.Fprintf(&b, "| `%s` | %s%s. |\n", d.Name, strings.ToUpper(d.Why[:1]), d.Why[1:])
+		def, dynamic := "", ""
+		if d.Default != nil && !d.Sensitive {
+			def = "`" + *d.Default + "`"
+			if *d.Default == "" {
+				def = "empty"
+			}
+		}
+		if !d.ReadOnly {
+			dynamic = "yes"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s%s. |\n", d.Name, typeNames[d.Type], strings.ReplaceAll(def, "|", "\\|"),
+			dynamic, strings.ToUpper(d.Why[:1]), d.Why[1:])
 	}
 	return b.String()
 }

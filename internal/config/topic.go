@@ -20,7 +20,7 @@ var (
 
 // ValueError is a config value that cannot be taken, named as it was given
 // and said as Kafka's ConfigException says it (Invalid value 1d for
-// configuration retention.ms: not a number), which is what clients show
+// configuration retention.ms: Not a number of type LONG), which is what clients show
 // from the answer's error message. It is an ErrInvalidConfig.
 type ValueError struct {
 	Name, Value string
@@ -50,7 +50,9 @@ const (
 	TypeInt     Type = 3
 	TypeShort   Type = 4
 	TypeLong    Type = 5
+	TypeDouble  Type = 6
 	TypeList    Type = 7
+	TypeClass   Type = 8
 	// TypePassword is a secret: described as sensitive, its value never shown.
 	TypePassword Type = 9
 )
@@ -98,10 +100,10 @@ func msSet(min int64, f func(c *log.Config, d time.Duration)) func(*log.Config, 
 func parseLong(v string, min int64) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: not a number", ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: Not a number of type LONG", ErrInvalidConfig)
 	}
 	if n < min {
-		return 0, fmt.Errorf("%w: %d is below the minimum %d", ErrInvalidConfig, n, min)
+		return 0, fmt.Errorf("%w: Value must be at least %d", ErrInvalidConfig, min)
 	}
 	return n, nil
 }

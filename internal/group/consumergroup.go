@@ -549,7 +549,8 @@ func (cg *consumerGroup) resolveRegexes(all []string) {
 		}
 		var names []string
 		for _, name := range all {
-			if !internalTopic(name) && re.MatchString(name) {
+			// Internal topics too, as Kafka's coordinator matches them.
+			if re.MatchString(name) {
 				names = append(names, name)
 			}
 		}
@@ -557,11 +558,6 @@ func (cg *consumerGroup) resolveRegexes(all []string) {
 		resolved[p] = names
 	}
 	cg.regexes = resolved
-}
-
-// internalTopic: patterns never match the internal topics.
-func internalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state" || name == model.HandoffsTopic || name == model.FetchPositionsTopic
 }
 
 // checkCommit is Kafka's ConsumerGroup.validateOffsetCommit, with the

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors the log returns. The protocol layer maps each to a Kafka error code
@@ -56,3 +57,34 @@ func (e *CorruptLogError) Unwrap() error { return ErrCorruptLog }
 // refuses further writes until reopened (Kafka KAFKA_STORAGE_ERROR), since
 // after a failed fsync the kernel may have dropped the dirty pages.
 var ErrStorage = errors.New("log: storage error")
+
+// RecordError is one record of a batch that breaks a rule of the topic,
+// by its index in the batch (KIP-467).
+type RecordError struct {
+	Index   int32
+	Message string
+}
+
+// RecordErrors: records of a batch break the topic's rules; the batch is
+// refused whole, and the answer names each of them, so that a client can
+// tell its records apart. It is an ErrInvalidTimestamp when a timestamp is
+// among the reasons, as Kafka answers, else an ErrInvalidRecord.
+type RecordErrors struct {
+	Kind    error
+	Records []RecordError
+}
+
+func (e *RecordErrors) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of the batch's records refused", len(e.Records))
+	for i, r := range e.Records {
+		if i == 3 {
+			b.WriteString(", ...")
+			break
+		}
+		fmt.Fprintf(&b, "; record %d: %s", r.Index, r.Message)
+	}
+	return b.String()
+}
+
+func (e *RecordErrors) Unwrap() error { return e.Kind }

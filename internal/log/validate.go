@@ -3,6 +3,7 @@ package log
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/strandlog/strand/internal/model"
 )
@@ -198,6 +199,18 @@ func checkRecords(b model.Batch, recs []byte, opts *validateOptions) error {
 	base := b.BaseTimestamp()
 	// With LogAppendTime the header's max timestamp stands for every record.
 	perRecordTS := opts.checksTimestamps() && !b.IsLogAppendTime()
+	// Records that break the topic's rules are all named, as Kafka's
+	// LogValidator names them (KIP-467); a broken frame ends the walk.
+	var refused *RecordErrors
+	refuse := func(i int32, kind error, msg string) {
+		if refused == nil {
+			refused = &RecordErrors{Kind: ErrInvalidRecord}
+		}
+		if kind == ErrInvalidTimestamp {
+			refused.Kind = ErrInvalidTimestamp
+		}
+		refused.Records = append(refused.Records, RecordError{Index: i, Message: msg})
+	}
 	for i := range count {
 		if why := rr.next(); why != "" {
 			return recordsCorrupt(i, why)
@@ -207,16 +220,19 @@ func checkRecords(b model.Batch, recs []byte, opts *validateOptions) error {
 			return fmt.Errorf("record %d has offset delta %d: %w", i, r.OffsetDelta, ErrInvalidRecord)
 		}
 		if opts.requireKeys && r.Key == nil {
-			return fmt.Errorf("record %d has no key on a compacted topic: %w", i, ErrInvalidRecord)
+			refuse(i, ErrInvalidRecord, "a compacted topic takes no record without a key")
 		}
 		if perRecordTS {
 			if err := checkTimestamp(base+r.TimestampDelta, opts); err != nil {
-				return fmt.Errorf("record %d: %w", i, err)
+				refuse(i, ErrInvalidTimestamp, strings.TrimSuffix(err.Error(), ": "+ErrInvalidTimestamp.Error()))
 			}
 		}
 	}
 	if rr.pos != len(recs) {
 		return fmt.Errorf("%d bytes after the last of %d records: %w", len(recs)-rr.pos, count, ErrCorruptMessage)
+	}
+	if refused != nil {
+		return refused
 	}
 	if opts.checksTimestamps() && b.IsLogAppendTime() {
 		return checkTimestamp(b.MaxTimestamp(), opts)

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
@@ -50,7 +52,10 @@ import (
 //   - acks=0 gets no answer, but a failure on any partition closes the
 //     connection, as Kafka does; acks other than 0, 1, -1 is
 //     INVALID_REQUIRED_ACKS.
-//   - v8+: the error message names the reason.
+//   - v8+: the error message names the reason; records that break the
+//     topic's rules (no key on a compacted topic, a timestamp out of the
+//     topic's window) are each named by their index in the batch
+//     (KIP-467's RecordErrors), the batch refused whole as Kafka refuses it.
 //   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
 //     only the coordinator writes them.
 //   - With an authorizer: WRITE on the transactional id
@@ -330,7 +335,18 @@ func oneBatch(records []byte) error {
 func setProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error) {
 	sp.ErrorCode = errorCode(err)
 	sp.BaseOffset = -1
-	if version >= 8 {
-		sp.ErrorMessage = errorMessage(err)
+	if version < 8 {
+		return
+	}
+	sp.ErrorMessage = errorMessage(err)
+	// KIP-467: the records that broke the topic's rules, by index, so
+	// that a client fails those and tells the others apart.
+	var refused *log.RecordErrors
+	if errors.As(err, &refused) {
+		for _, r := range refused.Records {
+			re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			re.RelativeOffset, re.ErrorMessage = r.Index, kmsg.StringPtr(r.Message)
+			sp.ErrorRecords = append(sp.ErrorRecords, re)
+		}
 	}
 }

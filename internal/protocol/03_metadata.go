@@ -27,9 +27,9 @@ import (
 //     for a metadata refresh when it dies. DescribeQuorum names the leader.
 //   - Topics unknown by name are created with the default partition count
 //     when the broker allows it (auto.create.topics.enable) and the request
-//     does too (v4+; always before v4). They are created before answering, so
-//     the answer already lists them. __consumer_offsets is created as the
-//     group coordinator makes it.
+//     does too (v4+; always before v4). As Kafka, the answer gives such a
+//     topic LEADER_NOT_AVAILABLE and no partitions, and clients ask again.
+//     __consumer_offsets is created as the group coordinator makes it.
 //   - v10+: topics may be named by id; an unknown id is UNKNOWN_TOPIC_ID.
 //   - With an authorizer, as Kafka: all topics lists those the principal
 //     may DESCRIBE; a named one it may not is TOPIC_AUTHORIZATION_FAILED
@@ -117,25 +117,25 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 		// Creating a topic on the way needs CREATE, on the cluster or the
 		// topic.
 		autoCreate := autoCreate && rt.Topic != nil && (b.allowedCluster(r, acl.Create) || b.allowed(r, acl.Create, acl.Topic, *rt.Topic))
-		if !found && autoCreate && rt.Topic != nil && *rt.Topic == group.OffsetsTopic {
-			// Made as the group coordinator needs it (internal, compacted),
-			// as Kafka's AutoTopicCreationManager does.
-			if b.Groups.EnsureTopic() == nil {
-				t, found = b.Cluster.Topic(group.OffsetsTopic)
-			}
-		}
 		var err error
-		if !found && autoCreate {
-			t, err = b.Topics.CreateTopic(cluster.TopicSpec{Name: *rt.Topic, Partitions: b.Config.DefaultPartitions,
-				ReplicationFactor: b.defaultReplicationFactor()}, false)
-			if errors.Is(err, cluster.ErrTopicExists) { // created meanwhile
-				t, found = b.Cluster.Topic(*rt.Topic)
-				err = nil
-				if !found {
-					err = cluster.ErrUnknownTopic
-				}
+		switch {
+		case !found && autoCreate:
+			// Kafka answers a topic it creates on the way with
+			// LEADER_NOT_AVAILABLE and no partitions, its creation
+			// being under way, and so does this broker: clients ask
+			// again, and see the partitions with their leaders.
+			if *rt.Topic == group.OffsetsTopic {
+				// Made as the group coordinator needs it (internal,
+				// compacted), as Kafka's AutoTopicCreationManager does.
+				err = b.Groups.EnsureTopic()
+			} else {
+				_, err = b.Topics.CreateTopic(cluster.TopicSpec{Name: *rt.Topic, Partitions: b.Config.DefaultPartitions,
+					ReplicationFactor: b.defaultReplicationFactor()}, false)
 			}
-		} else if !found {
+			if err == nil || errors.Is(err, cluster.ErrTopicExists) { // or created meanwhile
+				err = kerr.LeaderNotAvailable
+			}
+		case !found:
 			err = cluster.ErrUnknownTopic
 			if verr := cluster.ValidateTopicName(*rt.Topic); verr != nil {
 				err = verr
@@ -145,6 +145,7 @@ func handleMetadata(_ context.Context, b *Broker, r *Request) (*Response, error)
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = errorCode(err)
+			mt.IsInternal = *rt.Topic == group.OffsetsTopic
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}

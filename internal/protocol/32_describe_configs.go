@@ -27,14 +27,16 @@ import (
 //   - BROKER named by this broker's id: its settings under Kafka's names
 //     (config.BrokerDefs: node.id, num.partitions, log.dirs, ... and the
 //     default of every topic config), read-only unless they can be changed
-//     at runtime. BROKER "": as Kafka, only the cluster-wide dynamic
-//     configs that are set. Another broker id, or one that is not a number,
+//     at runtime, and every other broker config of Kafka 4.4
+//     (config.UnusedKafkaDefs) with Kafka's type, default and read-only
+//     flag, or the value kept for it at run time, documented as not acted
+//     on. BROKER "": as Kafka, only the cluster-wide dynamic configs that
+//     are set. Another broker id, or one that is not a number,
 //     is INVALID_REQUEST.
 //   - v3+: config types, and documentation when IncludeDocumentation.
 //   - Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) are
 //     INVALID_REQUEST "Unsupported resource type".
 //
-// Not supported: sensitive configs (there are none), authorisation.
 //
 // Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
 // the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
@@ -63,8 +65,11 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Response,
 		for _, e := range entries {
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly = e.name, kmsg.StringPtr(e.value), e.readOnly
+			if e.null {
+				c.Value = nil
+			}
 			// A secret is never shown, as Kafka hides passwords.
-			sensitive := e.typ == config.TypePassword
+			sensitive := e.typ == config.TypePassword || e.sensitive
 			if sensitive {
 				c.Value, c.IsSensitive = nil, true
 			}

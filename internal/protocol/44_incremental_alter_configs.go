@@ -137,7 +137,10 @@ func isList(typ kmsg.ConfigResourceType, name string) bool {
 		d, ok := config.LookupTopicDef(name)
 		return ok && d.Type == config.TypeList
 	case kmsg.ConfigResourceTypeBroker:
-		d, ok := config.LookupBrokerDef(name)
+		if d, ok := config.LookupBrokerDef(name); ok {
+			return d.Type == config.TypeList
+		}
+		d, ok := config.LookupUnusedKafkaDef(name)
 		return ok && d.Type == config.TypeList
 	}
 	return false

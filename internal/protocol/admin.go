@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -87,13 +88,15 @@ func (l configLayers) effective() config.Broker {
 
 // configEntry is one described config.
 type configEntry struct {
-	name     string
-	value    string
-	source   config.Source
-	readOnly bool
-	typ      config.Type
-	doc      string
-	synonyms []config.Synonym // the level in force first
+	name      string
+	value     string
+	null      bool // no value: a Kafka config without a default, not set
+	source    config.Source
+	readOnly  bool
+	sensitive bool
+	typ       config.Type
+	doc       string
+	synonyms  []config.Synonym // the level in force first
 }
 
 // wanted reports whether a describe naming keys (none: all) asks for name.
@@ -126,7 +129,60 @@ func (l configLayers) brokerEntries(keys []string) []configEntry {
 		out = append(out, configEntry{name: d.Name, value: syn[0].Value, source: syn[0].Source,
 			readOnly: !d.Dynamic(), typ: d.Type, doc: d.Doc, synonyms: syn})
 	}
+	for i := range config.UnusedKafkaDefs {
+		d := &config.UnusedKafkaDefs[i]
+		if wanted(keys, d.Name) {
+			out = append(out, unusedEntry(d, l.cluster, l.node))
+		}
+	}
+	for name := range l.cluster {
+		if _, ok := l.node[name]; !ok && wanted(keys, name) && customConfig(name) {
+			out = append(out, customEntry(name, config.SourceDynamicDefault))
+		}
+	}
+	for name := range l.node {
+		if wanted(keys, name) && customConfig(name) {
+			out = append(out, customEntry(name, config.SourceDynamicBroker))
+		}
+	}
+	slices.SortFunc(out, func(a, b configEntry) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// customConfig: a config set at run time that neither Strand nor Kafka
+// knows, kept as Kafka keeps a plugin's config.
+func customConfig(name string) bool {
+	_, served := config.LookupBrokerDef(name)
+	_, kafka := config.LookupKafkaDef(name)
+	return !served && !kafka
+}
+
+// customEntry describes a custom config as Kafka does: its value hidden,
+// since whether it is a secret is not known.
+func customEntry(name string, source config.Source) configEntry {
+	return configEntry{name: name, null: true, source: source, sensitive: true,
+		synonyms: []config.Synonym{{Name: name, Source: source}}}
+}
+
+// unusedEntry describes a Kafka config Strand does not act on: the value
+// kept for it at run time, else Kafka's default.
+func unusedEntry(d *config.UnusedKafkaDef, clusterDefaults, node map[string]string) configEntry {
+	var syn []config.Synonym
+	if v, ok := node[d.Name]; ok {
+		syn = append(syn, config.Synonym{Name: d.Name, Value: v, Source: config.SourceDynamicBroker})
+	}
+	if v, ok := clusterDefaults[d.Name]; ok {
+		syn = append(syn, config.Synonym{Name: d.Name, Value: v, Source: config.SourceDynamicDefault})
+	}
+	if d.Default != nil {
+		syn = append(syn, config.Synonym{Name: d.Name, Value: *d.Default, Source: config.SourceDefault})
+	}
+	e := configEntry{name: d.Name, source: config.SourceDefault, null: true, readOnly: d.ReadOnly, sensitive: d.Sensitive,
+		typ: d.Type, doc: "Kafka's " + d.Name + ": Strand does not act on it (" + d.Why + ").", synonyms: syn}
+	if len(syn) > 0 {
+		e.value, e.source, e.null = syn[0].Value, syn[0].Source, false
+	}
+	return e
 }
 
 // clusterDefaultEntries describes the cluster-wide dynamic configs: as in
@@ -143,6 +199,20 @@ func (l configLayers) clusterDefaultEntries(keys []string) []configEntry {
 		out = append(out, configEntry{name: d.Name, value: v, source: config.SourceDynamicDefault,
 			readOnly: !d.Dynamic(), typ: d.Type, doc: d.Doc, synonyms: syn})
 	}
+	for i := range config.UnusedKafkaDefs {
+		d := &config.UnusedKafkaDefs[i]
+		if _, ok := l.cluster[d.Name]; ok && wanted(keys, d.Name) {
+			e := unusedEntry(d, l.cluster, nil)
+			e.synonyms = e.synonyms[:1]
+			out = append(out, e)
+		}
+	}
+	for name := range l.cluster {
+		if wanted(keys, name) && customConfig(name) {
+			out = append(out, customEntry(name, config.SourceDynamicDefault))
+		}
+	}
+	slices.SortFunc(out, func(a, b configEntry) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 
@@ -228,21 +298,42 @@ func (b *Broker) alterConfigs(typ kmsg.ConfigResourceType, name string, validate
 			if d, ok := config.LookupBrokerDef(key); ok {
 				return config.BrokerSynonyms(d, layers.static, layers.cluster, node)[0].Value
 			}
+			if d, ok := config.LookupUnusedKafkaDef(key); ok {
+				return unusedEntry(d, layers.cluster, node).value
+			}
 			return ""
 		})
 		if err != nil {
 			return err
 		}
 		if !perBroker {
-			return b.Topics.SetBrokerConfigs(next, validateOnly)
+			return brokerConfigError(b.Topics.SetBrokerConfigs(next, validateOnly))
 		}
 		nodes, ok := b.Topics.(nodeConfigAdmin)
 		if !ok {
 			return newAPIError(errInvalidRequest, "Per-broker dynamic configs are not supported; use the cluster-wide level (resource name \"\").")
 		}
-		return nodes.SetNodeConfigs(b.Config.NodeID, next, validateOnly)
+		return brokerConfigError(nodes.SetNodeConfigs(b.Config.NodeID, next, validateOnly))
 	}
 	return unsupportedResource(typ)
+}
+
+// brokerConfigError is a refused broker config as Kafka answers it:
+// INVALID_REQUEST, a value's error naming the config and the value, a
+// config that does not change at run time listed.
+func brokerConfigError(err error) error {
+	if !errors.Is(err, config.ErrInvalidConfig) && !errors.Is(err, config.ErrUnknownConfig) {
+		return err
+	}
+	var ve *config.ValueError
+	var se *config.StaticConfigError
+	switch {
+	case errors.As(err, &ve):
+		return newAPIError(errInvalidRequest, "%s", ve.Error())
+	case errors.As(err, &se):
+		return newAPIError(errInvalidRequest, "%s", se.Error())
+	}
+	return newAPIError(errInvalidRequest, "%s", err.Error())
 }
 
 func cloneConfigs(m map[string]string) map[string]string {

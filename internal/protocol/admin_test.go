@@ -582,8 +582,8 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	if c := got["log.retention.ms"]; c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Errorf("log.retention.ms from %v", c.Source)
 	}
-	if len(got) != len(config.BrokerDefs) {
-		t.Errorf("%d broker configs described, want %d", len(got), len(config.BrokerDefs))
+	if want := len(config.BrokerDefs) + len(config.UnusedKafkaDefs); len(got) != want {
+		t.Errorf("%d broker configs described, want %d", len(got), want)
 	}
 
 	// Read-only flags, on the raw answer.
@@ -895,11 +895,11 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		brokers []int32
 		want    *kerr.Error
 	}{
-		{kadm.AlterConfig{Name: "num.partitions", Value: ptr("3")}, nil, kerr.InvalidConfig},
-		{kadm.AlterConfig{Name: "advertised.listeners", Value: ptr("PLAINTEXT://x:1")}, []int32{0}, kerr.InvalidConfig},
-		{kadm.AlterConfig{Name: "no.such.config", Value: ptr("3")}, nil, kerr.InvalidConfig},
-		{kadm.AlterConfig{Name: "log.retention.ms", Value: ptr("soon")}, nil, kerr.InvalidConfig},
-		{kadm.AlterConfig{Name: "log.segment.bytes", Value: ptr("3")}, nil, kerr.InvalidConfig},
+		// As Kafka, a broker config refused is INVALID_REQUEST.
+		{kadm.AlterConfig{Name: "num.partitions", Value: ptr("3")}, nil, kerr.InvalidRequest},
+		{kadm.AlterConfig{Name: "advertised.listeners", Value: ptr("PLAINTEXT://x:1")}, []int32{0}, kerr.InvalidRequest},
+		{kadm.AlterConfig{Name: "log.retention.ms", Value: ptr("soon")}, nil, kerr.InvalidRequest},
+		{kadm.AlterConfig{Name: "log.segment.bytes", Value: ptr("3")}, nil, kerr.InvalidRequest},
 		{kadm.AlterConfig{Op: kadm.AppendConfig, Name: "log.retention.ms", Value: ptr("3")}, nil, kerr.InvalidConfig},
 	} {
 		wantErr(t, "broker "+tc.change.Name, alterBroker([]kadm.AlterConfig{tc.change}, tc.brokers...), tc.want)

@@ -164,7 +164,7 @@ func TestAuthorizationTable(t *testing.T) {
 			code: func(r kmsg.Response) int16 { return r.(*kmsg.MetadataResponse).Topics[0].ErrorCode },
 			stages: []authStage{{nil, kerr.TopicAuthorizationFailed.Code},
 				{acls(allowACL(aclTopic, "auto", kmsg.ACLOperationDescribe)), kerr.UnknownTopicOrPartition.Code},
-				{acls(allowACL(aclTopic, "auto", kmsg.ACLOperationDescribe), allowACL(aclTopic, "auto", kmsg.ACLOperationCreate)), 0}}},
+				{acls(allowACL(aclTopic, "auto", kmsg.ACLOperationDescribe), allowACL(aclTopic, "auto", kmsg.ACLOperationCreate)), kerr.LeaderNotAvailable.Code}}},
 		{name: "Produce: WRITE on the topic; a deny wins",
 			req:  func() kmsg.Request { return produceOne("orders") },
 			code: func(r kmsg.Response) int16 { return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode },

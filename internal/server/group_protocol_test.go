@@ -368,7 +368,9 @@ func TestDescribeListDeleteEveryVersion(t *testing.T) {
 }
 
 // Asked for by name before any group exists, __consumer_offsets is made
-// as the coordinator needs it, not as a plain auto-created topic.
+// as the coordinator needs it, not as a plain auto-created topic. As
+// Kafka, the answer that creates it is LEADER_NOT_AVAILABLE without
+// partitions; the next one describes it.
 func TestOffsetsTopicAutoCreatedByMetadata(t *testing.T) {
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.OffsetsTopicPartitions = 7 })
 	c := dialRaw(t, b.Addr)
@@ -379,8 +381,12 @@ func TestOffsetsTopicAutoCreatedByMetadata(t *testing.T) {
 	mt.Topic = kmsg.StringPtr("__consumer_offsets")
 	req.Topics = append(req.Topics, mt)
 	m := c.do(req).(*kmsg.MetadataResponse)
+	if m.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code || !m.Topics[0].IsInternal || len(m.Topics[0].Partitions) != 0 {
+		t.Fatalf("the answer that creates it: %+v", m.Topics[0])
+	}
+	m = c.do(req).(*kmsg.MetadataResponse)
 	if m.Topics[0].ErrorCode != 0 || !m.Topics[0].IsInternal || len(m.Topics[0].Partitions) != 7 {
-		t.Fatalf("%+v", m.Topics[0])
+		t.Fatalf("the next answer: %+v", m.Topics[0])
 	}
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	dc.SetVersion(4)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -350,6 +351,99 @@ func TestProduceUnknownTopicAutoCreateOff(t *testing.T) {
 		t.Fatal("producing to an unknown topic succeeded")
 	}
 	t.Logf("client error: %v", err)
+}
+
+// TestProduceRecordErrors: a batch with records that break the topic's
+// rules is refused whole, and from v8 the answer names each of them
+// (KIP-467): the keyless records of a batch to a compacted topic
+// (INVALID_RECORD), the records of a timestamp out of the topic's window
+// (INVALID_TIMESTAMP, which wins). Before v8 only the code is given.
+func TestProduceRecordErrors(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	adm := kadm.NewClient(newClient(t, b.Addr))
+	cfg := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"), "message.timestamp.after.max.ms": kmsg.StringPtr("60000")}
+	if r, err := adm.CreateTopic(t.Context(), 1, 1, cfg, "compacted"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	c := dialRaw(t, b.Addr)
+	key := func(s string) *string { return &s }
+	now := time.Now().UnixMilli()
+	for _, tc := range []struct {
+		name    string
+		records []rawRecord
+		code    int16
+		refused map[int32]string // by index, a word of the message
+	}{
+		{"keyless", []rawRecord{{key: key("a"), value: "0"}, {value: "1"}, {key: key("c"), value: "2"}, {value: "3"}},
+			kerr.InvalidRecord.Code, map[int32]string{1: "key", 3: "key"}},
+		{"keyless and in the future", []rawRecord{{value: "0"}, {key: key("b"), value: "1", tsDelta: 3_600_000}, {key: key("c"), value: "2"}},
+			kerr.InvalidTimestamp.Code, map[int32]string{0: "key", 1: "timestamp"}},
+	} {
+		for _, v := range []int16{7, 8, 11} {
+			p := c.do(produceRequest(v, -1, "compacted", 0, batchOf(now, tc.records...))).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+			if p.ErrorCode != tc.code {
+				t.Errorf("%s, v%d: %v, want %v", tc.name, v, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(tc.code))
+			}
+			if v < 8 {
+				if len(p.ErrorRecords) != 0 {
+					t.Errorf("%s, v%d: record errors %+v", tc.name, v, p.ErrorRecords)
+				}
+				continue
+			}
+			got := map[int32]string{}
+			for _, r := range p.ErrorRecords {
+				got[r.RelativeOffset] = *r.ErrorMessage
+			}
+			if len(got) != len(tc.refused) {
+				t.Errorf("%s, v%d: records refused %v, want %v", tc.name, v, got, tc.refused)
+			}
+			for i, word := range tc.refused {
+				if !strings.Contains(got[i], word) {
+					t.Errorf("%s, v%d: record %d: %q, want a message about its %s", tc.name, v, i, got[i], word)
+				}
+			}
+			if p.ErrorMessage == nil || *p.ErrorMessage == "" {
+				t.Errorf("%s, v%d: no error message", tc.name, v)
+			}
+		}
+	}
+	// Nothing was written.
+	if o, err := adm.ListEndOffsets(t.Context(), "compacted"); err != nil || o["compacted"][0].Offset != 0 {
+		t.Fatalf("end offset %+v %v", o["compacted"][0], err)
+	}
+}
+
+// TestProduceAutoCreatedTopic: a Metadata request that creates a topic is
+// answered as Kafka answers it, LEADER_NOT_AVAILABLE with no partitions
+// (not the new partitions at once); franz-go asks again and produces to
+// it, to the partition its key picks among the default count.
+func TestProduceAutoCreatedTopic(t *testing.T) {
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.DefaultPartitions = 4 })
+	cl := newClient(t, b.Addr, kgo.AllowAutoTopicCreation())
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("made")
+	meta.Topics = append(meta.Topics, rt)
+	resp, err := meta.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt := resp.Topics[0]; mt.ErrorCode != kerr.LeaderNotAvailable.Code || len(mt.Partitions) != 0 || mt.TopicID != ([16]byte{}) {
+		t.Fatalf("the answer that creates it: %v, %d partitions, id %x", kerr.ErrorForCode(mt.ErrorCode), len(mt.Partitions), mt.TopicID)
+	}
+	r, err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: "made", Key: []byte("k"), Value: []byte("x")}).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&kgo.Record{Key: []byte("k")}); int(r.Partition) != kgo.StickyKeyPartitioner(nil).ForTopic("made").Partition(want, 4) {
+		t.Errorf("the record went to partition %d of 4", r.Partition)
+	}
+	// A second client produces to a new topic in one call.
+	if err := newClient(t, b.Addr, kgo.AllowAutoTopicCreation()).ProduceSync(t.Context(),
+		&kgo.Record{Topic: "made-by-produce", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Produce frames are reused once answered (frames.go): large records of

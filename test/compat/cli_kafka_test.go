@@ -22,6 +22,7 @@ func TestCLIAgainstKafka(t *testing.T) {
 	t.Run("topic", func(t *testing.T) { testTopicCLI(t, addr) })
 	t.Run("records", func(t *testing.T) { testRecordCLI(t, addr) })
 	t.Run("group", func(t *testing.T) { testGroupCLI(t, addr, nil) })
+	t.Run("broker-configs", func(t *testing.T) { testBrokerConfigs(t, addr) })
 	t.Run("cluster-config", func(t *testing.T) { testClusterConfigCLI(t, addr, 1) })
 	t.Run("cluster-info", func(t *testing.T) {
 		wantCLI(t, strandCLI(t, addr, "cluster")("info"), true, "1 brokers", "metadata.version=", "transaction.version=")

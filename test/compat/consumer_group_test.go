@@ -1,12 +1,15 @@
 package compat
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
 	"github.com/strandlog/strand/test/librdkafkatest"
@@ -120,4 +123,34 @@ func TestConsumerGroupRegexKgo(t *testing.T) {
 	if got := len(d.Members[0].Assignment["regex-a"]) + len(d.Members[0].Assignment["regex-b"]); got != 5 {
 		t.Errorf("member assigned %d partitions, want regex-a's 2 and regex-b's 3", got)
 	}
+
+	// A pattern matches internal topics too, as Kafka's coordinator
+	// matches them: a member of another group gets __consumer_offsets.
+	// (franz-go's own matching leaves internal topics out, and it joins
+	// once a topic matches: regex-a.)
+	topics, err := kadm.NewClient(prod).ListTopicsWithInternal(ctx, "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsetsPartitions := len(topics["__consumer_offsets"].Partitions)
+	internal, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("internal-regex"), kgo.ConsumeTopics("regex-a", "__consumer_off.*"),
+		kgo.ConsumeRegex(), kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer internal.Close()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		internal.PollFetches(pctx)
+		cancel()
+		ds, err := kadm.NewClient(prod).DescribeConsumerGroups(ctx, "internal-regex")
+		if err != nil {
+			return err
+		}
+		d := ds["internal-regex"]
+		if len(d.Members) != 1 || len(d.Members[0].Assignment["__consumer_offsets"]) != offsetsPartitions {
+			return fmt.Errorf("members %+v, want one assigned the %d partitions of __consumer_offsets", d.Members, offsetsPartitions)
+		}
+		return nil
+	})
 }

@@ -97,13 +97,13 @@ func TestErrorsNameTheThing(t *testing.T) {
 		return run(time.Minute, "", stdin, testutil.Binary(t), append(args, "--brokers", b.Addr)...)
 	}
 	wantCLI(t, cli("", "topic", "create", "events", "--config", "retention.ms=1d"), false,
-		"events: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: not a number")
+		"events: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: Not a number of type LONG")
 	wantCLI(t, cli("", "topic", "alter-config", "orders", "--set", "retention.ms=1d"), false,
-		"orders: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: not a number")
+		"orders: INVALID_CONFIG: Invalid value 1d for configuration retention.ms: Not a number of type LONG")
 	wantCLI(t, cli("", "topic", "alter-config", "orders", "--set", "retention.msx=1"), false,
 		"orders: INVALID_CONFIG: Unknown topic config name: retention.msx")
 	wantCLI(t, cli("", "cluster", "config", "set", "--set", "log.retention.ms=1d"), false,
-		"INVALID_CONFIG: Invalid value 1d for configuration log.retention.ms: not a number")
+		"INVALID_REQUEST: Invalid value 1d for configuration log.retention.ms: Not a number of type LONG")
 
 	long := strings.Repeat("a", 250)
 	wantCLI(t, cli("", "topic", "create", long), false,

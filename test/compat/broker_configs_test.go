@@ -1,0 +1,219 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/testutil"
+)
+
+// kafkaRelease is the Kafka release whose broker configs Strand describes.
+const kafkaRelease = "4.4.0"
+
+// describeBroker is a broker's DescribeConfigs answer for itself, every
+// config with its synonyms, by name.
+func describeBroker(t *testing.T, cl *kgo.Client, node string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms, req.IncludeDocumentation = true, true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	req.Resources = append(req.Resources, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && resp.Resources[0].ErrorCode != 0 {
+		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("DescribeConfigs of broker %s: %v", node, err)
+	}
+	out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// kafkaDefsOf reads Kafka's broker configs from its DescribeConfigs answer:
+// a config's default is its DEFAULT_CONFIG synonym.
+func kafkaDefsOf(described map[string]kmsg.DescribeConfigsResponseResourceConfig) []config.KafkaDef {
+	var defs []config.KafkaDef
+	for _, c := range described {
+		d := config.KafkaDef{Name: c.Name, Type: config.Type(c.ConfigType), ReadOnly: c.ReadOnly, Sensitive: c.IsSensitive}
+		for _, s := range c.ConfigSynonyms {
+			if s.Source == kmsg.ConfigSourceDefaultConfig && s.Value != nil {
+				v := *s.Value
+				d.Default = &v
+			}
+		}
+		defs = append(defs, d)
+	}
+	return defs
+}
+
+// alterBroker sets configs on broker node with IncrementalAlterConfigs and
+// returns the answer's error code and message.
+func alterBroker(t *testing.T, cl *kgo.Client, node string, configs map[string]string) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	for k, v := range configs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("IncrementalAlterConfigs of broker %s: %v", node, err)
+	}
+	return resp.Resources[0].ErrorCode, strPtr(resp.Resources[0].ErrorMessage)
+}
+
+func strPtr(p *string) string {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}
+
+// testBrokerConfigs: Strand describes every broker config a real Kafka
+// (node 1 at kafkaAddr) describes, of the same type. One Strand does not
+// act on has Kafka's default, read-only flag and sensitivity, and says it
+// is not acted on; where Kafka changes it at run time Strand keeps a value
+// set for it (IncrementalAlterConfigs, and Kafka's kafka-configs.sh) and
+// describes it back; where Kafka refuses a change, or a value of the wrong
+// type, Strand answers the same error. The table Strand describes them
+// from (internal/config/kafka_broker_configs.tsv) must be Kafka's answer:
+// STRAND_WRITE_KAFKA_CONFIGS=1 writes it from that answer instead.
+func testBrokerConfigs(t *testing.T, kafkaAddr string) {
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	onKafka := describeBroker(t, kcl, "1")
+	fromKafka := config.KafkaDefsTSV(kafkaRelease, kafkaDefsOf(onKafka))
+	if os.Getenv("STRAND_WRITE_KAFKA_CONFIGS") == "1" {
+		path := filepath.Join("..", "..", "internal", "config", "kafka_broker_configs.tsv")
+		if err := os.WriteFile(path, []byte(fromKafka), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d configs to %s", len(onKafka), path)
+		return
+	}
+	if embedded := config.KafkaDefsTSV(kafkaRelease, config.KafkaDefs); embedded != fromKafka {
+		t.Fatalf("internal/config/kafka_broker_configs.tsv is not Kafka %s's answer; STRAND_WRITE_KAFKA_CONFIGS=1 writes it again",
+			kafkaRelease)
+	}
+
+	b := startBroker(t)
+	scl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scl.Close()
+	onStrand := describeBroker(t, scl, "0")
+	for name, kc := range onKafka {
+		sc, ok := onStrand[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not described", name)
+			continue
+		case sc.ConfigType != kc.ConfigType:
+			t.Errorf("%s: type %v, Kafka's %v", name, sc.ConfigType, kc.ConfigType)
+		case kc.ReadOnly && !sc.ReadOnly:
+			t.Errorf("%s: changes at run time, not on Kafka", name)
+		}
+		if _, served := config.LookupBrokerDef(name); served {
+			continue
+		}
+		var def *string
+		for _, s := range kc.ConfigSynonyms {
+			if s.Source == kmsg.ConfigSourceDefaultConfig {
+				def = s.Value
+			}
+		}
+		if strPtr(sc.Value) != strPtr(def) || sc.Source != kmsg.ConfigSourceDefaultConfig || sc.ReadOnly != kc.ReadOnly ||
+			sc.IsSensitive != kc.IsSensitive {
+			t.Errorf("%s: %s (%v, read-only %v, sensitive %v); Kafka's default %s (read-only %v, sensitive %v)", name,
+				strPtr(sc.Value), sc.Source, sc.ReadOnly, sc.IsSensitive, strPtr(def), kc.ReadOnly, kc.IsSensitive)
+		}
+		if !strings.Contains(strPtr(sc.Documentation), "Strand does not act on it") {
+			t.Errorf("%s: documented as %q", name, strPtr(sc.Documentation))
+		}
+	}
+
+	// Changed at run time where Kafka changes them, kept and described.
+	set := map[string]string{"log.cleaner.backoff.ms": "100", "sasl.kerberos.min.time.before.relogin": "30000"}
+	if code, _ := alterBroker(t, scl, "0", set); code != 0 {
+		t.Fatalf("setting %v: %v", set, kerr.ErrorForCode(code))
+	}
+	onStrand = describeBroker(t, scl, "0")
+	for name, v := range set {
+		c := onStrand[name]
+		if strPtr(c.Value) != v || c.Source != kmsg.ConfigSourceDynamicBrokerConfig || len(c.ConfigSynonyms) != 2 {
+			t.Errorf("%s after setting %s: %s (%v), synonyms %+v", name, v, strPtr(c.Value), c.Source, c.ConfigSynonyms)
+		}
+	}
+	// Refused as Kafka refuses: a read-only config, a value of the wrong
+	// type.
+	for _, bad := range []map[string]string{{"process.roles": "broker"}, {"log.cleaner.backoff.ms": "soon"},
+		{"log.retention.ms": "soon"}, {"min.insync.replicas": "0"}, {"node.id": "3"}} {
+		want, wantMsg := alterBroker(t, kcl, "1", bad)
+		got, msg := alterBroker(t, scl, "0", bad)
+		if got != want || got == 0 || msg != wantMsg {
+			t.Errorf("setting %v: %v %q, Kafka answers %v %q", bad, kerr.ErrorForCode(got), msg, kerr.ErrorForCode(want), wantMsg)
+		}
+	}
+	// A name neither knows is kept, as a plugin's config, its value hidden.
+	custom := map[string]string{"plugin.custom.setting": "1"}
+	for _, c := range []struct {
+		cl   *kgo.Client
+		node string
+	}{{kcl, "1"}, {scl, "0"}} {
+		if code, msg := alterBroker(t, c.cl, c.node, custom); code != 0 {
+			t.Fatalf("setting %v on broker %s: %v %s", custom, c.node, kerr.ErrorForCode(code), msg)
+		}
+	}
+	var kc kmsg.DescribeConfigsResponseResourceConfig
+	testutil.Eventually(t, 10*time.Second, func() error { // Kafka applies it through its metadata log
+		var ok bool
+		if kc, ok = describeBroker(t, kcl, "1")["plugin.custom.setting"]; !ok {
+			return errors.New("Kafka does not describe plugin.custom.setting yet")
+		}
+		return nil
+	})
+	sc := describeBroker(t, scl, "0")["plugin.custom.setting"]
+	if sc.Name == "" || sc.Value != nil || sc.Source != kc.Source || sc.IsSensitive != kc.IsSensitive || sc.ConfigType != kc.ConfigType {
+		t.Errorf("plugin.custom.setting: %s (%v, sensitive %v, %v); Kafka: %s (%v, sensitive %v, %v)", strPtr(sc.Value), sc.Source,
+			sc.IsSensitive, sc.ConfigType, strPtr(kc.Value), kc.Source, kc.IsSensitive, kc.ConfigType)
+	}
+	// Kafka's kafka-configs.sh sets one cluster-wide and finds it.
+	if r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "brokers",
+		"--entity-default", "--add-config", "log.cleaner.io.buffer.load.factor=0.8"); r.err != nil {
+		t.Fatalf("kafka-configs.sh --alter: %v", r)
+	}
+	r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "brokers",
+		"--entity-name", "0", "--all")
+	for _, want := range []string{"log.cleaner.io.buffer.load.factor=0.8 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.io.buffer.load.factor=0.8, DEFAULT_CONFIG:log.cleaner.io.buffer.load.factor=0.9}",
+		"log.cleaner.backoff.ms=100 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms=100, DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}"} {
+		if r.err != nil || !strings.Contains(r.stdout, want) {
+			t.Errorf("kafka-configs.sh --describe --all lacks %q: %v\n%s", want, r.err, r.stdout)
+		}
+	}
+}
