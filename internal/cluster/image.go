@@ -146,6 +146,9 @@ type image struct {
 	// NodeConfigs are the dynamic configs set for one broker, by node id;
 	// they win over BrokerConfigs (the cluster-wide defaults).
 	NodeConfigs map[int32]map[string]string `json:"node_configs,omitempty"`
+	// GroupConfigs are the configs set for a consumer group (Kafka's GROUP
+	// config resource), by group id.
+	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
 	// every id below it may have been handed out, none at or above it has.
 	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`

@@ -36,6 +36,7 @@ const (
 	kindCreatePartitions  = "create-partitions"
 	kindTopicConfigs      = "topic-configs"
 	kindBrokerConfigs     = "broker-configs"
+	kindGroupConfigs      = "group-configs"
 	kindNodeConfigs       = "node-configs"
 	kindProducerIDs       = "producer-ids"
 	kindFeatures          = "features"
@@ -138,6 +139,11 @@ type topicConfigsRecord struct {
 }
 
 type brokerConfigsRecord struct {
+	Configs map[string]string `json:"configs,omitempty"`
+}
+
+type groupConfigsRecord struct {
+	Group   string            `json:"group"`
 	Configs map[string]string `json:"configs,omitempty"`
 }
 
@@ -341,6 +347,20 @@ func (im *image) applyKind(index uint64, rec record) result {
 			return result{err: err}
 		}
 		im.BrokerConfigs = maps.Clone(r.Configs)
+		return result{}
+	case kindGroupConfigs:
+		r, err := decode[groupConfigsRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		if len(r.Configs) == 0 {
+			delete(im.GroupConfigs, r.Group)
+			return result{}
+		}
+		if im.GroupConfigs == nil {
+			im.GroupConfigs = map[string]map[string]string{}
+		}
+		im.GroupConfigs[r.Group] = maps.Clone(r.Configs)
 		return result{}
 	case kindNodeConfigs:
 		r, err := decode[nodeConfigsRecord](rec.Body)

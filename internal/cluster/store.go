@@ -421,6 +421,19 @@ func (s *Store) SetNodeConfigs(node int32, configs map[string]string) error {
 	return err
 }
 
+// GroupConfigs returns the configs set for a consumer group.
+func (s *Store) GroupConfigs(group string) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.im.GroupConfigs[group])
+}
+
+// SetGroupConfigs replaces the configs set for a consumer group.
+func (s *Store) SetGroupConfigs(group string, configs map[string]string) error {
+	_, err := s.propose(kindGroupConfigs, groupConfigsRecord{Group: group, Configs: configs})
+	return err
+}
+
 // NextProducerID returns a producer id never handed out before, by any
 // broker of this run or an earlier one (InitProducerId). Ids are reserved a
 // block at a time through the metadata log, so a crash skips the rest of a

@@ -298,3 +298,29 @@ func TestUnusedKafkaDefs(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckGroupConfigs: a group's configs as Kafka's GroupConfig checks
+// them, against the broker's bounds.
+func TestCheckGroupConfigs(t *testing.T) {
+	b := Defaults() // sessions 45-60 s, heartbeats 5-15 s
+	for _, tc := range []struct {
+		configs map[string]string
+		want    error
+	}{
+		{nil, nil},
+		{map[string]string{"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"}, nil},
+		{map[string]string{"share.auto.offset.reset": "earliest", "streams.num.standby.replicas": "1"}, nil},
+		{map[string]string{"consumer.session.timeout.ms": "1000"}, ErrInvalidConfig},
+		{map[string]string{"consumer.session.timeout.ms": "61000"}, ErrInvalidConfig},
+		{map[string]string{"consumer.heartbeat.interval.ms": "often"}, ErrInvalidConfig},
+		{map[string]string{"no.such.group.config": "1"}, ErrUnknownConfig},
+	} {
+		if err := CheckGroupConfigs(tc.configs, b); tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("CheckGroupConfigs(%v) = %v, want %v", tc.configs, err, tc.want)
+		}
+	}
+	b.GroupConsumerMinSessionTimeout, b.GroupConsumerMinHeartbeatInterval = time.Second, 100*time.Millisecond
+	if err := CheckGroupConfigs(map[string]string{"consumer.session.timeout.ms": "2000", "consumer.heartbeat.interval.ms": "5000"}, b); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("a heartbeat interval over the session timeout: %v", err)
+	}
+}

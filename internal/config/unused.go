@@ -57,12 +57,13 @@ func parseKafkaDefs(tsv string) []KafkaDef {
 	return defs
 }
 
-// KafkaDefsTSV writes defs as kafka_broker_configs.tsv has them, under a
-// header naming the release they come from.
-func KafkaDefsTSV(release string, defs []KafkaDef) string {
+// KafkaDefsTSV writes defs, Kafka's configs of a resource (broker,
+// group), as kafka_broker_configs.tsv has them, under a header naming the
+// release they come from.
+func KafkaDefsTSV(resource, release string, defs []KafkaDef) string {
 	defs = slices.SortedFunc(slices.Values(defs), func(a, b KafkaDef) int { return strings.Compare(a.Name, b.Name) })
 	var b strings.Builder
-	fmt.Fprintf(&b, "# The broker configs of Apache Kafka %s, as its DescribeConfigs gives them:\n", release)
+	fmt.Fprintf(&b, "# The %s configs of Apache Kafka %s, as its DescribeConfigs gives them:\n", resource, release)
 	b.WriteString("# name, type (DescribeConfigs' number), read-only or dynamic, sensitive or not, default (quoted; null for none).\n")
 	b.WriteString("# Written by STRAND_WRITE_KAFKA_CONFIGS=1 go test -run TestCLIAgainstKafka/broker-configs ./test/compat.\n")
 	for _, d := range defs {

@@ -49,8 +49,14 @@ type Config struct {
 	// group.consumer.assignors, the first the default.
 	ConsumerSessionTimeout    time.Duration
 	ConsumerHeartbeatInterval time.Duration
-	ConsumerMaxSize           int
-	ConsumerAssignors         []string
+	// GroupTimings, when set, gives a consumer group's own session
+	// timeout and heartbeat interval (Kafka's group configs
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms),
+	// zero where the group sets none. It must be cheap and must not call
+	// into the coordinator: it is asked on every heartbeat.
+	GroupTimings      func(group string) (session, heartbeat time.Duration)
+	ConsumerMaxSize   int
+	ConsumerAssignors []string
 	// ConsumerMigrationPolicy is group.consumer.migration.policy: whether
 	// a live group may move from the classic protocol to the consumer
 	// protocol and back (migration.go).

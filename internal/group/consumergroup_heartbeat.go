@@ -299,7 +299,8 @@ func (g *group) consumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbea
 		return fail(err)
 	}
 
-	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.cfg.ConsumerHeartbeatInterval}
+	_, interval := g.consumerTimings()
+	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: interval}
 	full := joining || req.RebalanceTimeout >= 0 && req.TopicNames != nil && req.Owned != nil
 	if full || !samePartitions(before.assigned, m.assigned) {
 		a := assignmentOf(m)
@@ -510,12 +511,30 @@ func (g *group) trackRebalanceTimeout(m *consumerMember) {
 	})
 }
 
+// consumerTimings are the group's session timeout and heartbeat interval:
+// its own group configs where set, else the broker's.
+func (g *group) consumerTimings() (session, heartbeat time.Duration) {
+	session, heartbeat = g.c.cfg.ConsumerSessionTimeout, g.c.cfg.ConsumerHeartbeatInterval
+	if g.c.cfg.GroupTimings != nil {
+		s, h := g.c.cfg.GroupTimings(g.id)
+		if s > 0 {
+			session = s
+		}
+		if h > 0 {
+			heartbeat = h
+		}
+	}
+	return session, heartbeat
+}
+
 // scheduleConsumerSession (re)starts m's session: without a heartbeat for
-// group.consumer.session.timeout.ms it is removed.
+// the group's consumer.session.timeout.ms (the broker's
+// group.consumer.session.timeout.ms unless the group sets its own) it is
+// removed.
 func (g *group) scheduleConsumerSession(m *consumerMember) {
 	m.session.stop()
 	id := m.id
-	d := g.c.cfg.ConsumerSessionTimeout
+	d, _ := g.consumerTimings()
 	if m.classic != nil {
 		d = m.classic.sessionTimeout // a classic member's own
 	}

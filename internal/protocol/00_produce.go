@@ -13,7 +13,6 @@ import (
 
 	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/cluster"
-	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
@@ -341,7 +340,7 @@ func setProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err 
 	sp.ErrorMessage = errorMessage(err)
 	// KIP-467: the records that broke the topic's rules, by index, so
 	// that a client fails those and tells the others apart.
-	var refused *log.RecordErrors
+	var refused *replica.RecordErrors
 	if errors.As(err, &refused) {
 		for _, r := range refused.Records {
 			re := kmsg.NewProduceResponseTopicPartitionErrorRecord()

@@ -25,6 +25,7 @@ import (
 //   - v3+: the group.version feature, supported 0-1 and finalized at 1
 //     unless the cluster metadata holds another level: at 1 the consumer
 //     group protocol (KIP-848) is served. No other feature is advertised.
+//     UpdateFeatures changes both.
 
 func init() { register(18, 0, 4, handleApiVersions) }
 
@@ -36,29 +37,18 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, err
 		return reply(resp)
 	}
 	resp.ApiKeys = Ranges()
-	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = TransactionVersionFeature, 0, 2
-	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-	gf := kmsg.NewApiVersionsResponseSupportedFeature()
-	gf.Name, gf.MinVersion, gf.MaxVersion = GroupVersionFeature, 0, 1
-	resp.SupportedFeatures = append(resp.SupportedFeatures, gf)
-	level, epoch, ok := b.Cluster.FeatureLevel(TransactionVersionFeature)
-	if !ok {
-		level, epoch = b.Config.TransactionVersion, 0
+	for _, name := range []string{TransactionVersionFeature, GroupVersionFeature} {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = name, servedFeatures[name][0], servedFeatures[name][1]
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
 	}
-	groupLevel, groupEpoch, ok := b.Cluster.FeatureLevel(GroupVersionFeature)
-	if !ok {
-		groupLevel, groupEpoch = 1, 0
-	}
+	_, epoch, _ := b.Cluster.FeatureLevel(TransactionVersionFeature)
 	// The epoch must be above -1 for clients to take the finalized levels.
-	resp.FinalizedFeaturesEpoch = max(epoch, groupEpoch, 1)
-	for _, f := range []struct {
-		name  string
-		level int16
-	}{{TransactionVersionFeature, level}, {GroupVersionFeature, groupLevel}} {
-		if f.level > 0 {
+	resp.FinalizedFeaturesEpoch = max(epoch, 1)
+	for _, name := range []string{TransactionVersionFeature, GroupVersionFeature} {
+		if level := b.featureLevel(name); level > 0 {
 			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = name, level, level
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
 		}
 	}

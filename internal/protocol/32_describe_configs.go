@@ -34,7 +34,13 @@ import (
 //     are set. Another broker id, or one that is not a number,
 //     is INVALID_REQUEST.
 //   - v3+: config types, and documentation when IncludeDocumentation.
-//   - Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) are
+//   - GROUP (Kafka 4.0's group configs, config.GroupDefs): the group's
+//     own value (GROUP_CONFIG), else the broker config it defaults to
+//     (group.consumer.session.timeout.ms for consumer.session.timeout.ms),
+//     as its DEFAULT_CONFIG synonym. The consumer protocol's session
+//     timeout and heartbeat interval are applied by the coordinator; the
+//     others (share and streams groups, dead-letter queues) are kept.
+//   - Other resource types (BROKER_LOGGER, CLIENT_METRICS) are
 //     INVALID_REQUEST "Unsupported resource type".
 //
 //
@@ -115,6 +121,8 @@ func (b *Broker) describeResource(layers configLayers, typ kmsg.ConfigResourceTy
 			return layers.clusterDefaultEntries(keys), nil
 		}
 		return layers.brokerEntries(keys), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return layers.groupEntries(b.Cluster.GroupConfigs(name), keys), nil
 	}
 	return nil, unsupportedResource(typ)
 }

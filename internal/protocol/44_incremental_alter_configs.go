@@ -142,6 +142,9 @@ func isList(typ kmsg.ConfigResourceType, name string) bool {
 		}
 		d, ok := config.LookupUnusedKafkaDef(name)
 		return ok && d.Type == config.TypeList
+	case kmsg.ConfigResourceTypeGroupConfig:
+		d, ok := config.LookupGroupDef(name)
+		return ok && d.Type == config.TypeList
 	}
 	return false
 }

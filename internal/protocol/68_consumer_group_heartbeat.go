@@ -87,6 +87,11 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Re
 		return resp
 	}
 	gone := group.ConsumerHeartbeatResult{Err: group.ErrNotCoordinator}
+	if !b.consumerGroupsServed() {
+		// group.version 0, as Kafka answers it.
+		return reply(answer(group.ConsumerHeartbeatResult{Err: newAPIError(kerr.UnsupportedVersion,
+			"The consumer group protocol is off in this cluster (the group.version feature is 0).")}))
+	}
 	if !b.allowed(r, acl.Read, acl.Group, req.Group) {
 		return reply(answer(group.ConsumerHeartbeatResult{Err: kerr.GroupAuthorizationFailed}))
 	}

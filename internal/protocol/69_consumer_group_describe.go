@@ -34,6 +34,15 @@ const (
 func handleConsumerGroupDescribe(_ context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	if !b.consumerGroupsServed() {
+		// group.version 0, as Kafka answers it: every group refused.
+		for _, id := range req.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.AuthorizedOperations, rg.ErrorCode = id, math.MinInt32, kerr.UnsupportedVersion.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return reply(resp)
+	}
 	var allowed []string
 	for _, id := range req.Groups {
 		if b.allowed(r, acl.Describe, acl.Group, id) {

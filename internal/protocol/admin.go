@@ -216,6 +216,43 @@ func (l configLayers) clusterDefaultEntries(keys []string) []configEntry {
 	return out
 }
 
+// groupEntries describes a consumer group's configs (Kafka's GROUP
+// resource): the group's own value (GROUP_CONFIG), else the broker
+// config's value in force (DEFAULT_CONFIG, under the broker config's
+// name), or Kafka's default where there is no broker config.
+func (l configLayers) groupEntries(overrides map[string]string, keys []string) []configEntry {
+	var out []configEntry
+	for i := range config.GroupDefs {
+		d := &config.GroupDefs[i]
+		if !wanted(keys, d.Name) {
+			continue
+		}
+		def := config.Synonym{Name: d.Name, Source: config.SourceDefault}
+		if d.Default != nil {
+			def.Value = *d.Default
+		}
+		if name := config.GroupBrokerDefault(d.Name); name != "" {
+			def.Name = name
+			if bd, ok := config.LookupBrokerDef(name); ok {
+				def.Value = config.BrokerSynonyms(bd, l.static, l.cluster, l.node)[0].Value
+			} else if kd, ok := config.LookupUnusedKafkaDef(name); ok {
+				def.Value = unusedEntry(kd, l.cluster, l.node).value
+			}
+		}
+		syn := []config.Synonym{def}
+		if v, ok := overrides[d.Name]; ok {
+			syn = append([]config.Synonym{{Name: d.Name, Value: v, Source: config.SourceGroup}}, syn...)
+		}
+		doc := "Kafka's group config " + d.Name + "."
+		if d.Name != config.GroupConsumerSessionTimeout && d.Name != config.GroupConsumerHeartbeatInterval {
+			doc += " Strand does not act on it."
+		}
+		out = append(out, configEntry{name: d.Name, value: syn[0].Value, source: syn[0].Source, typ: d.Type,
+			doc: doc, synonyms: syn})
+	}
+	return out
+}
+
 // brokerResource checks the name of a BROKER config resource: "" is the
 // cluster-wide level; otherwise it must be this broker's id (Kafka answers
 // for itself only).
@@ -314,6 +351,24 @@ func (b *Broker) alterConfigs(typ kmsg.ConfigResourceType, name string, validate
 			return newAPIError(errInvalidRequest, "Per-broker dynamic configs are not supported; use the cluster-wide level (resource name \"\").")
 		}
 		return brokerConfigError(nodes.SetNodeConfigs(b.Config.NodeID, next, validateOnly))
+
+	case kmsg.ConfigResourceTypeGroupConfig:
+		next, err := change(cloneConfigs(b.Cluster.GroupConfigs(name)), func(key string) string {
+			for _, e := range layers.groupEntries(b.Cluster.GroupConfigs(name), []string{key}) {
+				return e.value
+			}
+			return ""
+		})
+		if err != nil {
+			return err
+		}
+		if err := config.CheckGroupConfigs(next, layers.effective()); err != nil {
+			return err
+		}
+		if validateOnly {
+			return nil
+		}
+		return b.Cluster.SetGroupConfigs(name, next)
 	}
 	return unsupportedResource(typ)
 }

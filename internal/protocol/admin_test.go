@@ -529,7 +529,7 @@ func TestDescribeConfigs(t *testing.T) {
 		{kmsg.ConfigResourceTypeBroker, "0", kerr.InvalidRequest}, // not this broker (4)
 		{kmsg.ConfigResourceTypeBroker, "four", kerr.InvalidRequest},
 		{kmsg.ConfigResourceTypeBrokerLogger, "4", kerr.InvalidRequest},
-		{kmsg.ConfigResourceTypeGroupConfig, "g", kerr.InvalidRequest},
+		{kmsg.ConfigResourceTypeGroupConfig, "g", nil},
 		{kmsg.ConfigResourceTypeTopic, "described", nil},
 	}
 	req = kmsg.NewPtrDescribeConfigsRequest()

@@ -129,6 +129,9 @@ type Metadata interface {
 	NodeConfigs(node int32) map[string]string
 	NextProducerID() (int64, error)
 	FeatureLevel(name string) (level int16, epoch int64, ok bool)
+	SetFeatures(levels map[string]int16, ifUnset bool) error
+	GroupConfigs(group string) map[string]string
+	SetGroupConfigs(group string, configs map[string]string) error
 	ElectLeader(topic string, partition int32, unclean bool) (cluster.Partition, error)
 	ReassignPartition(topic string, partition int32, target []int32) (cluster.Partition, error)
 	ScramCredentials() map[string]map[int8]cluster.ScramCredential

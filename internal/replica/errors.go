@@ -9,6 +9,10 @@ import (
 // Section is a stored byte range of whole batches (see log.Section).
 type Section = log.Section
 
+// RecordErrors names the records a batch was refused for (see
+// log.RecordErrors).
+type RecordErrors = log.RecordErrors
+
 // The log's errors, re-exported so the protocol layer maps them without
 // importing the log.
 var (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
@@ -35,6 +36,21 @@ func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) gr
 	g.StrictCommitOwnership = cfg.GroupCommitOwnershipStrict
 	g.Logger = logger
 	return g
+}
+
+// groupTimings reads a consumer group's own session timeout and heartbeat
+// interval from its group configs in the cluster metadata
+// (group.Config.GroupTimings).
+func (s *Server) groupTimings(group string) (session, heartbeat time.Duration) {
+	configs := s.cluster.GroupConfigs(group)
+	ms := func(name string) time.Duration {
+		n, err := strconv.ParseInt(configs[name], 10, 32)
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	return ms(config.GroupConsumerSessionTimeout), ms(config.GroupConsumerHeartbeatInterval)
 }
 
 // clusterTopics is the cluster's topics for the consumer groups' assignors

@@ -166,6 +166,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	// The hand-off ledger (with it, consumers' fetches are observed).
 	var observer group.FetchObserver
 	gcfg := groupConfig(cfg, logger, clusterTopics{s: s})
+	gcfg.GroupTimings = s.groupTimings
 	if cfg.AdminListen != "" {
 		s.metrics = admin.NewMetrics()
 		gcfg.Watch = s.metrics

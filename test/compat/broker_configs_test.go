@@ -3,12 +3,14 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,10 +26,17 @@ const kafkaRelease = "4.4.0"
 // config with its synonyms, by name.
 func describeBroker(t *testing.T, cl *kgo.Client, node string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
 	t.Helper()
+	return describeResource(t, cl, kmsg.ConfigResourceTypeBroker, node)
+}
+
+// describeResource is a DescribeConfigs answer for one resource, every
+// config with its synonyms, by name.
+func describeResource(t *testing.T, cl *kgo.Client, typ kmsg.ConfigResourceType, name string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	req.IncludeSynonyms, req.IncludeDocumentation = true, true
 	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	r.ResourceType, r.ResourceName = typ, name
 	req.Resources = append(req.Resources, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -36,7 +45,7 @@ func describeBroker(t *testing.T, cl *kgo.Client, node string) map[string]kmsg.D
 		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
 	}
 	if err != nil {
-		t.Fatalf("DescribeConfigs of broker %s: %v", node, err)
+		t.Fatalf("DescribeConfigs of %v %s: %v", typ, name, err)
 	}
 	out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
 	for _, c := range resp.Resources[0].Configs {
@@ -107,18 +116,28 @@ func testBrokerConfigs(t *testing.T, kafkaAddr string) {
 	}
 	defer kcl.Close()
 	onKafka := describeBroker(t, kcl, "1")
-	fromKafka := config.KafkaDefsTSV(kafkaRelease, kafkaDefsOf(onKafka))
-	if os.Getenv("STRAND_WRITE_KAFKA_CONFIGS") == "1" {
-		path := filepath.Join("..", "..", "internal", "config", "kafka_broker_configs.tsv")
-		if err := os.WriteFile(path, []byte(fromKafka), 0o644); err != nil {
-			t.Fatal(err)
+	groupOnKafka := describeResource(t, kcl, kmsg.ConfigResourceTypeGroupConfig, "any-group")
+	for _, table := range []struct {
+		resource, file string
+		defs           []config.KafkaDef
+		kafka          map[string]kmsg.DescribeConfigsResponseResourceConfig
+	}{{"broker", "kafka_broker_configs.tsv", config.KafkaDefs, onKafka}, {"group", "kafka_group_configs.tsv", config.GroupDefs, groupOnKafka}} {
+		fromKafka := config.KafkaDefsTSV(table.resource, kafkaRelease, kafkaDefsOf(table.kafka))
+		path := filepath.Join("..", "..", "internal", "config", table.file)
+		if os.Getenv("STRAND_WRITE_KAFKA_CONFIGS") == "1" {
+			if err := os.WriteFile(path, []byte(fromKafka), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("wrote %d configs to %s", len(table.kafka), path)
+			continue
 		}
-		t.Logf("wrote %d configs to %s", len(onKafka), path)
-		return
+		if embedded := config.KafkaDefsTSV(table.resource, kafkaRelease, table.defs); embedded != fromKafka {
+			t.Fatalf("internal/config/%s is not Kafka %s's answer; STRAND_WRITE_KAFKA_CONFIGS=1 writes it again",
+				table.file, kafkaRelease)
+		}
 	}
-	if embedded := config.KafkaDefsTSV(kafkaRelease, config.KafkaDefs); embedded != fromKafka {
-		t.Fatalf("internal/config/kafka_broker_configs.tsv is not Kafka %s's answer; STRAND_WRITE_KAFKA_CONFIGS=1 writes it again",
-			kafkaRelease)
+	if os.Getenv("STRAND_WRITE_KAFKA_CONFIGS") == "1" {
+		return
 	}
 
 	b := startBroker(t)
@@ -216,4 +235,106 @@ func testBrokerConfigs(t *testing.T, kafkaAddr string) {
 			t.Errorf("kafka-configs.sh --describe --all lacks %q: %v\n%s", want, r.err, r.stdout)
 		}
 	}
+}
+
+// alterGroup sets a group's configs with IncrementalAlterConfigs and
+// returns the answer's error code and message.
+func alterGroup(t *testing.T, cl *kgo.Client, group string, configs map[string]string) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for k, v := range configs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("IncrementalAlterConfigs of group %s: %v", group, err)
+	}
+	return resp.Resources[0].ErrorCode, strPtr(resp.Resources[0].ErrorMessage)
+}
+
+// testGroupConfigs: a consumer group's configs (Kafka 4.0's GROUP
+// resource) are described as a real Kafka (kafkaAddr) describes them,
+// refused as it refuses them, and set with Kafka's kafka-configs.sh
+// --entity-type groups; the coordinator applies the group's heartbeat
+// interval and session timeout to its members (KIP-848).
+func testGroupConfigs(t *testing.T, kafkaAddr string) {
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	// Bounds low enough for a session of 2 s.
+	b := startBroker(t, "--group-consumer-min-session-timeout", "1s", "--group-consumer-min-heartbeat-interval", "100ms")
+	scl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scl.Close()
+	onKafka := describeResource(t, kcl, kmsg.ConfigResourceTypeGroupConfig, "g")
+	onStrand := describeResource(t, scl, kmsg.ConfigResourceTypeGroupConfig, "g")
+	for name, kc := range onKafka {
+		sc, ok := onStrand[name]
+		switch {
+		case !ok:
+			t.Errorf("group config %s: not described", name)
+		case sc.ConfigType != kc.ConfigType || sc.Source != kc.Source || sc.ReadOnly != kc.ReadOnly ||
+			(strPtr(sc.Value) != strPtr(kc.Value) && !strings.HasPrefix(name, "consumer.")):
+			t.Errorf("group config %s: %s (%v, %v, read-only %v); Kafka: %s (%v, %v, read-only %v)", name, strPtr(sc.Value),
+				sc.Source, sc.ConfigType, sc.ReadOnly, strPtr(kc.Value), kc.Source, kc.ConfigType, kc.ReadOnly)
+		}
+	}
+	for _, bad := range []map[string]string{{"consumer.session.timeout.ms": "100"}, {"consumer.session.timeout.ms": "999999"},
+		{"consumer.heartbeat.interval.ms": "soon"}, {"no.such.group.config": "1"}} {
+		want, wantMsg := alterGroup(t, kcl, "g", bad)
+		if got, msg := alterGroup(t, scl, "g", bad); got != want || got == 0 {
+			t.Errorf("setting %v: %v %q, Kafka answers %v %q", bad, kerr.ErrorForCode(got), msg, kerr.ErrorForCode(want), wantMsg)
+		}
+	}
+
+	// Kafka's tool sets the group's own timings; a member is told the
+	// heartbeat interval and is removed after the session timeout.
+	if r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "groups", "--entity-name", "g",
+		"--add-config", "consumer.session.timeout.ms=2000,consumer.heartbeat.interval.ms=300"); r.err != nil {
+		t.Fatalf("kafka-configs.sh --alter --entity-type groups: %v", r)
+	}
+	r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "groups", "--entity-name", "g")
+	for _, want := range []string{"consumer.session.timeout.ms=2000", "consumer.heartbeat.interval.ms=300"} {
+		if r.err != nil || !strings.Contains(r.stdout, want) {
+			t.Errorf("kafka-configs.sh --describe --entity-type groups lacks %q: %v\n%s", want, r.err, r.stdout)
+		}
+	}
+	createTopic(t, b.Addr, "t", 1, nil)
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "g", "a-member-of-g", 0, 30000
+	hb.SubscribedTopicNames, hb.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := hb.RequestWith(ctx, scl)
+	if err != nil || resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 300 {
+		t.Fatalf("a member's first heartbeat: %v, %+v (want the group's interval, 300 ms)", err, resp)
+	}
+	joined := time.Now()
+	adm := kadm.NewClient(scl)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		ds, err := adm.DescribeConsumerGroups(ctx, "g")
+		if err != nil {
+			return err
+		}
+		if n := len(ds["g"].Members); n != 0 {
+			return fmt.Errorf("%d members", n)
+		}
+		return nil
+	})
+	gone := time.Since(joined)
+	if gone > 10*time.Second {
+		t.Errorf("the silent member was removed after %v; the group's session timeout is 2 s, the broker's 45 s", gone)
+	}
+	t.Logf("a silent member of a group with consumer.session.timeout.ms=2000 was gone after %v", gone.Round(time.Millisecond))
 }

@@ -136,8 +136,17 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			}
 			// The playbook's clients take one seed address: a node that is
 			// not the group's coordinator, which may be killed.
+			// FindCoordinator makes __consumer_offsets; the group's
+			// coordinator is known once its partition has a leader, and
+			// stays while no node fails.
+			var coordinator int32
+			testutil.Eventually(t, time.Minute, func() error {
+				if coordinator = kc.coordinator(group); coordinator < 0 {
+					return fmt.Errorf("no coordinator of %s yet", group)
+				}
+				return nil
+			})
 			seed := kc.Addrs()[0]
-			coordinator := kc.coordinator(group)
 			for _, nd := range kc.nodes {
 				if nd.id != coordinator {
 					seed = nd.kafka.Addr()
@@ -183,6 +192,9 @@ func TestLinkGroupPassThroughFromKafka(t *testing.T) {
 			if c.killCoordinator {
 				afterScaleOver = func(v2 []grouptest.Member) {
 					killed := kc.coordinator(group)
+					if killed != coordinator {
+						t.Fatalf("the group's coordinator moved from node %d to %d", coordinator, killed)
+					}
 					kc.Kill(killed)
 					from := time.Now()
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
