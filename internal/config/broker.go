@@ -131,8 +131,12 @@ type Broker struct {
 	AutoLeaderRebalance  bool
 	LeaderImbalanceCheck time.Duration
 	Rack                 string // broker.rack
-	AutoCreateTopics     bool   // auto.create.topics.enable
-	MaxRequestBytes      int32  // socket.request.max.bytes: larger frames close the connection
+	// ReplicaSelector is replica.selector.class: with RackAwareSelector a
+	// consumer that names its rack (client.rack) is sent to an in-sync
+	// replica in that rack (KIP-392).
+	ReplicaSelector  string
+	AutoCreateTopics bool  // auto.create.topics.enable
+	MaxRequestBytes  int32 // socket.request.max.bytes: larger frames close the connection
 	// SocketSendBufferBytes is socket.send.buffer.bytes: each client
 	// connection's SO_SNDBUF, -1 for the system's default (autotuned).
 	SocketSendBufferBytes int32
@@ -306,6 +310,12 @@ func splitAdvertised(addr string) (string, int32, error) {
 }
 
 // Validate reports the first bad setting.
+// The replica selectors of replica.selector.class, by Kafka's class names.
+const (
+	RackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+	LeaderSelector    = "org.apache.kafka.common.replica.LeaderSelector"
+)
+
 func (b Broker) Validate() error {
 	switch {
 	case b.DataDir == "":
@@ -323,6 +333,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("replica lag time %v: must be positive", b.ReplicaLagTime)
 	case b.BrokerSessionTimeout <= 0:
 		return fmt.Errorf("broker session timeout %v: must be positive", b.BrokerSessionTimeout)
+	case b.ReplicaSelector != "" && b.ReplicaSelector != RackAwareSelector && b.ReplicaSelector != LeaderSelector:
+		return fmt.Errorf("replica.selector.class %q: must be %s or %s", b.ReplicaSelector, RackAwareSelector, LeaderSelector)
 	case b.MaxRequestBytes < 1024:
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
 	case b.SocketSendBufferBytes != -1 && b.SocketSendBufferBytes < 1024:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/model"
 )
 
 // Errors for config changes (Kafka INVALID_CONFIG; an unknown name is also
@@ -108,6 +109,22 @@ func parseLong(v string, min int64) (int64, error) {
 	return n, nil
 }
 
+// levelSet parses a codec level: def (the codec's default, which Kafka
+// also takes) or one in [min, max].
+func levelSet(def, min, max int, field func(c *log.Config) *int) func(c *log.Config, v string) error {
+	return func(c *log.Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: Not a number of type INT", ErrInvalidConfig)
+		case n != def && (n < min || n > max):
+			return fmt.Errorf("%w: Value must be between %d and %d", ErrInvalidConfig, min, max)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
 // TopicDefs are the topic configs Strand serves, in Kafka's names.
 var TopicDefs = []TopicDef{
 	{Name: "cleanup.policy", BrokerName: "log.cleanup.policy", Type: TypeList,
@@ -137,14 +154,42 @@ var TopicDefs = []TopicDef{
 			return nil
 		}},
 	{Name: "compression.type", BrokerName: "compression.type", Type: TypeString,
-		Doc: "Strand stores batches as the producer compressed them; only 'producer' is served.",
-		Get: func(log.Config) string { return "producer" },
-		Set: func(c *log.Config, v string) error {
-			if v != "producer" {
-				return fmt.Errorf("%w: only 'producer' is supported", ErrInvalidConfig)
+		Doc: "The codec batches are stored in: uncompressed, gzip, snappy, lz4 or zstd, a batch of another codec recompressed on its way in; producer keeps the producer's.",
+		Get: func(c log.Config) string {
+			if !c.Compression.Recompress {
+				return "producer"
 			}
+			if c.Compression.Codec == model.CompressionNone {
+				return "uncompressed"
+			}
+			return c.Compression.Codec.String()
+		},
+		Set: func(c *log.Config, v string) error {
+			codecs := map[string]model.Compression{"uncompressed": model.CompressionNone, "gzip": model.CompressionGzip,
+				"snappy": model.CompressionSnappy, "lz4": model.CompressionLZ4, "zstd": model.CompressionZstd}
+			if v == "producer" {
+				c.Compression.Recompress = false
+				return nil
+			}
+			codec, ok := codecs[v]
+			if !ok {
+				return fmt.Errorf("%w: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer", ErrInvalidConfig)
+			}
+			c.Compression.Recompress, c.Compression.Codec = true, codec
 			return nil
 		}},
+	{Name: "compression.gzip.level", BrokerName: "compression.gzip.level", Type: TypeInt,
+		Doc: "The gzip level of batches the topic recompresses: 1 to 9, or -1 for gzip's default.",
+		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.GzipLevel) },
+		Set: levelSet(-1, 1, 9, func(c *log.Config) *int { return &c.Compression.GzipLevel })},
+	{Name: "compression.lz4.level", BrokerName: "compression.lz4.level", Type: TypeInt,
+		Doc: "The LZ4 level of batches the topic recompresses, 1 to 17 (levels above 9 compress as 9).",
+		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.LZ4Level) },
+		Set: levelSet(9, 1, 17, func(c *log.Config) *int { return &c.Compression.LZ4Level })},
+	{Name: "compression.zstd.level", BrokerName: "compression.zstd.level", Type: TypeInt,
+		Doc: "The zstd level of batches the topic recompresses, -131072 to 22 (compressed at the nearest of four speeds).",
+		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.ZstdLevel) },
+		Set: levelSet(3, -131072, 22, func(c *log.Config) *int { return &c.Compression.ZstdLevel })},
 	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong,
 		Doc: "How long tombstones are kept after their segment is cleaned.",
 		Get: msGet(func(c log.Config) time.Duration { return c.DeleteRetention }),

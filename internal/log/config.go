@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"time"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // FlushPolicy says when appended data is made durable.
@@ -76,6 +78,20 @@ type Config struct {
 	// ("partition:broker" pairs, or "*" for all) whose copying the
 	// brokers' replication throttle rates cap. Kept for the replica layer.
 	LeaderThrottledReplicas, FollowerThrottledReplicas string
+	// Compression is compression.type: with Recompress, a produced batch
+	// of another codec is stored recompressed with Codec (none is
+	// Kafka's "uncompressed"); without it ("producer") batches are stored
+	// as sent. GzipLevel, LZ4Level and ZstdLevel are
+	// compression.gzip.level, compression.lz4.level and
+	// compression.zstd.level, used when recompressing.
+	Compression Compression
+}
+
+// Compression is a topic's compression.type and the levels of its codecs.
+type Compression struct {
+	Recompress                     bool
+	Codec                          model.Compression
+	GzipLevel, LZ4Level, ZstdLevel int
 }
 
 // Defaults returns Kafka's topic defaults, with fsync on every acknowledged
@@ -94,6 +110,7 @@ func Defaults() Config {
 		MinInSyncReplicas:  1,
 		FlushInterval:      time.Second,
 		FileDeleteDelay:    time.Minute,
+		Compression:        Compression{GzipLevel: -1, LZ4Level: 9, ZstdLevel: 3},
 	}
 }
 

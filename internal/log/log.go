@@ -372,8 +372,9 @@ type BatchInfo struct {
 // Append validates the batches in data (one or more whole v2 batches, as in
 // a produce request), assigns them consecutive offsets and writes them. It
 // takes ownership of data: base offsets, leader epochs and log-append times
-// are set in place, so the stored bytes are the bytes received. Nothing of
-// data is written unless every batch passes.
+// are set in place, so the stored bytes are the bytes received, but for a
+// batch the topic's compression.type recompresses (recompress.go). Nothing
+// of data is written unless every batch passes.
 func (l *Log) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	l.mu.RLock()
@@ -391,6 +392,11 @@ func (l *Log) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	refs, infos, err := splitAndValidate(data, &vopts)
 	if err != nil || len(refs) == 0 {
 		return res, err
+	}
+	if cfg.Compression.Recompress && !opts.Internal {
+		if data, refs, err = recompressBatches(data, refs, infos, cfg); err != nil {
+			return res, err
+		}
 	}
 	if cfg.LogAppendTime {
 		res.LogAppendTime = now.UnixMilli()

@@ -51,8 +51,14 @@ import (
 // TOPIC_AUTHORIZATION_FAILED.
 //
 // Consumers' fetch offsets are reported to the group coordinator
-// (observeFetch) for its rebalance history. Rack-aware preferred read
-// replicas come later.
+// (observeFetch) for its rebalance history.
+//
+// Fetching from the closest replica (KIP-392, v11+): with
+// replica.selector.class set to Kafka's RackAwareReplicaSelector, the
+// leader answers a consumer whose RackID (client.rack) is another rack
+// than its own, and has an in-sync replica there, with that replica as
+// PreferredReadReplica and no records; a follower serves consumers up to
+// the high watermark it has learnt from its leader.
 //
 // Follower fetches (a replica id, v15+ in ReplicaState): the follower's
 // fetch offset is its log end, which tells the leader what it has (and so
@@ -267,7 +273,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool, 
 			case !found:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				err = b.fetchPartition(res, t.Name, &rp, &sp, &budget, readCommitted, follower)
+				err = b.fetchPartition(res, t.Name, &rp, &sp, &budget, readCommitted, follower, req)
 				sp.ErrorCode = errorCode(err)
 				if err != nil {
 					// Kafka answers a partition error with unknown offsets.
@@ -324,8 +330,16 @@ func fetchingReplica(req *kmsg.FetchRequest) int32 {
 }
 
 func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRequestTopicPartition,
-	sp *kmsg.FetchResponseTopicPartition, budget *int64, readCommitted bool, follower int32) error {
-	p, err := b.leading(model.TopicPartition{Topic: topic, Partition: rp.Partition})
+	sp *kmsg.FetchResponseTopicPartition, budget *int64, readCommitted bool, follower int32, req *kmsg.FetchRequest) error {
+	tp := model.TopicPartition{Topic: topic, Partition: rp.Partition}
+	p, err := b.leading(tp)
+	if err != nil && follower < 0 && req.Version >= 11 {
+		// KIP-392: a consumer may read from a follower, up to the high
+		// watermark the follower has learnt.
+		if fp, ok := b.Replicas.Get(tp); ok && fp.MirrorOf() == "" {
+			p, err = fp, nil
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -342,6 +356,14 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	sp.LastStableOffset = p.LastStableOffset()
 	sp.HighWatermark = p.HighWatermark()
 	sp.LogStartOffset = p.Log().StartOffset()
+	if p.IsLeader() && req.Version >= 11 {
+		if preferred := b.preferredReadReplica(tp, req.Rack); preferred >= 0 {
+			// The consumer goes there; this answer carries no records,
+			// as Kafka's leader answers.
+			sp.PreferredReadReplica = preferred
+			return nil
+		}
+	}
 	bound := sp.HighWatermark
 	if readCommitted {
 		bound = sp.LastStableOffset
@@ -388,6 +410,29 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		read.SentEnd = sec.Next
 	}
 	return nil
+}
+
+// preferredReadReplica is the replica a consumer in rack should read tp
+// from, when this broker leads it and replica.selector.class is the
+// rack-aware selector: an in-sync replica in the consumer's rack, unless
+// this broker is in it; -1 for this broker.
+func (b *Broker) preferredReadReplica(tp model.TopicPartition, rack string) int32 {
+	if rack == "" || b.Config.ReplicaSelector != config.RackAwareSelector || b.Config.Rack == rack {
+		return -1
+	}
+	st, ok := b.Cluster.Partition(tp.Topic, tp.Partition)
+	if !ok {
+		return -1
+	}
+	for _, r := range st.ISR {
+		if r == b.Config.NodeID {
+			continue
+		}
+		if br, ok := b.Cluster.Broker(r); ok && br.Rack == rack {
+			return r
+		}
+	}
+	return -1
 }
 
 // awaitsMirror reports whether a fetch past a mirror's end is of what its
