@@ -353,28 +353,14 @@ func (im *image) applyKind(index uint64, rec record) result {
 		if err != nil {
 			return result{err: err}
 		}
-		if len(r.Configs) == 0 {
-			delete(im.GroupConfigs, r.Group)
-			return result{}
-		}
-		if im.GroupConfigs == nil {
-			im.GroupConfigs = map[string]map[string]string{}
-		}
-		im.GroupConfigs[r.Group] = maps.Clone(r.Configs)
+		putConfigs(&im.GroupConfigs, r.Group, r.Configs)
 		return result{}
 	case kindNodeConfigs:
 		r, err := decode[nodeConfigsRecord](rec.Body)
 		if err != nil {
 			return result{err: err}
 		}
-		if len(r.Configs) == 0 {
-			delete(im.NodeConfigs, r.NodeID)
-			return result{}
-		}
-		if im.NodeConfigs == nil {
-			im.NodeConfigs = map[int32]map[string]string{}
-		}
-		im.NodeConfigs[r.NodeID] = maps.Clone(r.Configs)
+		putConfigs(&im.NodeConfigs, r.NodeID, r.Configs)
 		return result{}
 	case kindScramCredentials:
 		r, err := decode[scramCredentialsRecord](rec.Body)
@@ -824,4 +810,17 @@ func (im *image) createPartitions(r createPartitionsRecord) result {
 	t.States = append(t.States, states...)
 	t.Partitions = r.Count
 	return result{}
+}
+
+// putConfigs sets the configs of one resource (a broker, a group) in m,
+// none removing its entry.
+func putConfigs[K comparable](m *map[K]map[string]string, k K, configs map[string]string) {
+	if len(configs) == 0 {
+		delete(*m, k)
+		return
+	}
+	if *m == nil {
+		*m = map[K]map[string]string{}
+	}
+	(*m)[k] = maps.Clone(configs)
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 
 	"github.com/strandlog/strand/internal/model"
 )
@@ -88,82 +86,23 @@ func codecName(c model.Compression) string {
 	return c.String()
 }
 
-// compressAt compresses src with c's codec at c's level for it.
+// compressAt compresses src with c's codec at c's level for it. Kafka's
+// LZ4 levels above 9, which the Java client's high-compression mode
+// reaches, are this library's highest.
 func compressAt(c Compression, src, dst []byte) ([]byte, error) {
 	switch c.Codec {
 	case model.CompressionGzip:
-		if c.GzipLevel == gzip.DefaultCompression {
-			return gzipAppend(src, dst)
-		}
-		return gzipLevelAppend(c.GzipLevel, src, dst)
+		return appendFrameAt(model.CompressionGzip, c.GzipLevel, src, dst)
 	case model.CompressionLZ4:
-		return lz4LevelAppend(c.LZ4Level, src, dst)
+		return appendFrameAt(model.CompressionLZ4, min(max(c.LZ4Level, 1), 9), src, dst)
 	case model.CompressionZstd:
 		return zstdLevelEncoder(c.ZstdLevel).EncodeAll(src, dst), nil
 	}
 	return compress(c.Codec, src, dst)
 }
 
-// Writers and encoders by level, made on first use.
-var (
-	gzipLevelPools sync.Map // int -> *sync.Pool of *gzipWriter
-	lz4LevelPools  sync.Map // int -> *sync.Pool of *lz4Writer
-	zstdByLevel    sync.Map // zstd.EncoderLevel -> *zstd.Encoder
-)
-
-func gzipLevelAppend(level int, src, dst []byte) ([]byte, error) {
-	p, _ := gzipLevelPools.LoadOrStore(level, &sync.Pool{New: func() any {
-		w, err := gzip.NewWriterLevel(nil, level)
-		if err != nil {
-			return err
-		}
-		return &gzipWriter{w: w}
-	}})
-	got := p.(*sync.Pool).Get()
-	z, ok := got.(*gzipWriter)
-	if !ok {
-		return dst, fmt.Errorf("compression.gzip.level %d: %v", level, got)
-	}
-	defer p.(*sync.Pool).Put(z)
-	z.out.b = dst
-	z.w.Reset(&z.out)
-	_, err := z.w.Write(src)
-	if err == nil {
-		err = z.w.Close()
-	}
-	dst, z.out.b = z.out.b, nil
-	return dst, err
-}
-
-// lz4LevelAppend writes the LZ4 frame of lz4Append at a Kafka level (1 to
-// 17): levels above 9, which the Java client's high-compression mode
-// reaches, are this library's highest.
-func lz4LevelAppend(level int, src, dst []byte) ([]byte, error) {
-	level = min(max(level, 1), 9)
-	p, _ := lz4LevelPools.LoadOrStore(level, &sync.Pool{New: func() any {
-		w := lz4.NewWriter(nil)
-		err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false),
-			lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+level))))
-		if err != nil {
-			return err
-		}
-		return &lz4Writer{w: w}
-	}})
-	got := p.(*sync.Pool).Get()
-	z, ok := got.(*lz4Writer)
-	if !ok {
-		return dst, fmt.Errorf("compression.lz4.level %d: %v", level, got)
-	}
-	defer p.(*sync.Pool).Put(z)
-	z.out.b = dst
-	z.w.Reset(&z.out)
-	_, err := z.w.Write(src)
-	if err == nil {
-		err = z.w.Close()
-	}
-	dst, z.out.b = z.out.b, nil
-	return dst, err
-}
+// zstdByLevel are the zstd encoders by level, made on first use.
+var zstdByLevel sync.Map // zstd.EncoderLevel -> *zstd.Encoder
 
 // zstdLevelEncoder is the encoder of zstdEncoder at the nearest of this
 // library's levels to a zstd level.

@@ -661,58 +661,82 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type gzipWriter struct {
-	w   *gzip.Writer
+// streamCompressor is a gzip or LZ4 writer: a frame per Reset.
+type streamCompressor interface {
+	Reset(w io.Writer)
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// frameWriter is a pooled stream compressor with the slice it appends to.
+type frameWriter struct {
+	w   streamCompressor
 	out appendWriter
 }
 
-var gzipWriters = sync.Pool{New: func() any {
-	w, err := gzip.NewWriterLevel(nil, gzip.DefaultCompression)
-	if err != nil {
-		panic(err) // the level is constant
-	}
-	return &gzipWriter{w: w}
-}}
-
-func gzipAppend(src, dst []byte) ([]byte, error) {
-	z := gzipWriters.Get().(*gzipWriter)
-	defer gzipWriters.Put(z)
-	z.out.b = dst
-	z.w.Reset(&z.out)
-	_, err := z.w.Write(src)
+// appendFrame appends the compressed frame of src to dst.
+func (f *frameWriter) appendFrame(src, dst []byte) ([]byte, error) {
+	f.out.b = dst
+	f.w.Reset(&f.out)
+	_, err := f.w.Write(src)
 	if err == nil {
-		err = z.w.Close()
+		err = f.w.Close()
 	}
-	dst, z.out.b = z.out.b, nil
+	dst, f.out.b = f.out.b, nil
 	return dst, err
 }
 
-type lz4Writer struct {
-	w   *lz4.Writer
-	out appendWriter
+// framePools are the pools of frameWriters, by codec and level.
+var framePools sync.Map // frameKind -> *sync.Pool
+
+type frameKind struct {
+	codec model.Compression
+	level int // the codec's own scale; lz4DefaultLevel for the LZ4 writer's default
 }
 
-var lz4Writers = sync.Pool{New: func() any {
+// lz4DefaultLevel is the LZ4 writer's own default (its fast mode), which
+// producers' batches are compressed with when compaction rewrites them.
+const lz4DefaultLevel = 0
+
+// appendFrameAt appends src compressed by codec (gzip or LZ4) at level.
+func appendFrameAt(codec model.Compression, level int, src, dst []byte) ([]byte, error) {
+	k := frameKind{codec, level}
+	p, _ := framePools.LoadOrStore(k, &sync.Pool{New: func() any {
+		w, err := newStreamCompressor(k)
+		if err != nil {
+			return err
+		}
+		return &frameWriter{w: w}
+	}})
+	got := p.(*sync.Pool).Get()
+	f, ok := got.(*frameWriter)
+	if !ok {
+		return dst, fmt.Errorf("%s level %d: %v", codec, level, got)
+	}
+	defer p.(*sync.Pool).Put(f)
+	return f.appendFrame(src, dst)
+}
+
+func newStreamCompressor(k frameKind) (streamCompressor, error) {
+	if k.codec == model.CompressionGzip {
+		return gzip.NewWriterLevel(nil, k.level)
+	}
 	w := lz4.NewWriter(nil)
 	// Like the Java producer: the Java reader takes block sizes of 64 KiB
 	// to 4 MiB, and older ones ignore a content checksum.
-	if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false)); err != nil {
-		panic(err) // the options are constant
+	opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false)}
+	if k.level != lz4DefaultLevel {
+		opts = append(opts, lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+k.level))))
 	}
-	return &lz4Writer{w: w}
-}}
+	return w, w.Apply(opts...)
+}
+
+func gzipAppend(src, dst []byte) ([]byte, error) {
+	return appendFrameAt(model.CompressionGzip, gzip.DefaultCompression, src, dst)
+}
 
 func lz4Append(src, dst []byte) ([]byte, error) {
-	z := lz4Writers.Get().(*lz4Writer)
-	defer lz4Writers.Put(z)
-	z.out.b = dst
-	z.w.Reset(&z.out)
-	_, err := z.w.Write(src)
-	if err == nil {
-		err = z.w.Close()
-	}
-	dst, z.out.b = z.out.b, nil
-	return dst, err
+	return appendFrameAt(model.CompressionLZ4, lz4DefaultLevel, src, dst)
 }
 
 var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {

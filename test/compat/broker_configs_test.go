@@ -75,9 +75,16 @@ func kafkaDefsOf(described map[string]kmsg.DescribeConfigsResponseResourceConfig
 // returns the answer's error code and message.
 func alterBroker(t *testing.T, cl *kgo.Client, node string, configs map[string]string) (int16, string) {
 	t.Helper()
+	return alterResource(t, cl, kmsg.ConfigResourceTypeBroker, node, configs)
+}
+
+// alterResource sets one resource's configs with IncrementalAlterConfigs
+// and returns the answer's error code and message.
+func alterResource(t *testing.T, cl *kgo.Client, typ kmsg.ConfigResourceType, name string, configs map[string]string) (int16, string) {
+	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	r.ResourceType, r.ResourceName = typ, name
 	for k, v := range configs {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
@@ -88,7 +95,7 @@ func alterBroker(t *testing.T, cl *kgo.Client, node string, configs map[string]s
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatalf("IncrementalAlterConfigs of broker %s: %v", node, err)
+		t.Fatalf("IncrementalAlterConfigs of %v %s: %v", typ, name, err)
 	}
 	return resp.Resources[0].ErrorCode, strPtr(resp.Resources[0].ErrorMessage)
 }
@@ -241,22 +248,7 @@ func testBrokerConfigs(t *testing.T, kafkaAddr string) {
 // returns the answer's error code and message.
 func alterGroup(t *testing.T, cl *kgo.Client, group string, configs map[string]string) (int16, string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	for k, v := range configs {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
-		r.Configs = append(r.Configs, c)
-	}
-	req.Resources = append(req.Resources, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("IncrementalAlterConfigs of group %s: %v", group, err)
-	}
-	return resp.Resources[0].ErrorCode, strPtr(resp.Resources[0].ErrorMessage)
+	return alterResource(t, cl, kmsg.ConfigResourceTypeGroupConfig, group, configs)
 }
 
 // testGroupConfigs: a consumer group's configs (Kafka 4.0's GROUP
