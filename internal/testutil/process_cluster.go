@@ -22,6 +22,13 @@ type ProcessCluster struct {
 // live brokers.
 func StartProcessCluster(t testing.TB, n int, extra ...string) *ProcessCluster {
 	t.Helper()
+	return StartProcessClusterEach(t, n, nil, extra...)
+}
+
+// StartProcessClusterEach is StartProcessCluster with each node's own
+// arguments too (each may be nil), such as its rack.
+func StartProcessClusterEach(t testing.TB, n int, each func(node int) []string, extra ...string) *ProcessCluster {
+	t.Helper()
 	controllers := make([]string, n)
 	var voters []string
 	for i := range n {
@@ -32,6 +39,9 @@ func StartProcessCluster(t testing.TB, n int, extra ...string) *ProcessCluster {
 	for i := range n {
 		args := append([]string{"--node-id", fmt.Sprint(i), "--listeners", "CONTROLLER://" + controllers[i],
 			"--controller-quorum-voters", strings.Join(voters, ",")}, extra...)
+		if each != nil {
+			args = append(args, each(i)...)
+		}
 		c.Procs = append(c.Procs, StartProcess(t, "", args...))
 	}
 	c.WaitLive(t, n, 30*time.Second)
