@@ -149,6 +149,9 @@ type image struct {
 	// GroupConfigs are the configs set for a consumer group (Kafka's GROUP
 	// config resource), by group id.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
+	// ClientMetrics are the client metrics subscriptions (KIP-714's
+	// CLIENT_METRICS config resources), by name.
+	ClientMetrics map[string]map[string]string `json:"client_metrics,omitempty"`
 	// ProducerIDBlockEnd is the high-water mark of allocated producer ids:
 	// every id below it may have been handed out, none at or above it has.
 	ProducerIDBlockEnd int64 `json:"producer_id_block_end,omitempty"`

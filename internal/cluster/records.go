@@ -37,6 +37,7 @@ const (
 	kindTopicConfigs      = "topic-configs"
 	kindBrokerConfigs     = "broker-configs"
 	kindGroupConfigs      = "group-configs"
+	kindClientMetrics     = "client-metrics"
 	kindNodeConfigs       = "node-configs"
 	kindProducerIDs       = "producer-ids"
 	kindFeatures          = "features"
@@ -144,6 +145,11 @@ type brokerConfigsRecord struct {
 
 type groupConfigsRecord struct {
 	Group   string            `json:"group"`
+	Configs map[string]string `json:"configs,omitempty"`
+}
+
+type clientMetricsRecord struct {
+	Name    string            `json:"name"`
 	Configs map[string]string `json:"configs,omitempty"`
 }
 
@@ -354,6 +360,13 @@ func (im *image) applyKind(index uint64, rec record) result {
 			return result{err: err}
 		}
 		putConfigs(&im.GroupConfigs, r.Group, r.Configs)
+		return result{}
+	case kindClientMetrics:
+		r, err := decode[clientMetricsRecord](rec.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		putConfigs(&im.ClientMetrics, r.Name, r.Configs)
 		return result{}
 	case kindNodeConfigs:
 		r, err := decode[nodeConfigsRecord](rec.Body)

@@ -434,6 +434,35 @@ func (s *Store) SetGroupConfigs(group string, configs map[string]string) error {
 	return err
 }
 
+// ClientMetrics returns a client metrics subscription's configs, nil for
+// none.
+func (s *Store) ClientMetrics(name string) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.im.ClientMetrics[name])
+}
+
+// ClientMetricsNames lists the client metrics subscriptions, sorted.
+func (s *Store) ClientMetricsNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.im.ClientMetrics))
+}
+
+// GroupsWithConfigs lists the groups that have configs set, sorted.
+func (s *Store) GroupsWithConfigs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.im.GroupConfigs))
+}
+
+// SetClientMetrics replaces a client metrics subscription's configs; none
+// removes it.
+func (s *Store) SetClientMetrics(name string, configs map[string]string) error {
+	_, err := s.propose(kindClientMetrics, clientMetricsRecord{Name: name, Configs: configs})
+	return err
+}
+
 // NextProducerID returns a producer id never handed out before, by any
 // broker of this run or an earlier one (InitProducerId). Ids are reserved a
 // block at a time through the metadata log, so a crash skips the rest of a

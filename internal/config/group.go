@@ -54,7 +54,7 @@ func CheckGroupConfigs(configs map[string]string, b Broker) error {
 	for _, name := range slices.Sorted(maps.Keys(configs)) {
 		d, ok := LookupGroupDef(name)
 		if !ok {
-			return fmt.Errorf("%w: Unknown group config name: %s", ErrUnknownConfig, name)
+			return refused(ErrUnknownConfig, "Unknown group config name: %s", name)
 		}
 		if err := checkType(d.Type, configs[name]); err != nil {
 			return &ValueError{Name: name, Value: configs[name], Err: err}
@@ -88,7 +88,7 @@ func CheckGroupConfigs(configs map[string]string, b Broker) error {
 		}
 	}
 	if heartbeat >= session {
-		return fmt.Errorf("%w: %s must be less than %s", ErrInvalidConfig, GroupConsumerHeartbeatInterval, GroupConsumerSessionTimeout)
+		return refused(ErrInvalidConfig, "%s must be less than %s", GroupConsumerHeartbeatInterval, GroupConsumerSessionTimeout)
 	}
 	return nil
 }

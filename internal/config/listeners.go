@@ -110,7 +110,7 @@ func (b Broker) controllerNames() []string {
 // MoreListeners. Empty strings leave b as it is.
 func ApplyListeners(b *Broker, listeners, advertised, protocolMap string) error {
 	protocols := map[string]string{}
-	for _, e := range splitList(protocolMap) {
+	for _, e := range SplitList(protocolMap) {
 		name, proto, ok := strings.Cut(e, ":")
 		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
 		if !ok || name == "" || !slices.Contains(securityProtocols, proto) {
@@ -189,7 +189,7 @@ func ApplyListeners(b *Broker, listeners, advertised, protocolMap string) error 
 // parseListenerList reads NAME://host:port,... with names upper-cased.
 func parseListenerList(list, setting string) ([]Listener, error) {
 	var out []Listener
-	for _, e := range splitList(list) {
+	for _, e := range SplitList(list) {
 		name, addr, ok := strings.Cut(e, "://")
 		name = strings.ToUpper(strings.TrimSpace(name))
 		if !ok || name == "" || addr == "" {
@@ -206,7 +206,9 @@ func parseListenerList(list, setting string) ([]Listener, error) {
 	return out, nil
 }
 
-func splitList(s string) []string {
+// SplitList reads a list config's value: comma separated, blanks
+// dropped.
+func SplitList(s string) []string {
 	var out []string
 	for _, e := range strings.Split(s, ",") {
 		if e = strings.TrimSpace(e); e != "" {

@@ -35,6 +35,20 @@ func (e *ValueError) Error() string {
 
 func (e *ValueError) Unwrap() error { return e.Err }
 
+// RefusedError is a refusal of a kind (ErrInvalidConfig,
+// ErrInvalidRequest, ErrUnknownConfig) said in Kafka's words alone.
+type RefusedError struct {
+	Kind    error
+	Message string
+}
+
+func (e *RefusedError) Error() string { return e.Message }
+func (e *RefusedError) Unwrap() error { return e.Kind }
+
+func refused(kind error, format string, args ...any) error {
+	return &RefusedError{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
 // unknownTopicConfig is a topic config Strand does not serve, said as
 // Kafka says it.
 type unknownTopicConfig struct{ name string }

@@ -40,8 +40,10 @@ import (
 //     as its DEFAULT_CONFIG synonym. The consumer protocol's session
 //     timeout and heartbeat interval are applied by the coordinator; the
 //     others (share and streams groups, dead-letter queues) are kept.
-//   - Other resource types (BROKER_LOGGER, CLIENT_METRICS) are
-//     INVALID_REQUEST "Unsupported resource type".
+//   - CLIENT_METRICS (KIP-714's client metrics subscriptions): metrics,
+//     interval.ms and match, those set as CLIENT_METRICS_CONFIG, the
+//     others at Kafka's defaults.
+//   - BROKER_LOGGER is INVALID_REQUEST "Unsupported resource type".
 //
 //
 // Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
@@ -123,6 +125,8 @@ func (b *Broker) describeResource(layers configLayers, typ kmsg.ConfigResourceTy
 		return layers.brokerEntries(keys), nil
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return layers.groupEntries(b.Cluster.GroupConfigs(name), keys), nil
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return clientMetricsEntries(b.Cluster.ClientMetrics(name), keys), nil
 	}
 	return nil, unsupportedResource(typ)
 }

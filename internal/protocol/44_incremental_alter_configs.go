@@ -115,8 +115,8 @@ func applyIncremental(typ kmsg.ConfigResourceType, current map[string]string, in
 			if !ok {
 				base = inForce(c.Name)
 			}
-			items := splitList(base)
-			for _, v := range splitList(*c.Value) {
+			items := config.SplitList(base)
+			for _, v := range config.SplitList(*c.Value) {
 				if c.Op == kmsg.IncrementalAlterConfigOpAppend {
 					if !slices.Contains(items, v) {
 						items = append(items, v)
@@ -145,18 +145,10 @@ func isList(typ kmsg.ConfigResourceType, name string) bool {
 	case kmsg.ConfigResourceTypeGroupConfig:
 		d, ok := config.LookupGroupDef(name)
 		return ok && d.Type == config.TypeList
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return name == config.ClientMetricsMatch || name == config.ClientMetricsMetrics
 	}
 	return false
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func opName(op kmsg.IncrementalAlterConfigOp) string {

@@ -253,6 +253,26 @@ func (l configLayers) groupEntries(overrides map[string]string, keys []string) [
 	return out
 }
 
+// clientMetricsEntries describes a client metrics subscription (KIP-714's
+// CLIENT_METRICS resource) as Kafka does: each config set with its
+// CLIENT_METRICS_CONFIG synonym, the others at their defaults.
+func clientMetricsEntries(configs map[string]string, keys []string) []configEntry {
+	var out []configEntry
+	for _, d := range config.ClientMetricsDefs {
+		if !wanted(keys, d.Name) {
+			continue
+		}
+		e := configEntry{name: d.Name, value: *d.Default, source: config.SourceDefault, typ: d.Type,
+			doc: "A client metrics subscription's " + d.Name + "."}
+		if v, ok := configs[d.Name]; ok {
+			e.value, e.source = v, config.SourceClientMetrics
+			e.synonyms = []config.Synonym{{Name: d.Name, Value: v, Source: config.SourceClientMetrics}}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // brokerResource checks the name of a BROKER config resource: "" is the
 // cluster-wide level; otherwise it must be this broker's id (Kafka answers
 // for itself only).
@@ -369,6 +389,25 @@ func (b *Broker) alterConfigs(typ kmsg.ConfigResourceType, name string, validate
 			return nil
 		}
 		return b.Cluster.SetGroupConfigs(name, next)
+
+	case kmsg.ConfigResourceTypeClientMetrics:
+		current := b.Cluster.ClientMetrics(name)
+		next, err := change(cloneConfigs(current), func(key string) string {
+			for _, e := range clientMetricsEntries(current, []string{key}) {
+				return e.value
+			}
+			return ""
+		})
+		if err != nil {
+			return err
+		}
+		if err := config.CheckClientMetrics(next); err != nil {
+			return err
+		}
+		if validateOnly {
+			return nil
+		}
+		return b.Cluster.SetClientMetrics(name, next)
 	}
 	return unsupportedResource(typ)
 }

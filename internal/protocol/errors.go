@@ -51,6 +51,7 @@ var codes = []struct {
 	{cluster.ErrMirrorTopic, kerr.InvalidRequest.Code},
 	{config.ErrInvalidConfig, kerr.InvalidConfig.Code},
 	{config.ErrUnknownConfig, kerr.InvalidConfig.Code},
+	{config.ErrInvalidRequest, kerr.InvalidRequest.Code},
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend.Code},

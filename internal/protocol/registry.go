@@ -132,6 +132,10 @@ type Metadata interface {
 	SetFeatures(levels map[string]int16, ifUnset bool) error
 	GroupConfigs(group string) map[string]string
 	SetGroupConfigs(group string, configs map[string]string) error
+	GroupsWithConfigs() []string
+	ClientMetrics(name string) map[string]string
+	ClientMetricsNames() []string
+	SetClientMetrics(name string, configs map[string]string) error
 	ElectLeader(topic string, partition int32, unclean bool) (cluster.Partition, error)
 	ReassignPartition(topic string, partition int32, target []int32) (cluster.Partition, error)
 	ScramCredentials() map[string]map[int8]cluster.ScramCredential

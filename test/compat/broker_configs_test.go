@@ -117,11 +117,7 @@ func strPtr(p *string) string {
 // from (internal/config/kafka_broker_configs.tsv) must be Kafka's answer:
 // STRAND_WRITE_KAFKA_CONFIGS=1 writes it from that answer instead.
 func testBrokerConfigs(t *testing.T, kafkaAddr string) {
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
+	kcl := client(t, kafkaAddr)
 	onKafka := describeBroker(t, kcl, "1")
 	groupOnKafka := describeResource(t, kcl, kmsg.ConfigResourceTypeGroupConfig, "any-group")
 	for _, table := range []struct {
@@ -148,11 +144,7 @@ func testBrokerConfigs(t *testing.T, kafkaAddr string) {
 	}
 
 	b := startBroker(t)
-	scl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scl.Close()
+	scl := client(t, b.Addr)
 	onStrand := describeBroker(t, scl, "0")
 	for name, kc := range onKafka {
 		sc, ok := onStrand[name]
@@ -257,18 +249,10 @@ func alterGroup(t *testing.T, cl *kgo.Client, group string, configs map[string]s
 // --entity-type groups; the coordinator applies the group's heartbeat
 // interval and session timeout to its members (KIP-848).
 func testGroupConfigs(t *testing.T, kafkaAddr string) {
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
+	kcl := client(t, kafkaAddr)
 	// Bounds low enough for a session of 2 s.
 	b := startBroker(t, "--group-consumer-min-session-timeout", "1s", "--group-consumer-min-heartbeat-interval", "100ms")
-	scl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scl.Close()
+	scl := client(t, b.Addr)
 	onKafka := describeResource(t, kcl, kmsg.ConfigResourceTypeGroupConfig, "g")
 	onStrand := describeResource(t, scl, kmsg.ConfigResourceTypeGroupConfig, "g")
 	for name, kc := range onKafka {

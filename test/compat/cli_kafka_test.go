@@ -24,6 +24,7 @@ func TestCLIAgainstKafka(t *testing.T) {
 	t.Run("group", func(t *testing.T) { testGroupCLI(t, addr, nil) })
 	t.Run("broker-configs", func(t *testing.T) { testBrokerConfigs(t, addr) })
 	t.Run("group-configs", func(t *testing.T) { testGroupConfigs(t, addr) })
+	t.Run("config-resources", func(t *testing.T) { testConfigResources(t, addr) })
 	t.Run("features", func(t *testing.T) { testFeatures(t, addr) })
 	t.Run("cluster-config", func(t *testing.T) { testClusterConfigCLI(t, addr, 1) })
 	t.Run("cluster-info", func(t *testing.T) {

@@ -43,17 +43,9 @@ func featureUpdate(name string, level int16, upgradeType int8) kmsg.UpdateFeatur
 // group member's heartbeat is UNSUPPORTED_VERSION as on Kafka, describes
 // the level, and upgrades it back.
 func testFeatures(t *testing.T, kafkaAddr string) {
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
+	kcl := client(t, kafkaAddr)
 	b := startBroker(t)
-	scl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scl.Close()
+	scl := client(t, b.Addr)
 	const upgrade, safe, unsafe = 1, 2, 3
 	for _, tc := range []struct {
 		name    string
