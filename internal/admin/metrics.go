@@ -176,3 +176,53 @@ func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// healthCollector exports, at each scrape, the partition and controller
+// figures Kafka operators alert on, with Kafka's meanings: per broker,
+// what it leads and of that what is under-replicated or under
+// min.insync.replicas; from the active controller alone, the offline
+// partitions and the brokers down (so that a sum over brokers counts each
+// once).
+type healthCollector struct{ health Health }
+
+var (
+	activeControllerDesc = prometheus.NewDesc("strand_active_controller",
+		"1 on the active controller (the metadata quorum's leader), 0 on the other brokers (Kafka's ActiveControllerCount).", nil, nil)
+	leaderPartitionsDesc = prometheus.NewDesc("strand_leader_partitions",
+		"Partitions this broker leads (Kafka's LeaderCount).", nil, nil)
+	underReplicatedDesc = prometheus.NewDesc("strand_under_replicated_partitions",
+		"Partitions this broker leads with fewer in-sync replicas than replicas (Kafka's UnderReplicatedPartitions).", nil, nil)
+	underMinISRDesc = prometheus.NewDesc("strand_under_min_isr_partitions",
+		"Partitions this broker leads with fewer in-sync replicas than min.insync.replicas: acks=all writes fail (Kafka's UnderMinIsrPartitionCount).",
+		nil, nil)
+	offlinePartitionsDesc = prometheus.NewDesc("strand_offline_partitions",
+		"Partitions without a leader, in the whole cluster (Kafka's OfflinePartitionsCount). Exported by the active controller only.", nil, nil)
+	fencedBrokersDesc = prometheus.NewDesc("strand_fenced_brokers",
+		"Registered brokers that are down (fenced). Exported by the active controller only.", nil, nil)
+)
+
+func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{activeControllerDesc, leaderPartitionsDesc, underReplicatedDesc, underMinISRDesc,
+		offlinePartitionsDesc, fencedBrokersDesc} {
+		ch <- d
+	}
+}
+
+func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.health.Health()
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	active := 0
+	if r.Controller == r.NodeID {
+		active = 1
+	}
+	gauge(activeControllerDesc, active)
+	gauge(leaderPartitionsDesc, r.Led.Partitions)
+	gauge(underReplicatedDesc, r.Led.UnderReplicated)
+	gauge(underMinISRDesc, r.Led.UnderMinISR)
+	if active == 1 {
+		gauge(offlinePartitionsDesc, r.OfflinePartitions)
+		gauge(fencedBrokersDesc, len(r.DownBrokers))
+	}
+}

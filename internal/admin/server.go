@@ -63,6 +63,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{})}
 	cfg.Metrics.reg.MustRegister(groupCollector{groups: cfg.Groups, parts: cfg.Partitions, timeout: cfg.Timeout})
+	if cfg.Health != nil {
+		cfg.Metrics.reg.MustRegister(healthCollector{health: cfg.Health})
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", s.health)
 	mux.HandleFunc("GET /api/groups", s.groups)

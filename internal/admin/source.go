@@ -66,6 +66,21 @@ type HealthReport struct {
 	Partitions                int          `json:"partitions"`
 	OfflinePartitions         int          `json:"offline_partitions"`
 	UnderReplicatedPartitions int          `json:"under_replicated_partitions"`
+	// UnderMinISRPartitions have fewer in-sync replicas than their
+	// topic's min.insync.replicas: acks=all writes to them fail.
+	UnderMinISRPartitions int `json:"under_min_isr_partitions"`
+	// Led counts what the answering broker leads: its partitions, and of
+	// them those under-replicated and under min.insync.replicas, as
+	// Kafka's per-broker LeaderCount, UnderReplicatedPartitions and
+	// UnderMinIsrPartitionCount count them.
+	Led LedPartitions `json:"led"`
+}
+
+// LedPartitions are the partitions one broker leads, by state.
+type LedPartitions struct {
+	Partitions      int `json:"partitions"`
+	UnderReplicated int `json:"under_replicated"`
+	UnderMinISR     int `json:"under_min_isr"`
 }
 
 // DownBroker is a registered broker that is down.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/console"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/inspect"
@@ -286,15 +287,35 @@ func (a adminHealth) Health() admin.HealthReport {
 	for i := range r.DownBrokers {
 		down[r.DownBrokers[i].NodeID] = &r.DownBrokers[i]
 	}
+	defaults, err := config.ApplyDynamic(a.s.cfg, st.BrokerConfigs(), st.NodeConfigs(a.s.cfg.NodeID))
+	if err != nil {
+		defaults = a.s.cfg // stored configs were checked when set
+	}
 	for _, t := range st.Topics() { // sorted by name
-
+		minISR := defaults.Log.MinInSyncReplicas
+		if lc, err := config.TopicLogConfig(defaults.Log, t.Configs); err == nil {
+			minISR = lc.MinInSyncReplicas
+		}
 		for i, p := range t.States {
 			r.Partitions++
+			led := p.Leader == r.NodeID
+			if led {
+				r.Led.Partitions++
+			}
 			switch {
 			case p.Leader == cluster.NoLeader:
 				r.OfflinePartitions++
 			case len(p.ISR) < len(p.Replicas):
 				r.UnderReplicatedPartitions++
+				if led {
+					r.Led.UnderReplicated++
+				}
+			}
+			if p.Leader != cluster.NoLeader && len(p.ISR) < minISR {
+				r.UnderMinISRPartitions++
+				if led {
+					r.Led.UnderMinISR++
+				}
 			}
 			for _, id := range p.Replicas {
 				if d := down[id]; d != nil {

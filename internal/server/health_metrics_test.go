@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
+)
+
+// TestHealthMetrics: /metrics gives what Kafka operators alert on, with
+// Kafka's meanings. Three brokers, a topic of three replicas and
+// min.insync.replicas 3, and one of a single replica on broker 2. With
+// broker 2 stopped, the live brokers' under-replicated and under-min-ISR
+// partitions sum to the first topic's partitions, the active controller
+// alone says so and counts the second topic's partition offline and one
+// broker down, and exactly one broker is the active controller.
+func TestHealthMetrics(t *testing.T) {
+	c := testutil.StartCluster(t, 3, 0, func(_ int, cfg *config.Broker) {
+		cfg.AdminListen = "127.0.0.1:0"
+		cfg.ReplicaLagTime = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, c.Brokers[0].Addr))
+	if _, err := adm.CreateTopic(ctx, 4, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("3")}, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "narrow", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{2}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, newClient(t, c.Brokers[0].Addr)); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("creating narrow on broker 2: %v %+v", err, resp)
+	}
+	sample := func(i int, name string) (float64, bool) {
+		return grouptest.Sample(grouptest.Scrape(t, c.Brokers[i].Server().AdminAddr().String()), name, nil)
+	}
+	sum := func(name string, brokers ...int) (total float64) {
+		for _, i := range brokers {
+			v, _ := sample(i, name)
+			total += v
+		}
+		return total
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := sum("strand_leader_partitions", 0, 1, 2); n != 5 {
+			return fmt.Errorf("%v partitions led, want 5", n)
+		}
+		if n := sum("strand_under_replicated_partitions", 0, 1, 2); n != 0 {
+			return fmt.Errorf("%v under-replicated with every broker up", n)
+		}
+		return nil
+	})
+	c.Brokers[2].Stop(t)
+	testutil.Eventually(t, 45*time.Second, func() error {
+		if n := sum("strand_active_controller", 0, 1); n != 1 {
+			return fmt.Errorf("%v active controllers", n)
+		}
+		if n := sum("strand_under_replicated_partitions", 0, 1); n != 4 {
+			return fmt.Errorf("%v under-replicated partitions, want 4", n)
+		}
+		if n := sum("strand_under_min_isr_partitions", 0, 1); n != 4 {
+			return fmt.Errorf("%v under min ISR, want 4", n)
+		}
+		if n := sum("strand_offline_partitions", 0, 1); n != 1 {
+			return fmt.Errorf("%v offline partitions, want 1", n)
+		}
+		if n := sum("strand_fenced_brokers", 0, 1); n != 1 {
+			return fmt.Errorf("%v brokers down, want 1", n)
+		}
+		return nil
+	})
+	for i := range 2 {
+		_, offline := sample(i, "strand_offline_partitions")
+		active, _ := sample(i, "strand_active_controller")
+		if offline != (active == 1) {
+			t.Errorf("broker %d: active controller %v, exports offline partitions %v", i, active, offline)
+		}
+	}
+}
