@@ -226,3 +226,29 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(fencedBrokersDesc, len(r.DownBrokers))
 	}
 }
+
+// connectionsCollector exports the open connections by listener and the
+// fetch sessions kept.
+type connectionsCollector struct{ conns Connections }
+
+var (
+	connectionsDesc = prometheus.NewDesc("strand_connections",
+		"Open client connections, by listener (Kafka's connection-count).", []string{"listener"}, nil)
+	fetchSessionsDesc = prometheus.NewDesc("strand_fetch_sessions",
+		"Fetch sessions kept (KIP-227; Kafka's NumIncrementalFetchSessions), of consumers and of followers.",
+		[]string{"kind"}, nil)
+)
+
+func (c connectionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connectionsDesc
+	ch <- fetchSessionsDesc
+}
+
+func (c connectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c.conns.Connections() {
+		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(n), name)
+	}
+	consumers, followers := c.conns.FetchSessions()
+	ch <- prometheus.MustNewConstMetric(fetchSessionsDesc, prometheus.GaugeValue, float64(consumers), "consumer")
+	ch <- prometheus.MustNewConstMetric(fetchSessionsDesc, prometheus.GaugeValue, float64(followers), "follower")
+}

@@ -32,7 +32,10 @@ type Config struct {
 	Ledger     Ledger // nil without the hand-off ledger
 	Links      Links  // the cluster links' API; nil for none
 	Health     Health
-	Metrics    *Metrics
+	// Connections, when set, exports the open connections and fetch
+	// sessions.
+	Connections Connections
+	Metrics     *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
 	Console http.Handler
 	Logger  *slog.Logger
@@ -65,6 +68,9 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Metrics.reg.MustRegister(groupCollector{groups: cfg.Groups, parts: cfg.Partitions, timeout: cfg.Timeout})
 	if cfg.Health != nil {
 		cfg.Metrics.reg.MustRegister(healthCollector{health: cfg.Health})
+	}
+	if cfg.Connections != nil {
+		cfg.Metrics.reg.MustRegister(connectionsCollector{conns: cfg.Connections})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", s.health)

@@ -90,3 +90,13 @@ type DownBroker struct {
 	// sorted.
 	Partitions []string `json:"partitions"`
 }
+
+// Connections is the broker's open client connections and fetch sessions,
+// for /metrics.
+type Connections interface {
+	// Connections counts the open connections by listener name.
+	Connections() map[string]int
+	// FetchSessions counts the fetch sessions (KIP-227) the broker keeps,
+	// of consumers and of followers.
+	FetchSessions() (consumers, followers int)
+}

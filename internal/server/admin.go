@@ -37,7 +37,7 @@ func (s *Server) startAdmin() error {
 	s.adminClient = cl
 	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
 		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
-		Links: adminLinks{s}}
+		Links: adminLinks{s}, Connections: adminConnections{s}}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
@@ -265,6 +265,23 @@ func (a adminClusterGroups) Read(ctx context.Context, id string) (group.View, bo
 			Committed: p.Committed, Owner: p.MemberID})
 	}
 	return v, true, nil
+}
+
+// adminConnections counts the broker's connections and fetch sessions
+// (admin.Connections).
+type adminConnections struct{ s *Server }
+
+func (a adminConnections) Connections() map[string]int { return a.s.Connections() }
+
+func (a adminConnections) FetchSessions() (consumers, followers int) {
+	for _, fs := range a.s.FetchSessions() {
+		if fs.Replica >= 0 {
+			followers++
+		} else {
+			consumers++
+		}
+	}
+	return consumers, followers
 }
 
 // adminHealth reports the cluster as this broker's metadata shows it:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/config"
@@ -87,4 +88,50 @@ func TestHealthMetrics(t *testing.T) {
 			t.Errorf("broker %d: active controller %v, exports offline partitions %v", i, active, offline)
 		}
 	}
+}
+
+// TestConnectionMetrics: /metrics counts the open client connections by
+// listener, down to none once the clients close, and the consumers'
+// fetch sessions.
+func TestConnectionMetrics(t *testing.T) {
+	// Without the console, whose sampler is a client of the broker too.
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.AdminListen, c.AdminConsole = "127.0.0.1:0", false })
+	admin := b.Server().AdminAddr().String()
+	value := func(name string, labels map[string]string) float64 {
+		v, _ := grouptest.Sample(grouptest.Scrape(t, admin), name, labels)
+		return v
+	}
+	plaintext := map[string]string{"listener": "PLAINTEXT"}
+	if n := value("strand_connections", plaintext); n != 0 {
+		t.Fatalf("%v connections before any client", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("counted"),
+		kgo.ConsumeTopics("counted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if fs := cl.PollFetches(ctx); fs.NumRecords() != 1 {
+		t.Fatalf("fetched %d records: %v", fs.NumRecords(), fs.Errors())
+	}
+	if n := value("strand_connections", plaintext); n < 1 {
+		t.Errorf("%v connections with a client connected", n)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := value("strand_fetch_sessions", map[string]string{"kind": "consumer"}); n != 1 {
+			return fmt.Errorf("%v consumer fetch sessions", n)
+		}
+		return nil
+	})
+	cl.Close()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := value("strand_connections", plaintext); n != 0 {
+			return fmt.Errorf("%v connections after the client closed", n)
+		}
+		return nil
+	})
 }

@@ -72,6 +72,7 @@ type Server struct {
 	console           *console.Console
 	warnings          *warnLimiter     // of the warnings about clients' requests
 	connsPerIP        map[string]int   // open connections by client host, under mu
+	connsPerListener  map[string]int   // open connections by listener name, under mu
 	connOverrides     map[string]int32 // max.connections.per.ip.overrides
 	requestBytes      *byteBudget      // queued.max.request.bytes
 	certs             *certReloader    // the TLS listeners' certificate
@@ -347,6 +348,18 @@ func (s *Server) Groups() *group.Coordinator { return s.groups }
 // clients and followers.
 func (s *Server) FetchSessions() []protocol.FetchSessionStatus { return s.broker.FetchSessions() }
 
+// Connections counts the open client connections by listener name, every
+// listener named.
+func (s *Server) Connections() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, l := range s.listeners {
+		out[l.cfg.Name] = s.connsPerListener[l.cfg.Name]
+	}
+	return out
+}
+
 // Metadata is this broker's view of the cluster metadata.
 func (s *Server) Metadata() *cluster.Store { return s.cluster }
 
@@ -421,6 +434,10 @@ func (s *Server) acceptLoop(l *listener) {
 		}
 		s.conns[nc] = struct{}{}
 		s.connsPerIP[host]++
+		if s.connsPerListener == nil {
+			s.connsPerListener = map[string]int{}
+		}
+		s.connsPerListener[l.cfg.Name]++
 		s.mu.Unlock()
 		s.goroutines.Go(func() {
 			s.serveConn(s.ctx, nc, l)
@@ -429,6 +446,7 @@ func (s *Server) acceptLoop(l *listener) {
 			if s.connsPerIP[host]--; s.connsPerIP[host] <= 0 {
 				delete(s.connsPerIP, host)
 			}
+			s.connsPerListener[l.cfg.Name]--
 			s.mu.Unlock()
 		})
 	}
