@@ -26,7 +26,9 @@ type Metrics struct {
 	requests [kmsg.MaxKey + 1]prometheus.Observer
 
 	produced, fetched       *prometheus.CounterVec
+	producedRecords         *prometheus.CounterVec
 	producedBy, fetchedBy   sync.Map // topic -> prometheus.Counter
+	producedRecordsBy       sync.Map // topic -> prometheus.Counter
 	rebalances, handoffs    *prometheus.CounterVec
 	duplicateRisk, skipped  *prometheus.CounterVec
 	rewound, commitNotOwned *prometheus.CounterVec
@@ -52,6 +54,8 @@ func NewMetrics() *Metrics {
 	}
 	m.produced = counter("strand_produce_bytes_total", "Record batch bytes appended by producers, by topic.", "topic")
 	m.fetched = counter("strand_fetch_bytes_total", "Record batch bytes sent to consumers (not to followers), by topic.", "topic")
+	m.producedRecords = counter("strand_produce_records_total",
+		"Records appended by producers, by topic (Kafka's MessagesInPerSec); a producer's retry of a written batch counts none.", "topic")
 	m.rebalances = counter("strand_group_rebalances_total",
 		"Rebalances of the groups this broker coordinates: a classic group's new generation, a consumer group's new target assignment."+
 			eachCoordinator, "group")
@@ -66,7 +70,7 @@ func NewMetrics() *Metrics {
 		"Records below the committed offset a partition's new owner started at."+eachCoordinator, "group")
 	m.commitNotOwned = counter("strand_group_commits_not_owned_total",
 		"Commits by a member of partitions it did not own."+eachCoordinator, "group")
-	m.reg.MustRegister(latency, m.produced, m.fetched, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
+	m.reg.MustRegister(latency, m.produced, m.fetched, m.producedRecords, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
 		m.commitNotOwned)
 	return m
 }
@@ -78,9 +82,10 @@ func (m *Metrics) Request(key int16, d time.Duration) {
 	}
 }
 
-// Produced counts bytes appended to topic (protocol.Meter).
-func (m *Metrics) Produced(topic string, bytes int) {
+// Produced counts bytes and records appended to topic (protocol.Meter).
+func (m *Metrics) Produced(topic string, bytes int, records int64) {
 	counterOf(&m.producedBy, m.produced, topic).Add(float64(bytes))
+	counterOf(&m.producedRecordsBy, m.producedRecords, topic).Add(float64(records))
 }
 
 // Fetched counts bytes of topic sent to consumers (protocol.Meter).
@@ -102,8 +107,10 @@ func counterOf(cache *sync.Map, vec *prometheus.CounterVec, topic string) promet
 func (m *Metrics) Forget(topic string) {
 	m.producedBy.Delete(topic)
 	m.fetchedBy.Delete(topic)
+	m.producedRecordsBy.Delete(topic)
 	m.produced.DeleteLabelValues(topic)
 	m.fetched.DeleteLabelValues(topic)
+	m.producedRecords.DeleteLabelValues(topic)
 }
 
 // Event counts a group's rebalances and commits of partitions not owned

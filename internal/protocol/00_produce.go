@@ -284,7 +284,11 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 	}
 	sp.BaseOffset, sp.LogAppendTime = res.BaseOffset, res.LogAppendTime
 	if b.Meter != nil {
-		b.Meter.Produced(topic, len(rp.Records))
+		var records int64
+		if !res.Duplicate { // a producer's retry adds nothing
+			records = res.LastOffset - res.BaseOffset + 1
+		}
+		b.Meter.Produced(topic, len(rp.Records), records)
 	}
 	return producePart{resp: sp, p: p, wait: wait, end: res.LastOffset + 1}, nil
 }

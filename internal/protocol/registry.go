@@ -231,7 +231,7 @@ type Broker struct {
 // consumers (not to followers). It is called on the request path and
 // must be cheap.
 type Meter interface {
-	Produced(topic string, bytes int)
+	Produced(topic string, bytes int, records int64)
 	Fetched(topic string, bytes int64)
 }
 
