@@ -259,3 +259,38 @@ func (c connectionsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fetchSessionsDesc, prometheus.GaugeValue, float64(consumers), "consumer")
 	ch <- prometheus.MustNewConstMetric(fetchSessionsDesc, prometheus.GaugeValue, float64(followers), "follower")
 }
+
+// replicasCollector exports each replica this broker holds: its log's
+// start and end offsets, its high watermark and its size, as Kafka's
+// kafka.log:type=Log metrics give them.
+type replicasCollector struct{ replicas LocalReplicas }
+
+var (
+	replicaLabels      = []string{"topic", "partition", "role"}
+	logStartOffsetDesc = prometheus.NewDesc("strand_log_start_offset", "A replica's first offset (Kafka's LogStartOffset).", replicaLabels, nil)
+	logEndOffsetDesc   = prometheus.NewDesc("strand_log_end_offset", "A replica's next offset (Kafka's LogEndOffset).", replicaLabels, nil)
+	highWatermarkDesc  = prometheus.NewDesc("strand_high_watermark", "A replica's high watermark: what consumers may read.", replicaLabels, nil)
+	logSizeDesc        = prometheus.NewDesc("strand_log_size_bytes", "A replica's log size on disk (Kafka's Size).", replicaLabels, nil)
+)
+
+func (c replicasCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{logStartOffsetDesc, logEndOffsetDesc, highWatermarkDesc, logSizeDesc} {
+		ch <- d
+	}
+}
+
+func (c replicasCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.replicas.LocalReplicas() {
+		role := "follower"
+		if r.Leader {
+			role = "leader"
+		}
+		labels := []string{r.Topic, itoa(r.Partition), role}
+		for _, m := range []struct {
+			d *prometheus.Desc
+			v int64
+		}{{logStartOffsetDesc, r.LogStart}, {logEndOffsetDesc, r.LogEnd}, {highWatermarkDesc, r.HighWatermark}, {logSizeDesc, r.SizeBytes}} {
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v), labels...)
+		}
+	}
+}

@@ -35,7 +35,9 @@ type Config struct {
 	// Connections, when set, exports the open connections and fetch
 	// sessions.
 	Connections Connections
-	Metrics     *Metrics
+	// Replicas, when set, exports each local replica's offsets and size.
+	Replicas LocalReplicas
+	Metrics  *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
 	Console http.Handler
 	Logger  *slog.Logger
@@ -71,6 +73,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.Connections != nil {
 		cfg.Metrics.reg.MustRegister(connectionsCollector{conns: cfg.Connections})
+	}
+	if cfg.Replicas != nil {
+		cfg.Metrics.reg.MustRegister(replicasCollector{replicas: cfg.Replicas})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", s.health)

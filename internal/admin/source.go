@@ -100,3 +100,19 @@ type Connections interface {
 	// of consumers and of followers.
 	FetchSessions() (consumers, followers int)
 }
+
+// LocalReplicas are the partition replicas a broker holds, for /metrics.
+type LocalReplicas interface {
+	LocalReplicas() []ReplicaState
+}
+
+// ReplicaState is one replica's log: its start and end offsets, high
+// watermark and size on disk.
+type ReplicaState struct {
+	Topic            string
+	Partition        int32
+	Leader           bool
+	LogStart, LogEnd int64
+	HighWatermark    int64
+	SizeBytes        int64
+}

@@ -37,7 +37,7 @@ func (s *Server) startAdmin() error {
 	s.adminClient = cl
 	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
 		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
-		Links: adminLinks{s}, Connections: adminConnections{s}}
+		Links: adminLinks{s}, Connections: adminConnections{s}, Replicas: adminConnections{s}}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
@@ -267,8 +267,8 @@ func (a adminClusterGroups) Read(ctx context.Context, id string) (group.View, bo
 	return v, true, nil
 }
 
-// adminConnections counts the broker's connections and fetch sessions
-// (admin.Connections).
+// adminConnections counts the broker's connections, fetch sessions and
+// local replicas (admin.Connections, admin.LocalReplicas).
 type adminConnections struct{ s *Server }
 
 func (a adminConnections) Connections() map[string]int { return a.s.Connections() }
@@ -282,6 +282,17 @@ func (a adminConnections) FetchSessions() (consumers, followers int) {
 		}
 	}
 	return consumers, followers
+}
+
+// LocalReplicas lists the replicas this broker holds (admin.LocalReplicas).
+func (a adminConnections) LocalReplicas() []admin.ReplicaState {
+	var out []admin.ReplicaState
+	for _, p := range a.s.replicas.Partitions() {
+		l := p.Log()
+		out = append(out, admin.ReplicaState{Topic: p.TP.Topic, Partition: p.TP.Partition, Leader: p.IsLeader(),
+			LogStart: l.StartOffset(), LogEnd: l.EndOffset(), HighWatermark: p.HighWatermark(), SizeBytes: l.Size()})
+	}
+	return out
 }
 
 // adminHealth reports the cluster as this broker's metadata shows it:

@@ -92,7 +92,7 @@ func TestHealthMetrics(t *testing.T) {
 
 // TestConnectionMetrics: /metrics counts the open client connections by
 // listener, down to none once the clients close, and the consumers'
-// fetch sessions.
+// fetch sessions; it gives each replica's offsets and size.
 func TestConnectionMetrics(t *testing.T) {
 	// Without the console, whose sampler is a client of the broker too.
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.AdminListen, c.AdminConsole = "127.0.0.1:0", false })
@@ -127,6 +127,16 @@ func TestConnectionMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	// The replica's log, as Kafka's log metrics give it.
+	counted := map[string]string{"topic": "counted", "partition": "0", "role": "leader"}
+	for name, want := range map[string]float64{"strand_log_start_offset": 0, "strand_log_end_offset": 1, "strand_high_watermark": 1} {
+		if v, ok := grouptest.Sample(grouptest.Scrape(t, admin), name, counted); !ok || v != want {
+			t.Errorf("%s %v: %v (present %v), want %v", name, counted, v, ok, want)
+		}
+	}
+	if v, _ := grouptest.Sample(grouptest.Scrape(t, admin), "strand_log_size_bytes", counted); v < 62 { // a batch of one record
+		t.Errorf("strand_log_size_bytes %v: %v, want the batch's size", counted, v)
+	}
 	cl.Close()
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if n := value("strand_connections", plaintext); n != 0 {
