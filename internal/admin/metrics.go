@@ -32,6 +32,7 @@ type Metrics struct {
 	rebalances, handoffs    *prometheus.CounterVec
 	duplicateRisk, skipped  *prometheus.CounterVec
 	rewound, commitNotOwned *prometheus.CounterVec
+	unowned                 *prometheus.HistogramVec
 }
 
 // NewMetrics makes the registry, with the Go runtime's and the process's
@@ -70,6 +71,13 @@ func NewMetrics() *Metrics {
 		"Records below the committed offset a partition's new owner started at."+eachCoordinator, "group")
 	m.commitNotOwned = counter("strand_group_commits_not_owned_total",
 		"Commits by a member of partitions it did not own."+eachCoordinator, "group")
+	m.unowned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "strand_group_handoff_unowned_seconds",
+		Help: "How long a partition went unread at a hand-off: from its previous owner's last fetch to its new owner's first, " +
+			"when both are known." + eachCoordinator,
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms to 82 s
+	}, []string{"group"})
+	m.reg.MustRegister(m.unowned)
 	m.reg.MustRegister(latency, m.produced, m.fetched, m.producedRecords, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
 		m.commitNotOwned)
 	return m
@@ -136,6 +144,9 @@ func (m *Metrics) Handoff(groupID string, h group.Handoff) {
 	}
 	if n := h.Rewound(); n > 0 {
 		m.rewound.WithLabelValues(groupID).Add(float64(n))
+	}
+	if !h.LastFetchedAt.IsZero() && !h.FirstFetchedAt.IsZero() {
+		m.unowned.WithLabelValues(groupID).Observe(h.Unowned().Seconds())
 	}
 }
 

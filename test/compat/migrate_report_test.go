@@ -147,6 +147,17 @@ func TestMigrateReportSkipped(t *testing.T) {
 	if v, _ := grouptest.Sample(fams, "strand_group_handoffs_total", labels); v != float64(rep.Totals.Handoffs) {
 		t.Errorf("strand_group_handoffs_total = %v, migrate report's %d", v, rep.Totals.Handoffs)
 	}
+	// A hand-off whose previous owner's last fetch and new owner's first
+	// are both known is one sample of the time the partition went unread.
+	timed := 0
+	for _, e := range rep.Handoffs {
+		if e.LastFetchedAt != nil && e.FirstFetchedAt != nil {
+			timed++
+		}
+	}
+	if v, _ := grouptest.Sample(fams, "strand_group_handoff_unowned_seconds", labels); timed == 0 || v != float64(timed) {
+		t.Errorf("strand_group_handoff_unowned_seconds counts %v hand-offs; the report has %d with both fetches known", v, timed)
+	}
 	cfgs, err := kadm.NewClient(client(t, b.Addr)).DescribeTopicConfigs(ctx, ledger.Topic)
 	if err != nil {
 		t.Fatal(err)
