@@ -30,7 +30,9 @@ var readmeBlocksNotRun = map[string]string{
 	"## Listeners": "needs the hosts 10.0.0.5-7, certificates and two more brokers; " +
 		"TestClientsOverSecureListeners runs such listeners",
 	"## A cluster": "three brokers; test/cluster's TestREADMEClusterExample runs this block",
-	"## ACLs":      "Kafka's own kafka-acls.sh with an admin.properties; TestKafkaAclsTool runs it",
+	"### Running on several machines": "installs as root on three machines; test/cluster's TestDeployExample starts " +
+		"three brokers from the files it installs, by the unit's command line",
+	"## ACLs": "Kafka's own kafka-acls.sh with an admin.properties; TestKafkaAclsTool runs it",
 	"## Moving from Kafka to Strand": "needs a Kafka cluster at kafka-1:9092; test/link's TestREADMEMoveFromKafka runs this " +
 		"section against a real Kafka",
 	"### One consumer at a time: a group on both clusters": "needs a Kafka cluster at kafka-1:9092; test/link's " +
