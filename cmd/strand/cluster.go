@@ -21,7 +21,8 @@ import (
 func clusterCommand() *cobra.Command {
 	cmd, admin := adminCommand("cluster", "A cluster's brokers, controller and health")
 	client := clientOf(cmd)
-	cmd.AddCommand(clusterInfoCommand(client), clusterHealthCommand(client), clusterConfigCommand(admin))
+	cmd.AddCommand(clusterInfoCommand(client), clusterHealthCommand(client), clusterConfigCommand(admin),
+		clusterDecommissionCommand(client))
 	return cmd
 }
 

@@ -56,6 +56,7 @@ var readmeSpansNotRun = map[string]string{
 	"strand migrate report --format json": "names the report's JSON, which the report's synopsis runs below",
 	"strand serve --log-format json":      "a second broker, on the README's ports; TestLogFormatJSON runs it",
 	"strand dev-cluster --brokers N":      "N brokers on the README's ports; test/cluster's dev-cluster tests run it",
+	"strand cluster decommission 3":       "needs four brokers; TestClusterDecommission runs it",
 	"strand link failover kafka-prod": "needs a link; the failover of a link is run by internal/server's " +
 		"TestLinkPromoteWithOpenSourceTransaction",
 	"strand migrate plan --brokers kafka-1:9092 --group orders-processor --link kafka-prod": "needs a Kafka " +
