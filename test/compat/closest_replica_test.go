@@ -21,6 +21,7 @@ import (
 // sent to consumers (strand_fetch_bytes_total) all come from that
 // follower: the leader only points it there.
 func TestClosestReplicaJava(t *testing.T) {
+	t.Parallel()
 	javatest.Helper(t)
 	c := testutil.StartProcessClusterEach(t, clusterBrokers, func(node int) []string {
 		return []string{"--rack", fmt.Sprintf("rack-%d", node)}
