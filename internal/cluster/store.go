@@ -428,6 +428,15 @@ func (s *Store) GroupConfigs(group string) map[string]string {
 	return maps.Clone(s.im.GroupConfigs[group])
 }
 
+// GroupConfig returns one config set for a consumer group, without
+// copying the group's configs (the coordinator asks on every heartbeat).
+func (s *Store) GroupConfig(group, name string) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.im.GroupConfigs[group][name]
+	return v, ok
+}
+
 // SetGroupConfigs replaces the configs set for a consumer group.
 func (s *Store) SetGroupConfigs(group string, configs map[string]string) error {
 	_, err := s.propose(kindGroupConfigs, groupConfigsRecord{Group: group, Configs: configs})

@@ -373,8 +373,9 @@ func (b *Broker) alterConfigs(typ kmsg.ConfigResourceType, name string, validate
 		return brokerConfigError(nodes.SetNodeConfigs(b.Config.NodeID, next, validateOnly))
 
 	case kmsg.ConfigResourceTypeGroupConfig:
-		next, err := change(cloneConfigs(b.Cluster.GroupConfigs(name)), func(key string) string {
-			for _, e := range layers.groupEntries(b.Cluster.GroupConfigs(name), []string{key}) {
+		current := b.Cluster.GroupConfigs(name)
+		next, err := change(cloneConfigs(current), func(key string) string {
+			for _, e := range layers.groupEntries(current, []string{key}) {
 				return e.value
 			}
 			return ""

@@ -37,7 +37,7 @@ func (s *Server) startAdmin() error {
 	s.adminClient = cl
 	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
 		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
-		Links: adminLinks{s}, Connections: adminConnections{s}, Replicas: adminConnections{s}}
+		Links: adminLinks{s}, Connections: adminLocal{s}, Replicas: adminLocal{s}}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}
@@ -267,13 +267,13 @@ func (a adminClusterGroups) Read(ctx context.Context, id string) (group.View, bo
 	return v, true, nil
 }
 
-// adminConnections counts the broker's connections, fetch sessions and
-// local replicas (admin.Connections, admin.LocalReplicas).
-type adminConnections struct{ s *Server }
+// adminLocal is this broker's own figures: its connections, fetch
+// sessions and replicas (admin.Connections, admin.LocalReplicas).
+type adminLocal struct{ s *Server }
 
-func (a adminConnections) Connections() map[string]int { return a.s.Connections() }
+func (a adminLocal) Connections() map[string]int { return a.s.Connections() }
 
-func (a adminConnections) FetchSessions() (consumers, followers int) {
+func (a adminLocal) FetchSessions() (consumers, followers int) {
 	for _, fs := range a.s.FetchSessions() {
 		if fs.Replica >= 0 {
 			followers++
@@ -285,7 +285,7 @@ func (a adminConnections) FetchSessions() (consumers, followers int) {
 }
 
 // LocalReplicas lists the replicas this broker holds (admin.LocalReplicas).
-func (a adminConnections) LocalReplicas() []admin.ReplicaState {
+func (a adminLocal) LocalReplicas() []admin.ReplicaState {
 	var out []admin.ReplicaState
 	for _, p := range a.s.replicas.Partitions() {
 		l := p.Log()

@@ -42,9 +42,12 @@ func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) gr
 // interval from its group configs in the cluster metadata
 // (group.Config.GroupTimings).
 func (s *Server) groupTimings(group string) (session, heartbeat time.Duration) {
-	configs := s.cluster.GroupConfigs(group)
 	ms := func(name string) time.Duration {
-		n, err := strconv.ParseInt(configs[name], 10, 32)
+		v, ok := s.cluster.GroupConfig(group, name)
+		if !ok {
+			return 0
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n <= 0 {
 			return 0
 		}

@@ -115,37 +115,16 @@ func TestDeployExample(t *testing.T) {
 	c := &testutil.ProcessCluster{Procs: procs}
 	c.WaitLive(t, nodes, 30*time.Second)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The example's defaults: three replicas, two in sync at least.
+	partitions := servesReplicated(t, c, "deployed", -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.DefaultProduceTopic("deployed"), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ConsumeTopics("deployed"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	// The example's defaults: three replicas, two in sync at least.
-	if resp, err := adm.CreateTopic(ctx, 3, -1, nil, "deployed"); err != nil || resp.Err != nil {
-		t.Fatalf("a topic at the default replication factor: %v %v", err, resp.Err)
-	}
-	const n = 30
-	for i := range n {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "record-%d", i)}).FirstErr(); err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-	}
-	got := map[string]bool{}
-	for len(got) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read back %d of %d records", len(got), n)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
-	}
-	topics, err := adm.ListTopics(ctx, "deployed")
-	if err != nil {
-		t.Fatal(err)
-	}
 	brokers, err := adm.ListBrokers(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +135,7 @@ func TestDeployExample(t *testing.T) {
 			rack[b.NodeID] = *b.Rack
 		}
 	}
-	for _, p := range topics["deployed"].Partitions {
+	for _, p := range partitions {
 		zones := map[string]bool{}
 		for _, r := range p.Replicas {
 			zones[rack[r]] = true

@@ -65,37 +65,7 @@ func TestREADMEClusterExample(t *testing.T) {
 	c := &testutil.ProcessCluster{Procs: procs}
 	c.WaitLive(t, 3, 30*time.Second)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.DefaultProduceTopic("readme"), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ConsumeTopics("readme"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, "readme"); err != nil || resp.Err != nil {
-		t.Fatalf("a topic with replication factor 3: %v %v", err, resp.Err)
-	}
-	const n = 30
-	for i := range n {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint("record-", i))}).FirstErr(); err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-	}
-	got := map[string]bool{}
-	for len(got) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read back %d of %d records", len(got), n)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
-	}
-	topics, err := adm.ListTopics(ctx, "readme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range topics["readme"].Partitions {
+	for _, p := range servesReplicated(t, c, "readme", 3) {
 		if len(p.Replicas) != 3 {
 			t.Errorf("partition %d has replicas %v, want 3", p.Partition, p.Replicas)
 		}
@@ -127,4 +97,43 @@ func serveCommands(t *testing.T, block string) [][]string {
 		}
 	}
 	return out
+}
+
+// servesReplicated creates topic through c with three partitions at
+// replication factor rf (-1: the cluster's default), writes records to it
+// with acks=all, reads every one back, and returns its partitions with
+// their replicas.
+func servesReplicated(t *testing.T, c *testutil.ProcessCluster, topic string, rf int16) kadm.PartitionDetails {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(ctx, 3, rf, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("topic %s at replication factor %d: %v %v", topic, rf, err, resp.Err)
+	}
+	const n = 30
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "record-%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	got := map[string]bool{}
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read back %d of %d records", len(got), n)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+	}
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topics[topic].Partitions
 }
