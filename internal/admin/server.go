@@ -37,7 +37,9 @@ type Config struct {
 	Connections Connections
 	// Replicas, when set, exports each local replica's offsets and size.
 	Replicas LocalReplicas
-	Metrics  *Metrics
+	// Telemetry, when set, exports what clients pushed (KIP-714).
+	Telemetry ClientTelemetry
+	Metrics   *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
 	Console http.Handler
 	Logger  *slog.Logger
@@ -76,6 +78,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.Replicas != nil {
 		cfg.Metrics.reg.MustRegister(replicasCollector{replicas: cfg.Replicas})
+	}
+	if cfg.Telemetry != nil {
+		cfg.Metrics.reg.MustRegister(telemetryCollector{clients: cfg.Telemetry})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", s.health)

@@ -140,6 +140,9 @@ type Broker struct {
 	// SocketSendBufferBytes is socket.send.buffer.bytes: each client
 	// connection's SO_SNDBUF, -1 for the system's default (autotuned).
 	SocketSendBufferBytes int32
+	// TelemetryMaxBytes is telemetry.max.bytes: the largest metrics push
+	// (KIP-714) accepted from a client, compressed and decompressed.
+	TelemetryMaxBytes int32
 	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
 	Log log.Config
 	// RetentionCheck is log.retention.check.interval.ms.
@@ -250,6 +253,7 @@ func Defaults() Broker {
 		AutoCreateTopics:                  true,
 		MaxRequestBytes:                   100 << 20,
 		SocketSendBufferBytes:             256 << 10,
+		TelemetryMaxBytes:                 1 << 20,
 		Log:                               log.Defaults(),
 		RetentionCheck:                    5 * time.Minute,
 
@@ -339,6 +343,8 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
 	case b.SocketSendBufferBytes != -1 && b.SocketSendBufferBytes < 1024:
 		return fmt.Errorf("socket send buffer %d: must be -1 (the system's default) or at least 1024", b.SocketSendBufferBytes)
+	case b.TelemetryMaxBytes < 1:
+		return fmt.Errorf("telemetry.max.bytes %d: must be at least 1", b.TelemetryMaxBytes)
 	case b.GroupInitialRebalanceDelay < 0:
 		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
 	case b.GroupConsumerMinSessionTimeout <= 0 || b.GroupConsumerSessionTimeout < b.GroupConsumerMinSessionTimeout ||

@@ -470,6 +470,13 @@ func decompress(c model.Compression, src, dst []byte) ([]byte, error) {
 	return dst, fmt.Errorf("codec %d: %w", c, ErrUnsupportedCompression)
 }
 
+// Decompress returns the decompressed form of src, a stream compressed
+// with one of Kafka's codecs (its ids), bounded as a batch is. Client
+// telemetry (KIP-714) is compressed the same way.
+func Decompress(codec int8, src []byte) ([]byte, error) {
+	return decompress(model.Compression(codec), src, nil)
+}
+
 // compress appends the compressed form of src to dst in a form every Kafka
 // client reads: the LZ4 frame with independent 64 KiB blocks and no content
 // checksum like the Java producer, and snappy in the xerial framing, which is

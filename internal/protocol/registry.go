@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/telemetry"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -218,6 +219,8 @@ type Broker struct {
 	// Links, when set, are the cluster links: groups passed through to
 	// a source cluster, and mirrors' sources.
 	Links Links
+	// Telemetry keeps the client instances that push metrics (KIP-714).
+	Telemetry *telemetry.Manager
 
 	authz   atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 	aclOnce sync.Once                       // reads the static setting once: Config is large to copy

@@ -37,7 +37,8 @@ func (s *Server) startAdmin() error {
 	s.adminClient = cl
 	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
 		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
-		Links: adminLinks{s}, Connections: adminLocal{s}, Replicas: adminLocal{s}}
+		Links: adminLinks{s}, Connections: adminLocal{s}, Replicas: adminLocal{s},
+		Telemetry: s.broker.Telemetry}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{s}
 	}

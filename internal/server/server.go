@@ -32,6 +32,7 @@ import (
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/telemetry"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -201,6 +202,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if s.metrics != nil {
 		s.broker.Meter = s.metrics
 	}
+	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: log.Decompress})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that
 	// were deciding when the broker stopped get their markers (written
