@@ -21,6 +21,7 @@ import (
 
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/logging"
 	"github.com/strandlog/strand/internal/server"
 )
 
@@ -284,12 +285,15 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	// The handler takes every level; the components' levels (root: the
+	// flag's) choose, and can change while the broker runs.
+	opts := &slog.HandlerOptions{Level: logging.Trace}
+	levels := logging.NewLevels(l)
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(logging.NewHandler(slog.NewTextHandler(w, opts), levels)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(logging.NewHandler(slog.NewJSONHandler(w, opts), levels)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: text or json", format)
 }

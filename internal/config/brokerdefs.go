@@ -17,6 +17,7 @@ const (
 	SourceDynamicDefault Source = 3 // DYNAMIC_DEFAULT_BROKER_CONFIG: changed at runtime for every broker
 	SourceStaticBroker   Source = 4 // STATIC_BROKER_CONFIG: the broker's flags or config file
 	SourceDefault        Source = 5 // DEFAULT_CONFIG: Strand's built-in default
+	SourceBrokerLogger   Source = 6 // DYNAMIC_BROKER_LOGGER_CONFIG: a logger's level
 	SourceClientMetrics  Source = 7 // CLIENT_METRICS_CONFIG: a client metrics subscription's own
 	SourceGroup          Source = 8 // GROUP_CONFIG: the group's own config
 )

@@ -60,6 +60,7 @@ func (e *unknownTopicConfig) Unwrap() error { return ErrUnknownConfig }
 type Type int8
 
 const (
+	TypeUnknown Type = 0 // what Kafka gives a logger's level
 	TypeBoolean Type = 1
 	TypeString  Type = 2
 	TypeInt     Type = 3

@@ -43,8 +43,12 @@ import (
 //   - CLIENT_METRICS (KIP-714's client metrics subscriptions): metrics,
 //     interval.ms and match, those set as CLIENT_METRICS_CONFIG, the
 //     others at Kafka's defaults.
-//   - BROKER_LOGGER is INVALID_REQUEST "Unsupported resource type".
-//
+//   - BROKER_LOGGER named by this broker's id: the root logger's level
+//     (--log-level) and each component's (protocol, group, replica, ...),
+//     its own or the root's, in Kafka's level names (TRACE to FATAL), as
+//     DYNAMIC_BROKER_LOGGER_CONFIG of type UNKNOWN as Kafka describes its
+//     loggers. An empty name, another broker's id or one that is not a
+//     number is INVALID_REQUEST.
 //
 // Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
 // the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
@@ -127,6 +131,11 @@ func (b *Broker) describeResource(layers configLayers, typ kmsg.ConfigResourceTy
 		return layers.groupEntries(b.Cluster.GroupConfigs(name), keys), nil
 	case kmsg.ConfigResourceTypeClientMetrics:
 		return clientMetricsEntries(b.Cluster.ClientMetrics(name), keys), nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		if err := b.loggerResource(name); err != nil {
+			return nil, err
+		}
+		return b.loggerEntries(keys), nil
 	}
 	return nil, unsupportedResource(typ)
 }

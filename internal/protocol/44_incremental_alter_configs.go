@@ -27,11 +27,16 @@ import (
 //   - INVALID_REQUEST: a resource named twice (every entry of it), a config
 //     named twice in one resource, a null value for SET, APPEND or SUBTRACT,
 //     an unknown operation, another broker's id, resource types other than
-//     TOPIC and BROKER. INVALID_CONFIG: APPEND or SUBTRACT on a config that is
+//     those served. INVALID_CONFIG: APPEND or SUBTRACT on a config that is
 //     not a LIST, unknown configs and invalid values.
+//   - GROUP and CLIENT_METRICS resources as AlterConfigs' rules for them
+//     (admin.go); BROKER_LOGGER sets and removes this broker's loggers'
+//     levels, every change checked first as Kafka does: SET a known logger
+//     to TRACE, DEBUG, INFO, WARN, ERROR or FATAL (else INVALID_CONFIG),
+//     DELETE a component's own level but not the root's
+//     (INVALID_REQUEST), no APPEND or SUBTRACT (INVALID_REQUEST).
 //
-// Not supported: BROKER_LOGGER (log levels), CLIENT_METRICS and GROUP
-// resources; AlterConfigPolicy.
+// Not supported: AlterConfigPolicy.
 //
 // Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED),
 // the group (GROUP_AUTHORIZATION_FAILED), or the cluster for brokers and
@@ -57,7 +62,9 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, r *Request) (*R
 		} else if err == nil {
 			err = checkIncremental(rr.Configs)
 		}
-		if err == nil {
+		if err == nil && rr.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+			err = b.alterLoggers(rr.ResourceName, req.ValidateOnly, rr.Configs)
+		} else if err == nil {
 			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, req.ValidateOnly,
 				func(current map[string]string, inForce func(string) string) (map[string]string, error) {
 					return applyIncremental(rr.ResourceType, current, inForce, rr.Configs)

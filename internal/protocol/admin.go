@@ -13,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/logging"
 )
 
 // What the admin handlers (topics and configs) share: their error kinds,
@@ -271,6 +272,92 @@ func clientMetricsEntries(configs map[string]string, keys []string) []configEntr
 		out = append(out, e)
 	}
 	return out
+}
+
+// loggerEntries describes this broker's loggers (BROKER_LOGGER): each
+// one's level in force, as Kafka describes its log4j loggers.
+func (b *Broker) loggerEntries(keys []string) []configEntry {
+	levels := b.Loggers.Describe()
+	var out []configEntry
+	for _, name := range b.Loggers.Names() {
+		if wanted(keys, name) {
+			out = append(out, configEntry{name: name, value: levels[name], source: config.SourceBrokerLogger,
+				typ: config.TypeUnknown, doc: ""})
+		}
+	}
+	return out
+}
+
+// loggerResource checks the name of a BROKER_LOGGER resource: this
+// broker's id.
+func (b *Broker) loggerResource(name string) error {
+	if name == "" {
+		return newAPIError(errInvalidRequest, "Broker id must not be empty")
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return newAPIError(errInvalidRequest, "Broker id must be an integer, but it is: %s", name)
+	}
+	if int32(id) != b.Config.NodeID {
+		return newAPIError(errInvalidRequest, "Unexpected broker id, expected %d but received %s", b.Config.NodeID, name)
+	}
+	if b.Loggers == nil {
+		return unsupportedResource(kmsg.ConfigResourceTypeBrokerLogger)
+	}
+	return nil
+}
+
+// alterLoggers changes this broker's loggers' levels as Kafka does: every
+// change is checked before any is made (SET a known logger to one of
+// Kafka's levels, DELETE a logger's own level but the root's), APPEND and
+// SUBTRACT are refused. Levels are not kept over a restart, as in Kafka.
+func (b *Broker) alterLoggers(name string, validateOnly bool, changes []kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	if err := b.loggerResource(name); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		var err error
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			err = b.Loggers.Check(c.Name, *c.Value)
+		case kmsg.IncrementalAlterConfigOpDelete:
+			err = b.Loggers.CheckReset(c.Name)
+		default:
+			return newAPIError(errInvalidRequest, "%s operation is not allowed for the BROKER_LOGGER resource", opName(c.Op))
+		}
+		if err != nil {
+			return loggerError(err)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	for _, c := range changes {
+		var err error
+		if c.Op == kmsg.IncrementalAlterConfigOpSet {
+			err = b.Loggers.Set(c.Name, *c.Value)
+		} else {
+			err = b.Loggers.Reset(c.Name)
+		}
+		if err != nil {
+			return loggerError(err)
+		}
+		b.Logger.Info("logger level changed", "logger", c.Name, "level", b.Loggers.Describe()[c.Name])
+	}
+	return nil
+}
+
+// loggerError is Kafka's answer to a refused logger change: the root's
+// level removed is INVALID_REQUEST, the rest INVALID_CONFIG.
+func loggerError(err error) error {
+	msg := err.Error()
+	for _, kind := range []error{logging.ErrResetRoot, logging.ErrUnknownLogger, logging.ErrBadLevel} {
+		msg = strings.TrimPrefix(msg, kind.Error()+": ")
+	}
+	if errors.Is(err, logging.ErrResetRoot) {
+		return newAPIError(errInvalidRequest, "%s", msg)
+	}
+	return newAPIError(config.ErrInvalidConfig, "%s", msg)
 }
 
 // brokerResource checks the name of a BROKER config resource: "" is the

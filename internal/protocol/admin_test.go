@@ -528,7 +528,9 @@ func TestDescribeConfigs(t *testing.T) {
 		{kmsg.ConfigResourceTypeTopic, "bad/name", kerr.InvalidTopicException},
 		{kmsg.ConfigResourceTypeBroker, "0", kerr.InvalidRequest}, // not this broker (4)
 		{kmsg.ConfigResourceTypeBroker, "four", kerr.InvalidRequest},
-		{kmsg.ConfigResourceTypeBrokerLogger, "4", kerr.InvalidRequest},
+		{kmsg.ConfigResourceTypeBrokerLogger, "0", kerr.InvalidRequest}, // not this broker
+		{kmsg.ConfigResourceTypeBrokerLogger, "", kerr.InvalidRequest},
+		{kmsg.ConfigResourceTypeBrokerLogger, "4", nil},
 		{kmsg.ConfigResourceTypeGroupConfig, "g", nil},
 		{kmsg.ConfigResourceTypeTopic, "described", nil},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/logging"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
@@ -221,6 +222,8 @@ type Broker struct {
 	Links Links
 	// Telemetry keeps the client instances that push metrics (KIP-714).
 	Telemetry *telemetry.Manager
+	// Loggers are the levels of the broker's loggers (BROKER_LOGGER).
+	Loggers *logging.Levels
 
 	authz   atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 	aclOnce sync.Once                       // reads the static setting once: Config is large to copy

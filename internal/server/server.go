@@ -27,6 +27,7 @@ import (
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/link"
 	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/logging"
 	"github.com/strandlog/strand/internal/oauth"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
@@ -81,6 +82,7 @@ type Server struct {
 	peerOpts          peer.Options     // how peers' inter-broker listeners are spoken to
 	self              *selfIdentity    // the broker's own clients' SASL user
 	oauth             *oauth.Config    // how OAUTHBEARER tokens are validated; nil without
+	loggers           *logging.Levels  // each component's log level
 
 	// dirLocks hold the data directory (and the metadata quorum's) from
 	// the start of New to the end of Shutdown (datadir.go).
@@ -124,7 +126,9 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
+	// Each component's logger gets a level of its own (BROKER_LOGGER).
+	logger, loggers := logging.Wrap(logger)
+	s := &Server{loggers: loggers, cfg: cfg, logger: logger.With("component", "server"), conns: map[net.Conn]struct{}{}, warnings: newWarnLimiter(time.Now),
 		connsPerIP: map[string]int{}, connOverrides: connOverrides, requestBytes: newByteBudget(cfg.QueuedMaxRequestBytes),
 		rec: newReconciler(), failed: make(chan error, 1)}
 	if s.dirLocks, err = lockDataDir(cfg); err != nil {
@@ -202,6 +206,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if s.metrics != nil {
 		s.broker.Meter = s.metrics
 	}
+	s.broker.Loggers = s.loggers
 	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: log.Decompress})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that

@@ -82,14 +82,23 @@ func alterBroker(t *testing.T, cl *kgo.Client, node string, configs map[string]s
 // and returns the answer's error code and message.
 func alterResource(t *testing.T, cl *kgo.Client, typ kmsg.ConfigResourceType, name string, configs map[string]string) (int16, string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = typ, name
+	var changes []kmsg.IncrementalAlterConfigsRequestResourceConfig
 	for k, v := range configs {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
-		r.Configs = append(r.Configs, c)
+		changes = append(changes, c)
 	}
+	return alterResourceWith(t, cl, typ, name, changes)
+}
+
+// alterResourceWith makes changes to one config resource with
+// IncrementalAlterConfigs and returns the error code and message.
+func alterResourceWith(t *testing.T, cl *kgo.Client, typ kmsg.ConfigResourceType, name string,
+	changes []kmsg.IncrementalAlterConfigsRequestResourceConfig) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.Configs = typ, name, changes
 	req.Resources = append(req.Resources, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

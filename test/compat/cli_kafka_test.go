@@ -26,6 +26,7 @@ func TestCLIAgainstKafka(t *testing.T) {
 	t.Run("group-configs", func(t *testing.T) { testGroupConfigs(t, addr) })
 	t.Run("config-resources", func(t *testing.T) { testConfigResources(t, addr) })
 	t.Run("features", func(t *testing.T) { testFeatures(t, addr) })
+	t.Run("broker-loggers", func(t *testing.T) { testBrokerLoggers(t, addr) })
 	t.Run("cluster-config", func(t *testing.T) { testClusterConfigCLI(t, addr, 1) })
 	t.Run("cluster-info", func(t *testing.T) {
 		wantCLI(t, strandCLI(t, addr, "cluster")("info"), true, "1 brokers", "metadata.version=", "transaction.version=")
