@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,25 +32,38 @@ var errSkipped = errors.New("records were skipped")
 
 func migrateReportCommand() *cobra.Command {
 	var (
-		brokers, group, since, format string
-		timeout                       time.Duration
+		brokers, group, since, format, risk string
+		timeout                             time.Duration
+		all                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Every hand-off of a group's partitions, with what it risked",
-		Long: `Print the hand-offs of a consumer group's partitions from the broker's hand-off
-ledger (__strand_handoffs): for each, the previous and the new owner with their
-client software, why the partition moved, the committed offset, where the new
-owner started, and the duplicate risk (records sent to the previous owner past
-the commit, which the new owner is sent again), the records skipped, how far it
-rewound, and how long the partition went unread; then the totals. --format json (or yaml)
-prints an object with the hand-offs, the commits members made of partitions
-they did not own, and the totals. It exits non-zero when a hand-off skipped
-records.`,
+		Long: `Report the hand-offs of a consumer group's partitions from the broker's hand-off
+ledger (__strand_handoffs). First a summary by version (a member's client
+software and version: set client.software.name and client.software.version to
+name your own): for each pair of versions the partitions moved between them,
+with the duplicate risk (records sent to the previous owner past the commit,
+which the new owner is sent again), the records skipped, how far the new owners
+rewound, and how long a partition went unread; a move back to a version the
+group had left is marked as a rollback, and moves within one version are
+reshuffles. The group's first start on a partition with nothing committed is
+reported apart: where it starts is its auto.offset.reset, not a hand-off.
+
+Then the hand-offs that risked something (--all for every one, --risk for one
+kind: duplicate, skipped, rewound or any), each with its previous and new owner,
+why the partition moved, the committed offset and where the new owner started;
+and the totals. Times are printed in the local zone, and --since reads them
+back. --format json (or yaml) prints an object with every hand-off, the
+version summary, the commits members made of partitions they did not own, and
+the totals. It exits non-zero when a hand-off skipped records.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
 				return err
+			}
+			if risk != "" && !slices.Contains(ledger.Risks, risk) {
+				return fmt.Errorf("--risk %q: one of %s", risk, strings.Join(ledger.Risks, ", "))
 			}
 			from, err := ledger.ParseSince(since, time.Now())
 			if err != nil {
@@ -81,7 +95,7 @@ records.`,
 			r := ledger.NewReport(group, entries)
 			t := r.Totals
 			if format == "table" {
-				printReport(cmd.OutOrStdout(), group, r.Handoffs, t)
+				printReport(cmd.OutOrStdout(), r, from, reportFilter{all: all, risk: risk})
 				printCommits(cmd.OutOrStdout(), r.CommitsNotOwned)
 				printMoves(cmd.OutOrStdout(), r.Moves, t)
 			} else if err := writeData(cmd.OutOrStdout(), format, r); err != nil {
@@ -99,34 +113,112 @@ records.`,
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "", brokersUsage)
 	f.StringVar(&group, "group", "", "the consumer group (required)")
-	f.StringVar(&since, "since", "", "only hand-offs from then on: a time (RFC 3339) or a duration back from now (30m)")
+	f.StringVar(&since, "since", "", "only hand-offs from then on: a time as the report prints it (2026-12-05 20:47:03.123, local) or RFC 3339, a date, a time of day, or a duration back from now (30m, 2h, 1d)")
+	f.BoolVar(&all, "all", false, "list every hand-off, first starts and reshuffles included, not only those that risked something")
+	f.StringVar(&risk, "risk", "", "list only the hand-offs of one risk: duplicate, skipped, rewound or any")
 	formatFlag(cmd, &format)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long reading the ledger may take")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }
 
-func printReport(w io.Writer, group string, es []ledger.Entry, t ledger.Totals) {
-	fmt.Fprintf(w, "Hand-offs of group %s\n\n", group)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tPARTITION\tFROM\tTO\tREASON\tCOMMITTED\tSTARTED\tLAST SENT\tDUP RISK\tSKIPPED\tREWOUND\tUNOWNED")
-	for _, e := range es {
-		from, reason := "-", e.Reason
-		if e.From != nil {
-			from = memberLabel(*e.From)
-		}
-		if reason == "" {
-			reason = "first assignment"
-		}
-		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			e.Time.Local().Format("15:04:05.000"), e.Topic, e.Partition, from, memberLabel(e.To), reason,
-			offsetLabel(e.Committed), offsetLabel(e.FirstFetched), offsetLabel(e.LastSent),
-			countLabel(e.DuplicateRisk), countLabel(e.Skipped), countLabel(e.Rewound), time.Duration(e.UnownedMs)*time.Millisecond)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "\n%d hand-offs: duplicate risk %d, skipped %d (in %d hand-offs), rewound %d, longest unowned %v\n",
-		t.Handoffs, t.DuplicateRisk, t.Skipped, t.SkippedHandoffs, t.Rewound, time.Duration(t.LongestUnowned)*time.Millisecond)
+// reportFilter chooses the hand-offs the table lists: those that risked
+// something (the default), every one, or those of one risk.
+type reportFilter struct {
+	all  bool
+	risk string
 }
+
+func (f reportFilter) lists(e ledger.Entry) bool {
+	switch {
+	case f.all:
+		return true
+	case f.risk != "":
+		return e.Risky(f.risk)
+	}
+	return !e.FirstStart() && e.Risky("any")
+}
+
+func printReport(w io.Writer, r ledger.Report, since time.Time, filter reportFilter) {
+	zone, _ := time.Now().Zone()
+	if since.IsZero() {
+		fmt.Fprintf(w, "Hand-offs of group %s (times in %s)\n", r.Group, zone)
+	} else {
+		fmt.Fprintf(w, "Hand-offs of group %s since %s (times in %s)\n", r.Group, since.Local().Format(ledger.TimeLayout), zone)
+	}
+	if len(r.Versions) > 0 {
+		fmt.Fprintf(w, "\nBy version (client software and version):\n")
+		tw := newFitTable(0)
+		tw.add("VERSIONS", "PARTITIONS", "HAND-OFFS", "DUP RISK", "SKIPPED", "REWOUND", "LONGEST UNOWNED")
+		for _, p := range r.Versions {
+			tw.add(pairLabel(p), fmt.Sprint(p.Partitions), fmt.Sprint(p.Handoffs), fmt.Sprint(p.DuplicateRisk),
+				fmt.Sprint(p.Skipped), fmt.Sprint(p.Rewound), msLabel(p.LongestUnowned))
+		}
+		tw.write(w, terminalWidth)
+	}
+	t := r.Totals
+	if t.FirstStarts > 0 {
+		fmt.Fprintf(w, "\nFirst starts: %d, with nothing committed, so each consumer started where its auto.offset.reset put it:\n"+
+			"past %d records of what the log held (a reset, not counted as skipped; --all lists them).\n", t.FirstStarts, t.FirstStartsPast)
+	}
+	var listed []ledger.Entry
+	for _, e := range r.Handoffs {
+		if filter.lists(e) {
+			listed = append(listed, e)
+		}
+	}
+	switch {
+	case filter.all:
+		fmt.Fprintf(w, "\nEvery hand-off (%d):\n", len(listed))
+	case filter.risk != "":
+		fmt.Fprintf(w, "\n%d hand-offs with a %s risk (--all for all %d):\n", len(listed), filter.risk, len(r.Handoffs))
+	default:
+		fmt.Fprintf(w, "\n%d hand-offs that risked something (--all for all %d):\n", len(listed), len(r.Handoffs))
+	}
+	if len(listed) > 0 {
+		// Each owner is named by its client id and version, so that a
+		// canary sharing its client id with the members it joins is told
+		// apart.
+		tw := newFitTable(1, 2, 3, 4)
+		tw.add("TIME", "PARTITION", "FROM", "TO", "REASON", "COMMIT", "START", "DUPS", "SKIP", "REWIND", "UNOWNED")
+		for _, e := range listed {
+			from, reason := "-", e.Reason
+			if e.From != nil {
+				from = ownerLabel(*e.From)
+			}
+			switch {
+			case e.FirstStart():
+				reason = "first start"
+			case reason == "":
+				reason = "first assignment"
+			}
+			tw.add(e.Time.Local().Format(ledger.TimeLayout), fmt.Sprintf("%s-%d", e.Topic, e.Partition), from, ownerLabel(e.To), reason,
+				offsetLabel(e.Committed), offsetLabel(e.FirstFetched), countLabel(e.DuplicateRisk), countLabel(e.Skipped),
+				countLabel(e.Rewound), msLabel(e.UnownedMs))
+		}
+		tw.write(w, terminalWidth)
+	}
+	fmt.Fprintf(w, "\n%d hand-offs: duplicate risk %d, skipped %d (in %d hand-offs), rewound %d, longest unowned %v",
+		t.Handoffs, t.DuplicateRisk, t.Skipped, t.SkippedHandoffs, t.Rewound, msLabel(t.LongestUnowned))
+	if t.FirstStarts > 0 {
+		fmt.Fprintf(w, "; %d first starts", t.FirstStarts)
+	}
+	fmt.Fprintln(w)
+}
+
+// pairLabel names a version pair: "v1 → v2", "rollback v2 → v1", "within
+// v1" for a reshuffle.
+func pairLabel(p ledger.VersionPair) string {
+	switch {
+	case p.Reshuffle():
+		return "within " + p.From
+	case p.Rollback:
+		return "rollback " + p.From + " → " + p.To
+	}
+	return p.From + " → " + p.To
+}
+
+func msLabel(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
 
 // printMoves lists the partitions the group moved from a link's source
 // cluster: the source's last commit against where the group started here.
@@ -135,17 +227,18 @@ func printMoves(w io.Writer, ms []ledger.Move, t ledger.Totals) {
 		return
 	}
 	fmt.Fprintf(w, "\n%d partitions moved from another cluster\n\n", len(ms))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED AT\tPARTITION\tLINK\tSOURCE COMMIT\tCOPIED AT\tSTARTED\tSKIPPED\tREWOUND\tDUP RISK")
+	tw := newFitTable(2)
+	tw.add("STARTED AT", "PARTITION", "LINK", "SOURCE COMMIT", "COPIED AT", "STARTED", "SKIPPED", "REWOUND", "DUP RISK")
 	for _, m := range ms {
 		dup := "unknown (members at the source)"
 		if m.DuplicateRisk >= 0 {
 			dup = fmt.Sprint(m.DuplicateRisk)
 		}
-		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", m.FirstFetchedAt.Local().Format("15:04:05.000"), m.Topic, m.Partition,
-			m.Link, m.SourceCommitted, m.CopiedAt.Local().Format("15:04:05.000"), m.FirstFetched, m.Skipped, m.Rewound, dup)
+		tw.add(m.FirstFetchedAt.Local().Format(ledger.TimeLayout), fmt.Sprintf("%s-%d", m.Topic, m.Partition), m.Link,
+			fmt.Sprint(m.SourceCommitted), m.CopiedAt.Local().Format(ledger.TimeLayout), fmt.Sprint(m.FirstFetched),
+			fmt.Sprint(m.Skipped), fmt.Sprint(m.Rewound), dup)
 	}
-	tw.Flush()
+	tw.write(w, terminalWidth)
 	fmt.Fprintf(w, "\n%d moves: skipped %d, rewound %d\n", t.Moves, t.MovesSkipped, t.MovesRewound)
 }
 
@@ -155,8 +248,8 @@ func printCommits(w io.Writer, es []ledger.Entry) {
 		return
 	}
 	fmt.Fprintf(w, "\n%d commits of partitions their member did not own\n\n", len(es))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tPARTITION\tCOMMITTER\tOFFSET\tOWNER")
+	tw := newFitTable(2, 4)
+	tw.add("TIME", "PARTITION", "COMMITTER", "OFFSET", "OWNER")
 	for _, e := range es {
 		committer, owner, offset := "-", "nobody", "-"
 		if e.Committer != nil {
@@ -168,26 +261,38 @@ func printCommits(w io.Writer, es []ledger.Entry) {
 		if e.Offset != nil {
 			offset = fmt.Sprint(*e.Offset)
 		}
-		fmt.Fprintf(tw, "%s\t%s-%d\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05.000"), e.Topic, e.Partition, committer, offset, owner)
+		tw.add(e.Time.Local().Format(ledger.TimeLayout), fmt.Sprintf("%s-%d", e.Topic, e.Partition), committer, offset, owner)
 	}
-	tw.Flush()
+	tw.write(w, terminalWidth)
 }
 
-// memberLabel is a member as the table shows it: its client id, with its
-// software when known.
+// ownerLabel is a member as a hand-off's row names it: its client id
+// (and instance id) with its software's version.
+func ownerLabel(m ledger.Member) string {
+	return labelWith(m, m.SoftwareVersion)
+}
+
+// memberLabel is a member as the other tables show it: its client id,
+// with its software when known.
 func memberLabel(m ledger.Member) string {
+	if sw := m.Software(); sw != "" {
+		return labelWith(m, "["+sw+"]")
+	}
+	return labelWith(m, "")
+}
+
+// labelWith names a member by its client id and instance id, then what
+// follows; the other cluster's side of a hand-off across a link by its
+// host.
+func labelWith(m ledger.Member, follows string) string {
 	if m.MemberID == "" && m.ClientID == "" && m.Host != "" {
-		// The other cluster's side of a hand-off across a link.
 		return "a member at " + m.Host
 	}
 	s := m.ClientID
 	if m.InstanceID != "" {
 		s += " (" + m.InstanceID + ")"
 	}
-	if sw := m.Software(); sw != "" {
-		s += " [" + sw + "]"
-	}
-	return s
+	return strings.TrimSpace(s + " " + follows)
 }
 
 func offsetLabel(o int64) string {

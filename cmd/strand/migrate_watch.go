@@ -221,7 +221,7 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 
 // render writes one frame.
 func (f watchFrame) render(w io.Writer) {
-	fmt.Fprintf(w, "migrate watch %s at %s\n", f.group, f.at.Local().Format("15:04:05"))
+	fmt.Fprintf(w, "migrate watch %s at %s\n", f.group, f.at.Local().Format(ledger.TimeLayout))
 	if f.err != nil {
 		fmt.Fprintf(w, "%v\n", f.err)
 	} else {
@@ -233,7 +233,7 @@ func (f watchFrame) render(w io.Writer) {
 			orDash(f.assign), len(f.members), f.partitions, lag)
 	}
 	fmt.Fprintf(w, "assignment changes seen: %d; hand-offs since %s: %d, duplicate risk %d, skipped %d, rewound %d, longest unowned %s\n\n",
-		f.changes, f.since.Local().Format("15:04:05"), f.totals.Handoffs, f.totals.DuplicateRisk, f.totals.Skipped, f.totals.Rewound,
+		f.changes, f.since.Local().Format(ledger.TimeLayout), f.totals.Handoffs, f.totals.DuplicateRisk, f.totals.Skipped, f.totals.Rewound,
 		time.Duration(f.totals.LongestUnowned)*time.Millisecond)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -282,7 +282,7 @@ func (f watchFrame) render(w io.Writer) {
 	if len(f.recent) > 0 {
 		fmt.Fprintln(w, "RECENT")
 		for _, e := range f.recent {
-			fmt.Fprintf(w, "%s  %s\n", e.at.Local().Format("15:04:05.000"), e.what)
+			fmt.Fprintf(w, "%s  %s\n", e.at.Local().Format(ledger.TimeLayout), e.what)
 		}
 	}
 }
@@ -292,6 +292,11 @@ func handoffLine(e ledger.Entry) string {
 	from := "nobody"
 	if e.From != nil {
 		from = memberLabel(*e.From)
+	}
+	if e.FirstStart() {
+		// Not a hand-off: where it started is the offset reset's choice.
+		return fmt.Sprintf("first start %s-%d: %s, nothing committed: started at %s (past %s records, its auto.offset.reset)",
+			e.Topic, e.Partition, memberLabel(e.To), offsetLabel(e.FirstFetched), countLabel(e.Skipped))
 	}
 	s := fmt.Sprintf("hand-off %s-%d: %s -> %s", e.Topic, e.Partition, from, memberLabel(e.To))
 	if e.Reason != "" {

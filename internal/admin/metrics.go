@@ -66,7 +66,7 @@ func NewMetrics() *Metrics {
 		"Records sent to a partition's previous owner past the committed offset, which its new owner is sent again."+eachCoordinator,
 		"group")
 	m.skipped = counter("strand_group_handoff_skipped_records_total",
-		"Records a partition's new owner started past: between the committed offset and its first fetch."+eachCoordinator, "group")
+		"Records a partition's new owner started past: between the committed offset and its first fetch (a group's first start, with nothing committed, is its offset reset and not counted)."+eachCoordinator, "group")
 	m.rewound = counter("strand_group_handoff_rewound_records_total",
 		"Records below the committed offset a partition's new owner started at."+eachCoordinator, "group")
 	m.commitNotOwned = counter("strand_group_commits_not_owned_total",
@@ -139,7 +139,9 @@ func (m *Metrics) Handoff(groupID string, h group.Handoff) {
 	if n := h.DuplicateRisk(); n > 0 {
 		m.duplicateRisk.WithLabelValues(groupID).Add(float64(n))
 	}
-	if n := h.Skipped(); n > 0 {
+	// A first start's records past the log start are its offset reset's,
+	// not a hand-off's loss (the report gives them apart).
+	if n := h.Skipped(); n > 0 && !h.FirstStart() {
 		m.skipped.WithLabelValues(groupID).Add(float64(n))
 	}
 	if n := h.Rewound(); n > 0 {

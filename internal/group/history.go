@@ -124,6 +124,11 @@ func (h Handoff) DuplicateRisk() int64 {
 	return max(0, h.LastSent-from)
 }
 
+// FirstStart says whether the hand-off is the group's first start on the
+// partition: nobody owned it and nothing was committed, so where the new
+// owner started is its offset reset's choice, not a hand-off's.
+func (h Handoff) FirstStart() bool { return h.From == (Owner{}) && h.Committed < 0 }
+
 // Skipped is how many records the new owner started past: between the
 // committed offset (without one, the end of what the previous owner was
 // sent, or else the log start) and its first fetch. An offset reset to

@@ -6,7 +6,12 @@ import (
 )
 
 func TestParseSince(t *testing.T) {
-	now := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
+	zone := time.FixedZone("CET", 3600)
+	now := time.Date(2026, 12, 2, 18, 0, 0, 0, zone)
+	at := func(d, h, m int, s float64) time.Time {
+		return time.Date(2026, 12, d, h, m, int(s), int((s-float64(int(s)))*1e9+0.5), zone)
+	}
+	printed := at(2, 17, 1, 2.345)
 	for _, tc := range []struct {
 		in   string
 		want time.Time
@@ -14,9 +19,23 @@ func TestParseSince(t *testing.T) {
 	}{
 		{in: ""},
 		{in: "30m", want: now.Add(-30 * time.Minute)},
+		{in: "1d", want: now.Add(-24 * time.Hour)},
+		{in: "1d12h", want: now.Add(-36 * time.Hour)},
 		{in: "2026-12-02T17:00:00Z", want: time.Date(2026, 12, 2, 17, 0, 0, 0, time.UTC)},
+		{in: "2026-12-02T17:00:00.25+01:00", want: at(2, 17, 0, 0.25)},
+		// What the report prints, read back in the same zone.
+		{in: printed.Format(TimeLayout), want: printed},
+		{in: "2026-12-02 17:01", want: at(2, 17, 1, 0)},
+		{in: "2026-12-02 17:01:02 UTC", want: time.Date(2026, 12, 2, 17, 1, 2, 0, time.UTC)},
+		{in: "2026-12-02 17:01:02.500 -0200", want: time.Date(2026, 12, 2, 19, 1, 2, 5e8, time.UTC)},
+		{in: "2026-12-02T17:01:02Z", want: time.Date(2026, 12, 2, 17, 1, 2, 0, time.UTC)},
+		{in: "2026-12-01", want: at(1, 0, 0, 0)},
+		{in: "17:30", want: at(2, 17, 30, 0)},
+		{in: "19:30:15", want: at(1, 19, 30, 15)}, // later than now today: yesterday's
 		{in: "-5m", bad: true},
 		{in: "yesterday", bad: true},
+		{in: "2026-13-01", bad: true},
+		{in: "xd", bad: true},
 	} {
 		got, err := ParseSince(tc.in, now)
 		if (err != nil) != tc.bad || !got.Equal(tc.want) {

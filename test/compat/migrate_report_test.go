@@ -168,3 +168,67 @@ func TestMigrateReportSkipped(t *testing.T) {
 		t.Errorf("%s's configs: %+v (%v), want retention.ms 3600000", ledger.Topic, c.Configs, err)
 	}
 }
+
+// TestMigrateReportFirstStart: a group's first start is not a migration.
+// A consumer with auto.offset.reset=latest starts a new group on a topic
+// that holds 100 records a partition: `strand migrate report` gives the
+// first starts apart, past 200 records, counts nothing as skipped and
+// exits zero; /metrics counts no skipped record either. --since takes a
+// time the report printed.
+func TestMigrateReportFirstStart(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, groupBrokerArgs...)
+	ctx := groupCtx(t, time.Minute)
+	const topic, group = "fresh", "fresh-latest"
+	createTopic(t, b.Addr, topic, 2, nil)
+	produceKeyed(t, ctx, b.Addr, topic, "before", 200, grouptest.Produced{}, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	c, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID("fresh"), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rep ledger.Report
+	var r result
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		c.PollFetches(pctx)
+		cancel()
+		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.FirstStarts >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if rep.Totals.FirstStarts != 2 || rep.Totals.FirstStartsPast != 200 || rep.Totals.Skipped != 0 || len(rep.Versions) != 0 {
+		t.Fatalf("migrate report: %+v, versions %+v; want 2 first starts past 200 records, nothing skipped\n%s",
+			rep.Totals, rep.Versions, r.stdout)
+	}
+	if r.err != nil {
+		t.Errorf("migrate report failed on a group's first start: %v", r)
+	}
+	table := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", b.Addr, "--group", group, "--all")
+	if table.err != nil || !strings.Contains(table.stdout, "First starts: 2") || !strings.Contains(table.stdout, "past 200 records") {
+		t.Fatalf("migrate report --all: %v", table)
+	}
+	t.Logf("migrate report --all:\n%s", table.stdout)
+	// The rows' times, read back by --since: from the first row on, both
+	// first starts; from a minute after it, none.
+	var first string
+	for _, line := range strings.Split(table.stdout, "\n") {
+		if strings.Contains(line, "first start ") {
+			first = line[:len(ledger.TimeLayout)]
+			break
+		}
+	}
+	for since, want := range map[string]int{first: 2, "2099-01-01": 0} {
+		r := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", b.Addr, "--group", group,
+			"--since", since, "--format", "json")
+		var got ledger.Report
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Totals.FirstStarts != want {
+			t.Errorf("--since %q: %d first starts (%v), want %d\n%v", since, got.Totals.FirstStarts, err, want, r)
+		}
+	}
+	if v, _ := grouptest.Sample(grouptest.Scrape(t, b.Admin), "strand_group_handoff_skipped_records_total",
+		map[string]string{"group": group}); v != 0 {
+		t.Errorf("strand_group_handoff_skipped_records_total = %v for a group's first start", v)
+	}
+}
