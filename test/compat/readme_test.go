@@ -75,8 +75,10 @@ var readmeSynopses = map[string][]string{
 	"strand migrate watch --group G [--interval 1s] [--since 1h]": {
 		"strand migrate watch --group orders-processor --interval 1s --since 1h",
 	},
-	"strand migrate report --brokers 127.0.0.1:9092 --group G [--since 30m] [--format json]": {
+	"strand migrate report --brokers 127.0.0.1:9092 --group G [--since 30m] [--all | --risk duplicate] [--format json]": {
 		"strand migrate report --brokers 127.0.0.1:9092 --group orders-processor --since 30m --format json",
+		"strand migrate report --brokers 127.0.0.1:9092 --group orders-processor --since 1d --all",
+		"strand migrate report --brokers 127.0.0.1:9092 --group orders-processor --risk duplicate",
 	},
 	"strand group list | describe | lag | reset-offsets | copy-offsets | delete": {
 		"strand group list",
