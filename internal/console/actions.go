@@ -49,6 +49,16 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host == r.Host
 }
 
+// groupActions shows the forms of a group's actions, when actions are on.
+func (c *Console) groupActions(w http.ResponseWriter, r *http.Request) {
+	if !c.cfg.Actions {
+		c.fail(w, http.StatusForbidden, errActionsOff)
+		return
+	}
+	group := r.PathValue("group")
+	c.write(w, "Actions on "+group, "groups", func(d *doc) { viewGroupActions(d, group) })
+}
+
 func (c *Console) resetGroup(w http.ResponseWriter, r *http.Request) {
 	c.action(w, r, func(ctx context.Context, group string) {
 		to := r.PostFormValue("to")

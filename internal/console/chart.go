@@ -1,7 +1,9 @@
 package console
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 type Chart struct {
 	Width, Height int
 	Series        []Series
+	Marks         []Mark        // those within the chart's span, placed
 	Max           int64         // the highest lag shown
 	Span          time.Duration // from the first sample to the last
 	Points        int
@@ -27,20 +30,62 @@ type Series struct {
 	Last   int64
 }
 
+// Mark is a moment the chart marks with a vertical line: a rebalance.
+type Mark struct {
+	At    time.Time
+	Label string
+	X     float64
+}
+
 // maxSeries bounds the partitions drawn beside the total.
 const maxSeries = 8
 
 // lagChart draws the total lag and the lag of the partitions that lagged
-// most (up to maxSeries).
-func lagChart(pts []lagPoint) Chart {
+// most (up to maxSeries), or, with byVersion, the lag of each version's
+// partitions (as they are owned now: a partition's past lag is drawn
+// under its owner's version), with marks at the moments within its span.
+func lagChart(pts []lagPoint, marks []Mark, byVersion map[inspect.Partition]string) Chart {
 	c := Chart{Width: 640, Height: 160, Points: len(pts)}
 	if len(pts) == 0 {
 		return c
 	}
 	c.Span = pts[len(pts)-1].At.Sub(pts[0].At)
-	peak := map[inspect.Partition]int64{}
+	for _, m := range marks {
+		if d := m.At.Sub(pts[0].At); d >= 0 && d <= c.Span && c.Span > 0 {
+			m.X = d.Seconds() / c.Span.Seconds() * float64(c.Width)
+			c.Marks = append(c.Marks, m)
+		}
+	}
 	for _, p := range pts {
 		c.Max = max(c.Max, p.Total)
+	}
+	c.Series = append(c.Series, c.line("total", "total", pts, func(p lagPoint) int64 { return p.Total }))
+	if byVersion != nil {
+		versionOf := func(tp inspect.Partition) string { return cmp.Or(byVersion[tp], "unassigned") }
+		names := map[string]bool{}
+		for _, p := range pts {
+			for tp := range p.Partitions {
+				names[versionOf(tp)] = true
+			}
+		}
+		for i, v := range slices.Sorted(maps.Keys(names)) {
+			if i == maxSeries {
+				break
+			}
+			c.Series = append(c.Series, c.line(v, fmt.Sprintf("p%d", i), pts, func(p lagPoint) int64 {
+				var sum int64
+				for tp, lag := range p.Partitions {
+					if versionOf(tp) == v {
+						sum += lag
+					}
+				}
+				return sum
+			}))
+		}
+		return c
+	}
+	peak := map[inspect.Partition]int64{}
+	for _, p := range pts {
 		for tp, lag := range p.Partitions {
 			peak[tp] = max(peak[tp], lag)
 		}
@@ -58,7 +103,6 @@ func lagChart(pts []lagPoint) Chart {
 	if len(parts) > maxSeries {
 		parts = parts[:maxSeries]
 	}
-	c.Series = append(c.Series, c.line("total", "total", pts, func(p lagPoint) int64 { return p.Total }))
 	for i, tp := range parts {
 		c.Series = append(c.Series, c.line(tp.String(), fmt.Sprintf("p%d", i), pts, func(p lagPoint) int64 { return p.Partitions[tp] }))
 	}

@@ -86,6 +86,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c.mux.HandleFunc("GET /groups", c.groups)
 	c.mux.HandleFunc("GET /groups/{group}", c.group)
+	c.mux.HandleFunc("GET /groups/{group}/actions", c.groupActions)
 	c.mux.HandleFunc("POST /groups/{group}/reset", c.resetGroup)
 	c.mux.HandleFunc("POST /groups/{group}/delete", c.deleteGroup)
 	c.samples = startSampler(c.adm, cfg.SampleEvery, cfg.Timeout, cfg.Logger)

@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -68,21 +69,41 @@ func offsetLabel(n int64) string {
 	return fmt.Sprint(n)
 }
 
+// defaultRefresh is how often, in seconds, the pages that show live
+// figures reload themselves while open; ?refresh=N changes it, 0 stops it.
+const defaultRefresh = 10
+
+// refreshOf reads a page's ?refresh, within an hour.
+func refreshOf(q url.Values) int {
+	n, err := strconv.Atoi(q.Get("refresh"))
+	if err != nil || n < 0 {
+		return defaultRefresh
+	}
+	return min(n, 3600)
+}
+
 // write sends a page: the layout around body.
 func (c *Console) write(w http.ResponseWriter, title, section string, body func(d *doc)) {
+	c.writeLive(w, title, section, 0, body)
+}
+
+// writeLive sends a page that reloads itself every refresh seconds (none
+// for 0), so that its figures stay current while it is open.
+func (c *Console) writeLive(w http.ResponseWriter, title, section string, refresh int, body func(d *doc)) {
 	var d doc
 	d.h(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>%s · Strand</title>
+%s<title>%s · Strand</title>`, when(refresh > 0, markup(fmt.Sprintf(`<meta http-equiv="refresh" content="%d" id="refresh">`+"\n", refresh))), title)
+	d.h(`
 <link rel="stylesheet" href="/static/style.css">
 </head>
 <body>
 <header>
   <span class="brand">STRAND</span>
-  <nav>`, title)
+  <nav>`)
 	sections := [][2]string{{"overview", "/"}, {"topics", "/topics"}, {"groups", "/groups"}}
 	if c.cfg.Links != nil {
 		sections = append(sections, [2]string{"links", "/links"})

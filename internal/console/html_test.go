@@ -13,8 +13,8 @@ func TestPagesEscape(t *testing.T) {
 	evil := `<script>alert("x")</script>`
 	var d doc
 	viewGroups(&d, []groupRow{{ListedGroup: inspect.ListedGroup{Group: evil, State: "Empty"}}})
-	viewRecords(&d, browseQuery{Topic: "t", Partitions: 1, As: "text", Limit: 1},
-		[]browsedRecord{{Key: evil, Value: "<img src=x onerror=alert(1)>", Headers: []browsedHeader{{evil, evil}}}})
+	viewRecords(&d, browseQuery{Topic: "t", Partitions: 1, As: "text", Limit: 1, Search: evil, End: 5},
+		browsed{Records: []browsedRecord{{Key: evil, Value: "<img src=x onerror=alert(1)>", Headers: []browsedHeader{{evil, evil}}}}})
 	out := d.String()
 	if strings.Contains(out, "<script>") || strings.Contains(out, "<img") {
 		t.Fatalf("markup from data on the page:\n%s", out)

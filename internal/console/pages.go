@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
@@ -44,7 +45,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	if gs, err := inspect.ListGroups(ctx, c.adm); err == nil {
 		d.Groups = len(gs)
 	}
-	c.write(w, "Overview", "overview", func(doc *doc) { viewOverview(doc, d) })
+	c.writeLive(w, "Overview", "overview", refreshOf(r.URL.Query()), func(doc *doc) { viewOverview(doc, d) })
 }
 
 type topicRow struct {
@@ -82,7 +83,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 			rows = append(rows, c.topicRow(d))
 		}
 	}
-	c.write(w, "Topics", "topics", func(d *doc) { viewTopics(d, rows, internal) })
+	c.writeLive(w, "Topics", "topics", refreshOf(r.URL.Query()), func(d *doc) { viewTopics(d, rows, internal) })
 }
 
 func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
@@ -94,8 +95,13 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusNotFound, err)
 		return
 	}
-	row := c.topicRow(ds[0])
-	c.write(w, "Topic "+name, "topics", func(d *doc) { viewTopic(d, row) })
+	page := topicPage{topicRow: c.topicRow(ds[0]), Configs: c.topicConfigs(ctx, name)}
+	ends := map[int32]int64{}
+	for _, p := range ds[0].Partitions {
+		ends[p.Partition] = p.End
+	}
+	page.Groups = c.topicGroups(ctx, name, ends)
+	c.writeLive(w, "Topic "+name, "topics", refreshOf(r.URL.Query()), func(d *doc) { viewTopic(d, page) })
 }
 
 // topicRow adds to a topic its records (from each partition's start to
@@ -109,6 +115,13 @@ func (c *Console) topicRow(d inspect.Topic) topicRow {
 		}
 	}
 	return row
+}
+
+// topicPage is a topic with the groups that read it and its configs.
+type topicPage struct {
+	topicRow
+	Groups  []topicGroup
+	Configs []topicConfig
 }
 
 type groupRow struct {
@@ -137,16 +150,19 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	c.write(w, "Groups", "groups", func(d *doc) { viewGroups(d, rows) })
+	c.writeLive(w, "Groups", "groups", refreshOf(r.URL.Query()), func(d *doc) { viewGroups(d, rows) })
 }
 
 type groupPage struct {
 	inspect.Group
-	Owners    map[string]string // member id to client id
-	Chart     Chart
-	Report    ledger.Report
-	HasLedger bool
-	Message   string
+	Owners     map[string]string // member id to client id and version
+	Versions   []versionRow
+	LagSeconds map[inspect.Partition]float64
+	Chart      Chart
+	Report     ledger.Report
+	HasLedger  bool
+	Message    string
+	View       groupView
 }
 
 func (c *Console) group(w http.ResponseWriter, r *http.Request) {
@@ -164,10 +180,26 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 	}
 	es := c.readLedger(ctx, id)
 	g.AddLedger(es, time.Now())
-	d := groupPage{Group: g, Owners: map[string]string{}, Chart: lagChart(c.samples.lagOf(id)), Report: ledger.NewReport(id, es),
-		HasLedger: es != nil, Message: r.URL.Query().Get("done")}
-	for _, m := range g.Members {
-		d.Owners[m.MemberID] = m.ClientID
+	view := parseGroupView(r.URL.Query())
+	d := groupPage{Group: g, Owners: map[string]string{}, Report: ledger.NewReport(id, es), HasLedger: es != nil,
+		Message: r.URL.Query().Get("done"), View: view, LagSeconds: inspect.LagSeconds(ctx, g, append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}, c.cfg.ClientOpts...)...)}
+	d.Versions = versions(g, d.LagSeconds)
+	var byVersion map[inspect.Partition]string
+	if view.By == "version" {
+		byVersion = map[inspect.Partition]string{}
 	}
-	c.write(w, "Group "+id, "groups", func(doc *doc) { viewGroup(doc, d, c.cfg.Actions) })
+	for _, m := range g.Members {
+		d.Owners[m.MemberID] = m.ClientID + " · " + versionOf(m)
+		for _, p := range m.Owned {
+			if byVersion != nil {
+				byVersion[inspect.Partition{Topic: p.Topic, Partition: p.Partition}] = versionOf(m)
+			}
+		}
+	}
+	d.Chart = lagChart(c.samples.lagOf(id), chartMarks(d.Report), byVersion)
+	refresh := view.Refresh
+	if d.Message != "" {
+		refresh = 0 // the result of an action stays on screen
+	}
+	c.writeLive(w, "Group "+id, "groups", refresh, func(doc *doc) { viewGroup(doc, d, c.cfg.Actions) })
 }

@@ -2,30 +2,50 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// maxBrowse bounds the records one page shows.
-const maxBrowse = 200
+// maxBrowse bounds the records one page shows; a search reads at most
+// maxScan records for one page, for at most scanTime.
+const (
+	maxBrowse = 200
+	maxScan   = 20000
+	scanTime  = 3 * time.Second
+)
 
 // browseQuery is the record browser's form.
 type browseQuery struct {
 	Topic      string
 	Partition  int32
 	Partitions int32
-	Offset     string // an offset, or empty for Time
+	Offset     string // an offset: N, +N from the start, -N from the end; or empty for Time
 	Time       string // RFC 3339, when Offset is empty
 	Limit      int
 	As         string // text, json or hex
+	Search     string // text the key, value or a header must hold; empty for every record
+	// Start and End are the partition's offsets; From is where the page
+	// started reading.
+	Start, End, From int64
+}
+
+// browsed is what one page read: the records shown, and how far it read
+// (Next: the offset after the last record read, Scanned: how many).
+type browsed struct {
+	Records []browsedRecord
+	Next    int64
+	Scanned int
 }
 
 // browsedRecord is a record as the browser shows it.
@@ -43,7 +63,8 @@ func (c *Console) records(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	q := r.URL.Query()
-	bq := browseQuery{Topic: r.PathValue("topic"), Offset: q.Get("offset"), Time: q.Get("time"), Limit: 20, As: q.Get("as")}
+	bq := browseQuery{Topic: r.PathValue("topic"), Offset: q.Get("offset"), Time: q.Get("time"), Limit: 20, As: q.Get("as"),
+		Search: q.Get("q")}
 	if bq.As == "" {
 		bq.As = "text"
 	}
@@ -67,66 +88,115 @@ func (c *Console) records(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusBadRequest, fmt.Errorf("topic %s has no partition %d", bq.Topic, bq.Partition))
 		return
 	}
-	start := kgo.NewOffset().AtStart()
+	starts, err := c.adm.ListStartOffsets(ctx, bq.Topic)
+	if err == nil {
+		var ends kadm.ListedOffsets
+		ends, err = c.adm.ListEndOffsets(ctx, bq.Topic)
+		s, _ := starts.Lookup(bq.Topic, bq.Partition)
+		e, _ := ends.Lookup(bq.Topic, bq.Partition)
+		bq.Start, bq.End = s.Offset, e.Offset
+		err = cmp.Or(err, s.Err, e.Err)
+	}
+	if err != nil {
+		c.fail(w, http.StatusBadGateway, fmt.Errorf("the offsets of %s-%d: %w", bq.Topic, bq.Partition, err))
+		return
+	}
+	bq.From = bq.Start
 	switch {
 	case bq.Offset != "":
-		o, err := strconv.ParseInt(bq.Offset, 10, 64)
-		if err != nil || o < 0 {
-			c.fail(w, http.StatusBadRequest, fmt.Errorf("offset %q: a number", bq.Offset))
+		// As strand consume --from reads it: N, +N from the start, -N
+		// from the end.
+		n, err := strconv.ParseInt(bq.Offset, 10, 64)
+		if err != nil {
+			c.fail(w, http.StatusBadRequest, fmt.Errorf("offset %q: N, +N (from the start) or -N (from the end)", bq.Offset))
 			return
 		}
-		start = kgo.NewOffset().At(o)
+		switch {
+		case strings.HasPrefix(bq.Offset, "+"):
+			bq.From = bq.Start + n
+		case n < 0:
+			bq.From = bq.End + n
+		default:
+			bq.From = n
+		}
+		bq.From = min(max(bq.From, bq.Start), bq.End)
 	case bq.Time != "":
 		t, err := time.Parse(time.RFC3339, bq.Time)
 		if err != nil {
 			c.fail(w, http.StatusBadRequest, fmt.Errorf("time %q: RFC 3339, e.g. 2026-12-01T10:00:00Z", bq.Time))
 			return
 		}
-		start = kgo.NewOffset().AfterMilli(t.UnixMilli())
+		at, err := c.adm.ListOffsetsAfterMilli(ctx, t.UnixMilli(), bq.Topic)
+		o, _ := at.Lookup(bq.Topic, bq.Partition)
+		if err = cmp.Or(err, o.Err); err != nil {
+			c.fail(w, http.StatusBadGateway, err)
+			return
+		}
+		bq.From = o.Offset
+		if bq.From < 0 {
+			bq.From = bq.End
+		}
 	}
-	recs, err := c.browse(ctx, bq, start)
+	got, err := c.browse(ctx, bq)
 	if err != nil {
 		c.fail(w, http.StatusBadGateway, err)
 		return
 	}
-	c.write(w, "Records of "+bq.Topic, "topics", func(d *doc) { viewRecords(d, bq, recs) })
+	c.write(w, "Records of "+bq.Topic, "topics", func(d *doc) { viewRecords(d, bq, got) })
 }
 
-// browse reads up to bq.Limit records of the partition from start: those
-// there are now, waiting no longer than a moment for more.
-func (c *Console) browse(ctx context.Context, bq browseQuery, start kgo.Offset) ([]browsedRecord, error) {
-	ends, err := c.adm.ListEndOffsets(ctx, bq.Topic)
-	if err != nil {
-		return nil, err
-	}
-	end, ok := ends.Lookup(bq.Topic, bq.Partition)
-	if !ok || end.Err != nil {
-		return nil, fmt.Errorf("the end of %s-%d: %v", bq.Topic, bq.Partition, end.Err)
+// browse reads the partition from bq.From: up to bq.Limit records, or,
+// with a search, the first bq.Limit that match among at most maxScan
+// read within scanTime. It reads what is there now, up to bq.End.
+func (c *Console) browse(ctx context.Context, bq browseQuery) (browsed, error) {
+	out := browsed{Records: []browsedRecord{}, Next: bq.From}
+	if bq.From >= bq.End {
+		return out, nil
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{bq.Topic: {bq.Partition: start}})}, c.cfg.ClientOpts...)...)
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{bq.Topic: {bq.Partition: kgo.NewOffset().At(bq.From)}})}, c.cfg.ClientOpts...)...)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer cl.Close()
-	out := []browsedRecord{}
 	deadline := time.Now().Add(2 * time.Second)
-	for len(out) < bq.Limit && time.Now().Before(deadline) {
+	if bq.Search != "" {
+		deadline = time.Now().Add(scanTime)
+	}
+	needle := []byte(bq.Search)
+	for len(out.Records) < bq.Limit && out.Scanned < maxScan && out.Next < bq.End && time.Now().Before(deadline) {
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		fs := cl.PollRecords(pctx, bq.Limit-len(out))
+		fs := cl.PollRecords(pctx, maxBrowse)
 		cancel()
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if len(out) < bq.Limit {
-				out = append(out, shown(r, bq.As))
+		for _, r := range fs.Records() {
+			if len(out.Records) == bq.Limit || out.Scanned == maxScan || r.Offset >= bq.End {
+				break
 			}
-			done = done || r.Offset+1 >= end.Offset
-		})
-		if done || ctx.Err() != nil {
+			out.Scanned++
+			out.Next = r.Offset + 1
+			if bq.Search == "" || matches(r, needle) {
+				out.Records = append(out.Records, shown(r, bq.As))
+			}
+		}
+		if ctx.Err() != nil {
 			break
 		}
 	}
 	return out, nil
+}
+
+// matches says whether a record's key, value, or a header's key or
+// value holds needle.
+func matches(r *kgo.Record, needle []byte) bool {
+	if bytes.Contains(r.Key, needle) || bytes.Contains(r.Value, needle) {
+		return true
+	}
+	for _, h := range r.Headers {
+		if strings.Contains(h.Key, string(needle)) || bytes.Contains(h.Value, needle) {
+			return true
+		}
+	}
+	return false
 }
 
 // shown renders a record's key, value and headers as text, JSON

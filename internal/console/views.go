@@ -3,11 +3,13 @@ package console
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/ledger"
 )
 
 func nodes(ns []int32) string {
@@ -115,12 +117,12 @@ func rateLabel(r topicRow) string {
 	return fmt.Sprintf("%.1f", r.Rate)
 }
 
-func viewTopic(d *doc, r topicRow) {
+func viewTopic(d *doc, r topicPage) {
 	d.h("<h1>Topic %s</h1>\n<div class=\"cards\">", r.Topic.Topic)
 	d.card("Partitions", "", "", len(r.Partitions))
 	d.card("Records", "records", "", r.Records)
 	d.card("Size", "size", "", inspect.SizeLabel(r.SizeBytes))
-	d.card("Records/s", "rate", "", rateLabel(r))
+	d.card("Records/s", "rate", "", rateLabel(r.topicRow))
 	d.h(`</div>
 <p><a href="%s" id="browse">Browse records</a></p>
 <h2>Partitions</h2>
@@ -137,40 +139,85 @@ func viewTopic(d *doc, r topicRow) {
 		}
 		d.h("</td></tr>\n")
 	}
-	d.h("</table>\n<h2>Configs set on the topic</h2>\n")
-	if len(r.Configs) == 0 {
-		d.h("<p class=\"muted\">None: every config is the broker's default.</p>\n")
-		return
+	d.h(`</table>
+<h2>Groups reading it</h2>
+<table id="topic-group-table">
+<tr><th>Group</th><th>State</th><th class="num">Partitions committed</th><th class="num">Lag</th></tr>
+`)
+	for _, g := range r.Groups {
+		d.h(`<tr data-group="%s"><td><a href="%s">%s</a></td><td>%s</td><td class="num">%d</td><td class="num lag">%d</td></tr>`+"\n",
+			g.Group, link("groups", g.Group), g.Group, g.State, g.Partitions, g.Lag)
 	}
-	d.h("<table id=\"config-table\"><tr><th>Name</th><th>Value</th></tr>")
-	for _, k := range slices.Sorted(maps.Keys(r.Configs)) {
-		d.h(`<tr data-config="%s"><td>%s</td><td class="value">%s</td></tr>`, k, k, r.Configs[k])
+	if len(r.Groups) == 0 {
+		d.h(`<tr><td colspan="4" class="muted">No group has committed offsets of this topic.</td></tr>`)
+	}
+	d.h(`</table>
+<h2>Configs</h2>
+<p class="muted">Every config of the topic with where its value comes from: the topic's own, a broker's, or the default.</p>
+<table id="config-table"><tr><th>Name</th><th>Value</th><th>Source</th></tr>
+`)
+	for _, c := range r.Configs {
+		value := c.Value
+		if c.Sensitive {
+			value = "(hidden)"
+		}
+		d.h(`<tr data-config="%s"%s><td>%s</td><td class="value">%s</td><td class="source">%s</td></tr>`+"\n", c.Name,
+			when(c.Source == "topic", ` class="set"`), c.Name, value, c.Source)
 	}
 	d.h("</table>\n")
 }
 
-func viewRecords(d *doc, q browseQuery, recs []browsedRecord) {
+func viewRecords(d *doc, q browseQuery, got browsed) {
 	d.h(`<h1>Records of <a href="%s">%s</a></h1>
-<form class="inline" method="get">
+<form class="inline" method="get" id="browse-form">
   <label>Partition <select name="partition">`, link("topics", q.Topic), q.Topic)
 	for p := range q.Partitions {
 		d.h(`<option value="%d"%s>%d</option>`, p, when(p == q.Partition, " selected"), p)
 	}
 	d.h(`</select></label>
-  <label>From offset <input name="offset" value="%s" size="10" placeholder="start"></label>
+  <label>From offset (N, +N, -N) <input name="offset" value="%s" size="10" placeholder="start"></label>
   <label>or from time <input name="time" value="%s" size="22" placeholder="2026-12-01T10:00:00Z"></label>
   <label>Records <input name="limit" value="%d" size="5"></label>
-  <label>Show as <select name="as">`, q.Offset, q.Time, q.Limit)
+  <label>Holding <input name="q" value="%s" size="16" placeholder="key, value or header"></label>
+  <label>Show as <select name="as">`, q.Offset, q.Time, q.Limit, q.Search)
 	for _, as := range []string{"text", "json", "hex"} {
 		d.h(`<option%s>%s</option>`, when(as == q.As, " selected"), as)
 	}
 	d.h(`</select></label>
   <button type="submit">Show</button>
 </form>
-<table id="record-table">
+`)
+	// Pages: the same query from another offset.
+	page := func(from int64) string {
+		v := url.Values{"partition": {fmt.Sprint(q.Partition)}, "offset": {fmt.Sprint(from)}, "limit": {fmt.Sprint(q.Limit)}, "as": {q.As}}
+		if q.Search != "" {
+			v.Set("q", q.Search)
+		}
+		return link("topics", q.Topic, "records") + "?" + v.Encode()
+	}
+	latest := url.Values{"partition": {fmt.Sprint(q.Partition)}, "offset": {fmt.Sprint(-q.Limit)}, "limit": {fmt.Sprint(q.Limit)}, "as": {q.As}}
+	d.h(`<p class="muted" id="record-pages">Offsets %d to %d in the partition. `, q.Start, q.End)
+	if q.From > q.Start && q.Search == "" {
+		d.h(`<a href="%s" id="earlier">earlier</a> · `, page(max(q.Start, q.From-int64(q.Limit))))
+	}
+	if got.Next < q.End {
+		d.h(`<a href="%s" id="later">later</a> · `, page(got.Next))
+	}
+	d.h(`<a href="%s" id="latest">latest %d</a></p>`+"\n", link("topics", q.Topic, "records")+"?"+latest.Encode(), q.Limit)
+	if q.Search != "" {
+		d.h(`<p id="search-progress">Searched %d records (offsets %d to %d) for %q: %d found`, got.Scanned, q.From, got.Next-1, q.Search,
+			len(got.Records))
+		if got.Next < q.End {
+			d.h(`; <a href="%s" id="search-on">search on from %d</a>`, page(got.Next), got.Next)
+		} else {
+			d.h(`; the end of the partition`)
+		}
+		d.h(".</p>\n")
+	}
+	d.h(`<table id="record-table">
 <tr><th class="num">Offset</th><th>Time (UTC)</th><th>Key</th><th>Value</th><th>Headers</th></tr>
 `)
-	for _, r := range recs {
+	for _, r := range got.Records {
 		d.h(`<tr><td class="num offset">%d</td><td>%s</td><td><pre class="key">%s</pre></td><td><pre class="value">%s</pre></td><td class="headers">`,
 			r.Offset, utc(r.Timestamp), r.Key, r.Value)
 		for _, h := range r.Headers {
@@ -178,7 +225,7 @@ func viewRecords(d *doc, q browseQuery, recs []browsedRecord) {
 		}
 		d.h("</td></tr>\n")
 	}
-	if len(recs) == 0 {
+	if len(got.Records) == 0 {
 		d.h(`<tr><td colspan="5" class="muted">No records there.</td></tr>`)
 	}
 	d.h("</table>\n")
@@ -217,7 +264,25 @@ func viewGroup(d *doc, g groupPage, actions bool) {
 	d.card("Protocol", "", "", orDash(g.Protocol))
 	d.card("Members", "members", "", len(g.Members))
 	d.card("Lag", "total-lag", "", g.TotalLag)
+	most := -1.0
+	for _, s := range g.LagSeconds {
+		most = max(most, s)
+	}
+	d.card("Lag (s)", "lag-seconds", "", secondsLabel(most, most >= 0))
 	d.h(`</div>
+<h2>Versions</h2>
+<p class="muted">A member's version is its client software and version (client.software.name and client.software.version).</p>
+<table id="version-table">
+<tr><th>Version</th><th class="num">Members</th><th class="num">Partitions</th><th class="num">Lag</th><th class="num">Lag (s)</th></tr>
+`)
+	for _, v := range g.Versions {
+		d.h(`<tr data-version="%s"><td>%s</td><td class="num members">%d</td><td class="num partitions">%d</td><td class="num lag">%d</td><td class="num seconds">%s</td></tr>`+"\n",
+			v.Version, v.Version, v.Members, v.Partitions, v.Lag, secondsLabel(v.LagSeconds, true))
+	}
+	if len(g.Versions) == 0 {
+		d.h(`<tr><td colspan="5" class="muted">No members.</td></tr>`)
+	}
+	d.h(`</table>
 <h2>Members</h2>
 <table id="member-table">
 <tr><th>Member</th><th>Client id</th><th>Client software</th><th>Host</th><th>Instance</th><th>Partitions</th><th>Status</th></tr>
@@ -236,20 +301,34 @@ func viewGroup(d *doc, g groupPage, actions bool) {
 	d.h(`</table>
 <h2>Lag per partition</h2>
 <table id="lag-table">
-<tr><th>Topic</th><th class="num">Partition</th><th class="num">Committed</th><th class="num">End</th><th class="num">Lag</th><th>Owner</th></tr>
+<tr><th>Topic</th><th class="num">Partition</th><th class="num">Committed</th><th class="num">End</th><th class="num">Lag</th><th class="num">Lag (s)</th><th>Owner</th></tr>
 `)
 	for _, p := range g.Partitions {
-		d.h(`<tr data-partition="%s-%d"><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num lag">%s</td><td>%s</td></tr>`+"\n",
-			p.Topic, p.Partition, p.Topic, p.Partition, offsetLabel(p.Committed), offsetLabel(p.End), offsetLabel(p.Lag), orDash(g.Owners[p.MemberID]))
+		s, ok := g.LagSeconds[inspect.Partition{Topic: p.Topic, Partition: p.Partition}]
+		d.h(`<tr data-partition="%s-%d"><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num lag">%s</td><td class="num seconds">%s</td><td>%s</td></tr>`+"\n",
+			p.Topic, p.Partition, p.Topic, p.Partition, offsetLabel(p.Committed), offsetLabel(p.End), offsetLabel(p.Lag),
+			secondsLabel(s, ok), orDash(g.Owners[p.MemberID]))
 	}
-	d.h("</table>\n<h2>Lag over time</h2>\n")
+	by := func(name string) markup {
+		if g.View.By == name {
+			return markup("<b>" + name + "</b>")
+		}
+		return markup(fmt.Sprintf(`<a href="%s" id="by-%s">%s</a>`, escape(g.View.query(func(v *groupView) { v.By = name })), name, name))
+	}
+	d.h("</table>\n<h2>Lag over time</h2>\n<p class=\"muted\">By %s · %s. Dashed lines are rebalances.</p>\n", by("partition"), by("version"))
 	viewChart(d, g.Chart)
 	viewHandoffs(d, g)
-	if !actions {
-		return
+	if actions {
+		d.h(`<p><a href="%s" id="actions">Reset offsets or delete the group</a></p>`+"\n", link("groups", g.Group.Group, "actions"))
 	}
-	path := link("groups", g.Group.Group)
-	d.h(`<h2>Actions</h2>
+}
+
+// viewGroupActions is the page of a group's actions: apart from the
+// group's page, which reloads itself, so that a form being filled in is
+// never reloaded away.
+func viewGroupActions(d *doc, group string) {
+	path := link("groups", group)
+	d.h(`<h1>Actions on group <a href="%s">%s</a></h1>
 <p class="muted">Only for a group without members. Type the group's name to confirm.</p>
 <form class="inline" method="post" action="%s/reset" id="reset-form">
   <label>Reset offsets to <select name="to"><option>earliest</option><option>latest</option></select></label>
@@ -261,7 +340,7 @@ func viewGroup(d *doc, g groupPage, actions bool) {
   <label>Confirm <input name="confirm" size="16" placeholder="%s"></label>
   <button type="submit" class="danger">Delete group</button>
 </form>
-`, path, g.Group.Group, path, g.Group.Group)
+`, path, group, path, group, path, group)
 }
 
 func viewChart(d *doc, c Chart) {
@@ -278,6 +357,10 @@ func viewChart(d *doc, c Chart) {
   <text x="0" y="%d" font-size="10">%s ago</text>
 `, c.Width+50, c.Height+30, c.Height, c.Width, c.Height, c.Height, c.Max, c.Height, c.Width, c.Height+14, c.Height+14,
 		c.Span.Round(time.Second).String())
+	for _, m := range c.Marks {
+		d.h(`  <line class="mark" x1="%.1f" y1="0" x2="%.1f" y2="%d"><title>%s: %s</title></line>`+"\n", m.X, m.X, c.Height,
+			m.At.UTC().Format("15:04:05"), m.Label)
+	}
 	for _, s := range c.Series {
 		d.h(`  <polyline class="%s" points="%s"><title>%s: %d</title></polyline>`+"\n", s.Class, s.Points, s.Name, s.Last)
 	}
@@ -297,34 +380,76 @@ func viewHandoffs(d *doc, g groupPage) {
 	t := g.Report.Totals
 	d.h(`<p id="handoff-totals">%d hand-offs: duplicate risk %d, skipped <span%s>%d</span>, rewound %d, longest unowned %s`,
 		t.Handoffs, t.DuplicateRisk, when(t.Skipped > 0, ` class="bad"`), t.Skipped, t.Rewound, msLabel(t.LongestUnowned))
+	if t.FirstStarts > 0 {
+		d.h(`; %d first starts (nothing committed: the consumer's auto.offset.reset chose where, past %d records)`, t.FirstStarts, t.FirstStartsPast)
+	}
 	if t.CommitsNotOwned > 0 {
 		d.h(`, <span class="bad">%d commits of partitions their member did not own</span>`, t.CommitsNotOwned)
 	}
-	d.h(`.</p>
+	d.h(".</p>\n")
+	if len(g.Report.Versions) > 0 {
+		d.h(`<table id="pair-table">
+<tr><th>Between versions</th><th class="num">Partitions</th><th class="num">Hand-offs</th><th class="num">Duplicate risk</th><th class="num">Skipped</th><th class="num">Rewound</th><th class="num">Longest unowned</th></tr>
+`)
+		for _, p := range g.Report.Versions {
+			label := p.From + " → " + p.To
+			switch {
+			case p.Reshuffle():
+				label = "within " + p.From
+			case p.Rollback:
+				label = "rollback " + label
+			}
+			d.h(`<tr><td class="pair">%s</td><td class="num">%d</td><td class="num">%d</td><td class="num dup">%d</td><td class="num%s">%d</td><td class="num">%d</td><td class="num">%s</td></tr>`+"\n",
+				label, p.Partitions, p.Handoffs, p.DuplicateRisk, when(p.Skipped > 0, " bad"), p.Skipped, p.Rewound, msLabel(p.LongestUnowned))
+		}
+		d.h("</table>\n")
+	}
+	listed, pages := g.View.listed(g.Report)
+	page := min(g.View.Page, pages)
+	d.h(`<p class="muted" id="handoff-filter">Show: `)
+	for _, f := range [][2]string{{"", "with a move"}, {"any", "with a risk"}, {"duplicate", "duplicates"}, {"skipped", "skipped"},
+		{"rewound", "rewound"}, {"all", "all, first starts too"}} {
+		if f[0] == g.View.Risk {
+			d.h(`<b>%s</b> · `, f[1])
+			continue
+		}
+		d.h(`<a href="%s" data-risk="%s">%s</a> · `, g.View.query(func(v *groupView) { v.Risk, v.Page = f[0], 1 }), f[0], f[1])
+	}
+	d.h(`newest first, page <span id="handoff-page">%d</span> of %d`, page, pages)
+	if page > 1 {
+		d.h(` · <a href="%s" id="newer">newer</a>`, g.View.query(func(v *groupView) { v.Page = page - 1 }))
+	}
+	if page < pages {
+		d.h(` · <a href="%s" id="older">older</a>`, g.View.query(func(v *groupView) { v.Page = page + 1 }))
+	}
+	d.h(`</p>
 <table id="handoff-table">
 <tr><th>Time (UTC)</th><th>Partition</th><th>From</th><th>To</th><th>Why</th><th class="num">Committed</th><th class="num">First fetched</th><th class="num">Duplicate risk</th><th class="num">Skipped</th><th class="num">Unowned</th></tr>
 `)
-	for _, e := range g.Report.Handoffs {
+	for _, e := range listed {
 		from := markup(`<span class="muted">first assignment</span>`)
-		if e.From != nil {
-			from = markup(escape(e.From.ClientID) + software(e.From.SoftwareName))
+		if e.FirstStart() {
+			from = markup(`<span class="muted">first start</span>`)
+		} else if e.From != nil {
+			from = memberCell(*e.From)
 		}
-		d.h(`<tr><td>%s</td><td>%s-%d</td><td>%s</td><td>%s%s</td><td>%s</td>`, utc(e.Time), e.Topic, e.Partition, from, e.To.ClientID,
-			markup(software(e.To.SoftwareName)), orDash(e.Reason))
+		d.h(`<tr><td>%s</td><td>%s-%d</td><td class="from">%s</td><td class="to">%s</td><td>%s</td>`, utc(e.Time), e.Topic, e.Partition, from,
+			memberCell(e.To), orDash(e.Reason))
 		d.h(`<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num%s">%s</td><td class="num">%s</td></tr>`+"\n",
-			offsetLabel(e.Committed), offsetLabel(e.FirstFetched), offsetLabel(e.DuplicateRisk), when(e.Skipped > 0, " bad"),
+			offsetLabel(e.Committed), offsetLabel(e.FirstFetched), offsetLabel(e.DuplicateRisk), when(e.Skipped > 0 && !e.FirstStart(), " bad"),
 			offsetLabel(e.Skipped), msLabel(e.UnownedMs))
 	}
-	if len(g.Report.Handoffs) == 0 {
+	if len(listed) == 0 {
 		d.h(`<tr><td colspan="10" class="muted">No hand-offs recorded.</td></tr>`)
 	}
 	d.h("</table>\n")
 }
 
-// software is a client's software name, muted after its client id.
-func software(name string) string {
-	if name == "" {
-		return ""
+// memberCell names a member of a hand-off by its client id and version,
+// so that members sharing a client id are told apart.
+func memberCell(m ledger.Member) markup {
+	if m.MemberID == "" && m.ClientID == "" && m.Host != "" {
+		return markup("a member at " + escape(m.Host))
 	}
-	return ` <span class="muted">` + escape(name) + `</span>`
+	return markup(escape(m.ClientID) + ` <span class="version">` + escape(m.Version()) + `</span>`)
 }

@@ -159,8 +159,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if rate, err := strconv.ParseFloat(text("#rate"), 64); err != nil || rate < 0 {
 		t.Errorf("topic orders: records/s %v (%v)", rate, err)
 	}
-	if v := text(`#config-table tr[data-config="retention.ms"] .value`); v != "86400000" {
-		t.Errorf("topic orders: retention.ms shown as %q", v)
+	if v, src := text(`#config-table tr[data-config="retention.ms"] .value`), text(`#config-table tr[data-config="retention.ms"] .source`); v != "86400000" || src != "topic" {
+		t.Errorf("topic orders: retention.ms shown as %q from %q, want 86400000 from the topic", v, src)
+	}
+	if v, src := text(`#config-table tr[data-config="cleanup.policy"] .value`), text(`#config-table tr[data-config="cleanup.policy"] .source`); v != "delete" || src != "default" {
+		t.Errorf("topic orders: cleanup.policy shown as %q from %q, want delete from the default", v, src)
+	}
+	if lag := text(`#topic-group-table tr[data-group="billing"] .lag`); lag != strconv.FormatInt(want.TotalLag, 10) {
+		t.Errorf("topic orders: billing's lag %q, the CLI's %d", lag, want.TotalLag)
 	}
 	shot("console-topic.png")
 
@@ -179,6 +185,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if h := text("#record-table .headers"); h != "source: console-test" {
 		t.Errorf("a record's headers shown as %q", h)
+	}
+	// Pages: the latest records (a negative offset, as strand consume
+	// --from takes it), and on from the first page.
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end0, _ := ends.Lookup("orders", 0)
+	do("the latest records", chromedp.Navigate(base+"/topics/orders/records?partition=0&offset=-2&limit=2"))
+	if first := text("#record-table td.offset"); first != strconv.FormatInt(end0.Offset-2, 10) || count("#record-table td.offset") != 2 {
+		t.Errorf("the latest 2 records of partition 0 (end %d) start at %s", end0.Offset, first)
+	}
+	do("the next page", chromedp.Navigate(base+"/topics/orders/records?partition=0&offset=0&limit=2"),
+		chromedp.Click(chromedp.CSS("#later")), chromedp.WaitVisible(chromedp.CSS("#earlier")))
+	if first := text("#record-table td.offset"); first != "2" {
+		t.Errorf("the page after offsets 0-1 starts at %s", first)
+	}
+	// A search: one record's value holds `"order":7,`, every record's
+	// header "console-test".
+	found := 0
+	for p := range 3 {
+		do("a search", chromedp.Navigate(fmt.Sprintf("%s/topics/orders/records?partition=%d&q=%s&limit=50", base, p, url.QueryEscape(`"order":7,`))))
+		found += count("#record-table td.offset")
+		if progress := text("#search-progress"); !strings.Contains(progress, "the end of the partition") {
+			t.Errorf("partition %d: search progress %q", p, progress)
+		}
+	}
+	if found != 1 {
+		t.Errorf("a search for one record's value found %d", found)
+	}
+	do("a search of headers", chromedp.Navigate(base+"/topics/orders/records?partition=0&q=console-test&limit=3"))
+	if n, progress := count("#record-table td.offset"), text("#search-progress"); n != 3 || !strings.Contains(progress, "3 found") {
+		t.Errorf("a search of headers: %d records shown, %q", n, progress)
 	}
 	do("records as hex", chromedp.Navigate(base+"/topics/orders/records?partition=0&offset=0&limit=1&as=hex"))
 	if key := text("#record-table pre.key"); !strings.Contains(key, "63 75 73 74 6f 6d 65 72") || !strings.Contains(key, "|customer-") {
@@ -244,25 +283,60 @@ func TestConsoleInBrowser(t *testing.T) {
 	wantCLI(t, report, true)
 	var rep struct {
 		Totals struct {
-			Handoffs int `json:"handoffs"`
+			Handoffs    int `json:"handoffs"`
+			FirstStarts int `json:"first_starts"`
 		} `json:"totals"`
 	}
 	if err := json.Unmarshal([]byte(report.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if n := count("#handoff-table tr") - 1; n != rep.Totals.Handoffs || n < 4 {
-		t.Errorf("%d hand-offs on the group's page, %d in migrate report; want the first assignments and a move", n, rep.Totals.Handoffs)
+	// By default, the hand-offs that moved a partition; every one, first
+	// starts too, when asked.
+	if n := count("#handoff-table tr") - 1; n != rep.Totals.Handoffs-rep.Totals.FirstStarts || n < 1 {
+		t.Errorf("%d hand-offs on the group's page, %d (%d first starts) in migrate report", n, rep.Totals.Handoffs, rep.Totals.FirstStarts)
+	}
+	if n := count("#handoff-table .to .version"); n == 0 || !strings.HasPrefix(text("#handoff-table .to .version"), "kgo ") {
+		t.Errorf("the hand-offs name no member's version")
+	}
+	if n := count("#lag-chart line.mark"); n == 0 {
+		t.Errorf("no rebalance marked on the lag chart")
+	}
+	for _, p := range want.Partitions {
+		secs := text(fmt.Sprintf(`tr[data-partition="orders-%d"] .seconds`, p.Partition))
+		if s, err := strconv.ParseFloat(secs, 64); p.Lag > 0 && (err != nil || s <= 0) {
+			t.Errorf("partition %d lags %d records and %q s", p.Partition, p.Lag, secs)
+		}
 	}
 	shot("console-group.png")
+	do("every hand-off", chromedp.Click(chromedp.CSS(`#handoff-filter a[data-risk="all"]`)), chromedp.WaitVisible(chromedp.CSS("#handoff-table")))
+	if n := count("#handoff-table tr") - 1; n != rep.Totals.Handoffs || n < 4 {
+		t.Errorf("%d hand-offs listed with all, %d in migrate report; want the first starts and a move", n, rep.Totals.Handoffs)
+	}
+	do("the lag by version", chromedp.Navigate(base+"/groups/billing?by=version"))
+	if legend := text(".legend"); !strings.Contains(legend, "total") {
+		t.Errorf("the chart by version: legend %q", legend)
+	}
+
+	// An open page refreshes itself: a group started while the groups'
+	// page is open shows up on it.
+	do("the groups, refreshing every second", chromedp.Navigate(base+"/groups?refresh=1"))
+	late := client(t, b.Addr, kgo.ConsumerGroup("latecomers"), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n := 0; n < 30 && ctx.Err() == nil; {
+		n += late.PollFetches(ctx).NumRecords()
+	}
+	do("a group appearing on an open page", chromedp.WaitVisible(chromedp.CSS(`tr[data-group="latecomers"]`)))
+	late.Close()
 
 	// A reset, confirmed, moves the offsets; one without the group's
 	// name does nothing.
+	do("the group's actions", chromedp.Navigate(base+"/groups/billing"), chromedp.Click(chromedp.CSS("#actions")),
+		chromedp.WaitVisible(chromedp.CSS("#reset-form")))
 	do("a reset without confirming", chromedp.SetValue(chromedp.CSS(`#reset-form select[name="to"]`), "earliest"),
 		chromedp.Submit(chromedp.CSS("#reset-form")), chromedp.WaitVisible(chromedp.CSS("#error")))
 	if msg := text("#error"); !strings.Contains(msg, "not confirmed") {
 		t.Errorf("a reset without confirmation: %q", msg)
 	}
-	do("a confirmed reset", chromedp.Navigate(base+"/groups/billing"), chromedp.SetValue(chromedp.CSS(`#reset-form select[name="to"]`), "earliest"),
+	do("a confirmed reset", chromedp.Navigate(base+"/groups/billing/actions"), chromedp.SetValue(chromedp.CSS(`#reset-form select[name="to"]`), "earliest"),
 		chromedp.SendKeys(chromedp.CSS(`#reset-form input[name="confirm"]`), "billing"), chromedp.Submit(chromedp.CSS("#reset-form")),
 		chromedp.WaitVisible(chromedp.CSS("#message")))
 	if msg, total := text("#message"), text("#total-lag"); !strings.Contains(msg, "reset 3 offsets to earliest") || total != "30" {
@@ -279,7 +353,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	do("a confirmed delete", chromedp.Navigate(base+"/groups/billing"),
+	do("a confirmed delete", chromedp.Navigate(base+"/groups/billing/actions"),
 		chromedp.SendKeys(chromedp.CSS(`#delete-form input[name="confirm"]`), "billing"), chromedp.Submit(chromedp.CSS("#delete-form")),
 		chromedp.WaitVisible(chromedp.CSS("#done")))
 	if msg := text("#done"); msg != "deleted group billing" {

@@ -48,6 +48,7 @@ var readmeSpansNotRun = map[string]string{
 	"strand topic":                        readmeMention,
 	"strand produce":                      readmeMention,
 	"strand consume":                      readmeMention,
+	"strand consume --from":               readmeMention,
 	"strand group":                        readmeMention,
 	"strand serve":                        readmeMention,
 	"strand user create":                  readmeMention,
