@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
@@ -22,7 +25,7 @@ func clusterCommand() *cobra.Command {
 	cmd, admin := adminCommand("cluster", "A cluster's brokers, controller and health")
 	client := clientOf(cmd)
 	cmd.AddCommand(clusterInfoCommand(client), clusterHealthCommand(client), clusterConfigCommand(admin),
-		clusterDecommissionCommand(client))
+		clusterDecommissionCommand(client), clusterElectLeadersCommand(client))
 	return cmd
 }
 
@@ -107,14 +110,33 @@ var errUnhealthy = errors.New("the cluster is not healthy")
 
 func clusterHealthCommand(client clientFunc) *cobra.Command {
 	var format string
+	var wait bool
 	cmd := &cobra.Command{Use: "health", Short: "Offline and under-replicated partitions; exits non-zero when there are any",
-		Args: cobra.NoArgs,
+		Long: `Show the partitions without a leader, those with fewer in-sync replicas than
+replicas, and the brokers that are down; exit non-zero when there are any.
+--wait asks again every second until the cluster is healthy, for at most
+--timeout: between the brokers of a rolling upgrade, it returns once the
+broker just restarted has caught up.`,
+		Example: "  strand cluster health --wait --timeout 10m",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
 			return client(cmd, func(ctx context.Context, cl *kgo.Client) error {
 				h, err := inspect.ReadHealth(ctx, cl)
+				for wait && (err != nil || !h.Healthy) {
+					select {
+					case <-ctx.Done():
+						if err == nil {
+							err = fmt.Errorf("%w: still not, after waiting %v", errUnhealthy, ctx.Err())
+							printHealth(cmd.OutOrStdout(), h)
+						}
+						return err
+					case <-time.After(time.Second):
+					}
+					h, err = inspect.ReadHealth(ctx, cl)
+				}
 				if err != nil {
 					return err
 				}
@@ -133,7 +155,43 @@ func clusterHealthCommand(client clientFunc) *cobra.Command {
 			})
 		}}
 	formatFlag(cmd, &format)
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the cluster is healthy, for at most --timeout")
 	return cmd
+}
+
+// clusterElectLeadersCommand gives every partition back to its preferred
+// replica (the first of its replicas) where that replica is in sync, as
+// kafka-leader-election.sh --election-type preferred does: after a
+// rolling restart, before the controller's own rebalance
+// (leader.imbalance.check.interval.seconds) would.
+func clusterElectLeadersCommand(client clientFunc) *cobra.Command {
+	return &cobra.Command{Use: "elect-leaders", Args: cobra.NoArgs,
+		Short: "Give every partition back to its preferred replica, where that replica is in sync",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return client(cmd, func(ctx context.Context, cl *kgo.Client) error {
+				res, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+				if err != nil {
+					return err
+				}
+				moved, already := 0, 0
+				var errs []error
+				for _, ps := range res {
+					for _, r := range ps {
+						switch {
+						case r.Err == nil:
+							moved++
+						case errors.Is(r.Err, kerr.ElectionNotNeeded):
+							already++
+						default:
+							errs = append(errs, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, r.Err))
+						}
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d partitions moved to their preferred leader, %d already there, %d not moved\n",
+					moved, already, len(errs))
+				return errors.Join(errs...)
+			})
+		}}
 }
 
 // printHealth shows the partitions without a leader, those whose in-sync

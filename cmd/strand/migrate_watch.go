@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/ledger"
@@ -42,6 +43,7 @@ type watchMember struct {
 	status     string // why it is held ("connection lost, removed in 2s"); "" if it is not
 	partitions []string
 	lag        int64
+	lagSeconds float64 // the most of its partitions'; -1 when unknown
 }
 
 // watchEvent is an assignment change or a hand-off, as a frame lists it.
@@ -179,8 +181,10 @@ func bracketed(s string) string {
 	return "[" + s + "]"
 }
 
-// readWatchFrame reads the group through the Kafka protocol.
-func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *watchState, across bool) watchFrame {
+// readWatchFrame reads the group through the Kafka protocol, and, with
+// lagOpts (a client's of the group's cluster), how far behind in time
+// each member is.
+func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *watchState, across bool, lagOpts []kgo.Opt) watchFrame {
 	f := watchFrame{at: time.Now(), group: group}
 	g, err := inspect.ReadGroup(ctx, adm, group)
 	switch {
@@ -195,7 +199,7 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 	byID := map[string]*watchMember{}
 	for _, m := range g.Members {
 		f.members = append(f.members, watchMember{id: m.MemberID, clientID: m.ClientID, host: m.Host, instance: orDash(m.InstanceID),
-			software: st.software[m.MemberID], status: st.holds.Status(m.MemberID, f.at)})
+			software: st.software[m.MemberID], status: st.holds.Status(m.MemberID, f.at), lagSeconds: -1})
 	}
 	for i := range f.members {
 		m := &f.members[i]
@@ -205,6 +209,10 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 		}
 	}
 	f.partitions = len(g.Partitions)
+	var seconds map[inspect.Partition]float64
+	if lagOpts != nil {
+		seconds = inspect.LagSeconds(ctx, g, lagOpts...)
+	}
 	for _, pl := range g.Partitions {
 		lag := max(pl.Lag, 0)
 		m := byID[pl.MemberID]
@@ -212,8 +220,12 @@ func readWatchFrame(ctx context.Context, adm *kadm.Client, group string, st *wat
 			f.unassignedLag += lag
 			continue
 		}
-		m.partitions = append(m.partitions, inspect.Partition{Topic: pl.Topic, Partition: pl.Partition}.String())
+		tp := inspect.Partition{Topic: pl.Topic, Partition: pl.Partition}
+		m.partitions = append(m.partitions, tp.String())
 		m.lag += lag
+		if s, ok := seconds[tp]; ok {
+			m.lagSeconds = max(m.lagSeconds, s)
+		}
 	}
 	st.observe(f.at, f.members)
 	return f
@@ -241,6 +253,7 @@ func (f watchFrame) render(w io.Writer) {
 		type version struct {
 			members, partitions int
 			lag                 int64
+			lagSeconds          float64
 		}
 		versions := map[string]*version{}
 		for _, m := range f.members {
@@ -250,17 +263,18 @@ func (f watchFrame) render(w io.Writer) {
 			}
 			v := versions[label]
 			if v == nil {
-				v = &version{}
+				v = &version{lagSeconds: -1}
 				versions[label] = v
 			}
 			v.members++
 			v.partitions += len(m.partitions)
 			v.lag += m.lag
+			v.lagSeconds = max(v.lagSeconds, m.lagSeconds)
 		}
-		fmt.Fprintln(tw, "SOFTWARE\tMEMBERS\tPARTITIONS\tLAG")
+		fmt.Fprintln(tw, "SOFTWARE\tMEMBERS\tPARTITIONS\tLAG\tLAG (S)")
 		for _, label := range slices.Sorted(maps.Keys(versions)) {
 			v := versions[label]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", label, v.members, v.partitions, v.lag)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", label, v.members, v.partitions, v.lag, secondsLabel(v.lagSeconds))
 		}
 		fmt.Fprintln(tw)
 		if f.across {
@@ -285,6 +299,14 @@ func (f watchFrame) render(w io.Writer) {
 			fmt.Fprintf(w, "%s  %s\n", e.at.Local().Format(ledger.TimeLayout), e.what)
 		}
 	}
+}
+
+// secondsLabel is a lag in seconds, "-" when unknown.
+func secondsLabel(s float64) string {
+	if s < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s)
 }
 
 // handoffLine is a hand-off as the recent list shows it.
@@ -400,7 +422,11 @@ the hand-offs are Strand's ledger's.`,
 				readCtx, cancel := context.WithTimeout(ctx, timeout)
 				es, err := tail.Next(readCtx, 100*time.Millisecond)
 				st.learn(es, from)
-				f := readWatchFrame(readCtx, adm, group, st, source != "")
+				var lagOpts []kgo.Opt
+				if source == "" {
+					lagOpts = opts
+				}
+				f := readWatchFrame(readCtx, adm, group, st, source != "", lagOpts)
 				cancel()
 				if ctx.Err() != nil {
 					return nil // interrupted

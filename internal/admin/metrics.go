@@ -33,6 +33,8 @@ type Metrics struct {
 	duplicateRisk, skipped  *prometheus.CounterVec
 	rewound, commitNotOwned *prometheus.CounterVec
 	unowned                 *prometheus.HistogramVec
+	errors                  *prometheus.CounterVec
+	errorsBy                sync.Map // errorKey -> prometheus.Counter
 }
 
 // NewMetrics makes the registry, with the Go runtime's and the process's
@@ -77,7 +79,10 @@ func NewMetrics() *Metrics {
 			"when both are known." + eachCoordinator,
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms to 82 s
 	}, []string{"group"})
-	m.reg.MustRegister(m.unowned)
+	m.errors = counter("strand_request_errors_total",
+		"Error codes in the answers to Kafka requests, by API and error (Kafka's ErrorsPerSec): each partition, topic or resource with an error counts once.",
+		"api", "error")
+	m.reg.MustRegister(m.unowned, m.errors)
 	m.reg.MustRegister(latency, m.produced, m.fetched, m.producedRecords, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
 		m.commitNotOwned)
 	return m

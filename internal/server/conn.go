@@ -409,7 +409,7 @@ func (w *answerer) answer(ctx context.Context, p pending) {
 		}
 	}
 	if resp == nil || resp.Body == nil {
-		c.served(p)
+		c.served(p, nil)
 		return // acks=0
 	}
 	var err error
@@ -419,7 +419,7 @@ func (w *answerer) answer(ctx context.Context, p pending) {
 		return
 	}
 	c.muteFor(resp.Body)
-	c.served(p)
+	c.served(p, resp.Body)
 }
 
 // muteFor holds the reading for the answer's throttle time, if it has one
@@ -446,10 +446,11 @@ func (w *answerer) fail() {
 	w.c.nc.Close()
 }
 
-// served counts an answered request in the metrics.
-func (c *conn) served(p pending) {
+// served counts an answered request in the metrics: its latency and the
+// errors its answer holds.
+func (c *conn) served(p pending, body kmsg.Response) {
 	if m := c.srv.metrics; m != nil {
-		m.Request(p.req.Key, time.Since(p.read))
+		m.Answered(p.req.Key, time.Since(p.read), body)
 	}
 }
 

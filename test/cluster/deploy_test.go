@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,12 @@ import (
 // /usr/local/bin/strand and the strand user. On loopback, each host's
 // ports are free ones. The cluster forms, takes a topic at the example's
 // replication factor (3, two in sync at least), spreads replicas over the
-// three racks, and serves writes and reads.
+// three racks, and serves writes and reads. Then the README's rolling
+// upgrade: each node in turn stopped (SIGTERM, as systemctl stop sends),
+// started again, and waited for with strand cluster health --wait, while
+// a producer writes with acks=all; strand cluster elect-leaders gives the
+// partitions back to their preferred replicas. No write fails and every
+// acknowledged one is read back.
 func TestDeployExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes: not in -short")
@@ -153,5 +159,114 @@ func TestDeployExample(t *testing.T) {
 		if c.Key == "min.insync.replicas" && c.MaybeValue() != "2" {
 			t.Errorf("min.insync.replicas %s, the example sets 2", c.MaybeValue())
 		}
+	}
+	rollingUpgrade(t, c, bin, "deployed")
+}
+
+// rollingUpgrade restarts each node of c in turn as the README's rolling
+// upgrade does, while a producer writes to topic with acks=all, and
+// checks that nothing was unavailable: no write failed, each was
+// acknowledged, and every acknowledged one is read back; then that the
+// preferred replicas lead again.
+func rollingUpgrade(t *testing.T, c *testutil.ProcessCluster, bin, topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	strand := func(args ...string) string {
+		t.Helper()
+		args = append(args, "--brokers", strings.Join(c.Seeds(), ","), "--timeout", "90s")
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("strand %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	var (
+		mu       sync.Mutex
+		acked    = map[string]bool{}
+		failed   []error
+		slowest  time.Duration
+		stop     = make(chan struct{})
+		produced = make(chan struct{})
+	)
+	go func() {
+		defer close(produced)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 20000; i++ { // bounded: 100 s at this pace
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			v := fmt.Sprintf("upgrade-%d", i)
+			sent := time.Now()
+			producer.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = append(failed, err)
+					return
+				}
+				acked[v] = true
+				slowest = max(slowest, time.Since(sent))
+			})
+		}
+	}()
+	for i, p := range c.Procs {
+		if err := p.Stop(); err != nil {
+			t.Errorf("node %d did not stop cleanly: %v", i+1, err)
+		}
+		p.Restart(t) // the new binary, in an upgrade
+		strand("cluster", "health", "--wait")
+	}
+	close(stop)
+	<-produced
+	if err := producer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	t.Logf("rolling upgrade: %d writes acknowledged, %d failed, the slowest acknowledged after %v", len(acked), len(failed), slowest)
+	if len(failed) > 0 {
+		t.Errorf("%d writes failed during the rolling upgrade, the first: %v", len(failed), failed[0])
+	}
+	want := len(acked)
+	mu.Unlock()
+	t.Log(strings.TrimSpace(strand("cluster", "elect-leaders")))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		adm := kadm.NewClient(producer)
+		topics, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for _, p := range topics[topic].Partitions {
+			if len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+				return fmt.Errorf("partition %d led by %d, its preferred replica is %v", p.Partition, p.Leader, p.Replicas)
+			}
+		}
+		return nil
+	})
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	read := 0
+	for read < want {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read back %d of the %d acknowledged writes", read, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if acked[string(r.Value)] {
+				read++
+				delete(acked, string(r.Value)) // each once
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -187,12 +188,16 @@ func testMigrateWatch(t *testing.T, protocol string) {
 }
 
 // versionRows are the SOFTWARE table's rows of one view: version ->
-// "members partitions lag".
+// "members partitions lag", with a lag in seconds that is a positive
+// number where there is lag.
 func versionRows(view string) map[string]string {
 	out := map[string]string{}
 	for _, line := range strings.Split(view, "\n") {
-		if fs := strings.Fields(line); len(fs) == 5 && fs[0] == "orders-app" {
-			out[fs[1]] = strings.Join(fs[2:], " ")
+		if fs := strings.Fields(line); len(fs) == 6 && fs[0] == "orders-app" {
+			out[fs[1]] = strings.Join(fs[2:5], " ")
+			if s, err := strconv.ParseFloat(fs[5], 64); err != nil || s <= 0 && fs[4] != "0" {
+				out[fs[1]] += " lagging " + fs[5] + " s"
+			}
 		}
 	}
 	return out
