@@ -166,7 +166,8 @@ broker just restarted has caught up.`,
 // (leader.imbalance.check.interval.seconds) would.
 func clusterElectLeadersCommand(client clientFunc) *cobra.Command {
 	return &cobra.Command{Use: "elect-leaders", Args: cobra.NoArgs,
-		Short: "Give every partition back to its preferred replica, where that replica is in sync",
+		Short:   "Give every partition back to its preferred replica, where that replica is in sync",
+		Example: "  strand cluster elect-leaders --brokers strand-1.example:9092   # after a rolling upgrade",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return client(cmd, func(ctx context.Context, cl *kgo.Client) error {
 				res, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)

@@ -38,9 +38,9 @@ func TestWatchView(t *testing.T) {
 	st.observe(t0, first)
 	st.observe(t0.Add(time.Second), first) // unchanged
 	second := members(
-		watchMember{id: "m1", clientID: "orders-v1", partitions: []string{"orders-0", "orders-2"}, lag: 5},
-		watchMember{id: "m2", clientID: "orders-v2", partitions: []string{"orders-1"}, lag: 2},
-		watchMember{id: "m3", clientID: "orders-v2b"},
+		watchMember{id: "m1", clientID: "orders-v1", partitions: []string{"orders-0", "orders-2"}, lag: 5, lagSeconds: 12.5},
+		watchMember{id: "m2", clientID: "orders-v2", partitions: []string{"orders-1"}, lag: 2, lagSeconds: 3},
+		watchMember{id: "m3", clientID: "orders-v2b", lagSeconds: -1},
 	)
 	st.observe(t0.Add(2*time.Second), second)
 	if st.changes != 1 {
@@ -68,16 +68,17 @@ func TestWatchView(t *testing.T) {
 	}
 	versions := map[string]string{}
 	for _, line := range strings.Split(text, "\n") {
-		if fs := strings.Fields(line); len(fs) == 5 && fs[0] == "orders-app" {
+		if fs := strings.Fields(line); len(fs) == 6 && fs[0] == "orders-app" {
 			versions[fs[1]] = strings.Join(fs[2:], " ")
-		} else if len(fs) == 4 && fs[0] == "unknown" {
+		} else if len(fs) == 5 && fs[0] == "unknown" {
 			versions["unknown"] = strings.Join(fs[1:], " ")
 		}
 	}
-	want := map[string]string{"1.0": "1 2 5", "2.0": "1 1 2", "unknown": "1 0 0"} // members, partitions, lag
+	// members, partitions, lag, lag in seconds
+	want := map[string]string{"1.0": "1 2 5 12.5", "2.0": "1 1 2 3.0", "unknown": "1 0 0 -"}
 	for v, w := range want {
 		if versions[v] != w {
-			t.Errorf("version %s: %q, want %q (members partitions lag)", v, versions[v], w)
+			t.Errorf("version %s: %q, want %q (members partitions lag seconds)", v, versions[v], w)
 		}
 	}
 	if strings.Contains(text, "99") {
