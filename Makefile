@@ -2,7 +2,7 @@
 GO ?= go
 RACE_PKGS := ./internal/...
 
-.PHONY: test fmt-check vet unit race fuzz bench build compat bench-kafka
+.PHONY: test fmt-check vet unit race fuzz bench build compat bench-kafka image
 
 # unit and race run side by side: the suite mostly waits (for sessions,
 # processes, timeouts), and used a third of the machine's two cores when
@@ -14,6 +14,16 @@ test: fmt-check vet
 # stamps it from git; not in a linked worktree or with -buildvcs=false).
 build:
 	$(GO) build -o strand ./cmd/strand
+
+# The container image (deploy/container/Containerfile): the binary built
+# static (no cgo), alone on an empty image. IMAGE_BUILD is the builder:
+# buildah bud, podman build or docker build.
+IMAGE ?= strand
+IMAGE_BUILD ?= $(shell command -v buildah >/dev/null 2>&1 && echo buildah bud || (command -v podman >/dev/null 2>&1 && echo podman build) || echo docker build)
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -o deploy/container/strand ./cmd/strand
+	$(IMAGE_BUILD) -t $(IMAGE) -f deploy/container/Containerfile deploy/container
+	rm -f deploy/container/strand
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
