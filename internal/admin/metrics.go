@@ -29,6 +29,8 @@ type Metrics struct {
 	producedRecords         *prometheus.CounterVec
 	producedBy, fetchedBy   sync.Map // topic -> prometheus.Counter
 	producedRecordsBy       sync.Map // topic -> prometheus.Counter
+	fetchedRecords          *prometheus.CounterVec
+	fetchedRecordsBy        sync.Map // topic -> prometheus.Counter
 	rebalances, handoffs    *prometheus.CounterVec
 	duplicateRisk, skipped  *prometheus.CounterVec
 	rewound, commitNotOwned *prometheus.CounterVec
@@ -59,6 +61,9 @@ func NewMetrics() *Metrics {
 	m.fetched = counter("strand_fetch_bytes_total", "Record batch bytes sent to consumers (not to followers), by topic.", "topic")
 	m.producedRecords = counter("strand_produce_records_total",
 		"Records appended by producers, by topic (Kafka's MessagesInPerSec); a producer's retry of a written batch counts none.", "topic")
+	m.fetchedRecords = counter("strand_fetch_records_total",
+		"Records sent to consumers (not to followers), by topic: the offsets past each fetch offset, a compacted topic's gaps and transaction markers included.",
+		"topic")
 	m.rebalances = counter("strand_group_rebalances_total",
 		"Rebalances of the groups this broker coordinates: a classic group's new generation, a consumer group's new target assignment."+
 			eachCoordinator, "group")
@@ -83,7 +88,7 @@ func NewMetrics() *Metrics {
 		"Error codes in the answers to Kafka requests, by API and error (Kafka's ErrorsPerSec): each partition, topic or resource with an error counts once.",
 		"api", "error")
 	m.reg.MustRegister(m.unowned, m.errors)
-	m.reg.MustRegister(latency, m.produced, m.fetched, m.producedRecords, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
+	m.reg.MustRegister(latency, m.produced, m.fetched, m.producedRecords, m.fetchedRecords, m.rebalances, m.handoffs, m.duplicateRisk, m.skipped, m.rewound,
 		m.commitNotOwned)
 	return m
 }
@@ -101,9 +106,13 @@ func (m *Metrics) Produced(topic string, bytes int, records int64) {
 	counterOf(&m.producedRecordsBy, m.producedRecords, topic).Add(float64(records))
 }
 
-// Fetched counts bytes of topic sent to consumers (protocol.Meter).
-func (m *Metrics) Fetched(topic string, bytes int64) {
+// Fetched counts bytes and records of topic sent to consumers
+// (protocol.Meter).
+func (m *Metrics) Fetched(topic string, bytes, records int64) {
 	counterOf(&m.fetchedBy, m.fetched, topic).Add(float64(bytes))
+	if records > 0 {
+		counterOf(&m.fetchedRecordsBy, m.fetchedRecords, topic).Add(float64(records))
+	}
 }
 
 // counterOf resolves a topic's series once: the label lookup hashes and
@@ -121,9 +130,11 @@ func (m *Metrics) Forget(topic string) {
 	m.producedBy.Delete(topic)
 	m.fetchedBy.Delete(topic)
 	m.producedRecordsBy.Delete(topic)
+	m.fetchedRecordsBy.Delete(topic)
 	m.produced.DeleteLabelValues(topic)
 	m.fetched.DeleteLabelValues(topic)
 	m.producedRecords.DeleteLabelValues(topic)
+	m.fetchedRecords.DeleteLabelValues(topic)
 }
 
 // Event counts a group's rebalances and commits of partitions not owned

@@ -188,6 +188,7 @@ type fetchResult struct {
 	resp       *kmsg.FetchResponse
 	splices    []Splice
 	bytes      int64
+	records    int64 // offsets sent past the fetch offsets, for the meter
 	partitions []*replica.Partition
 	failed     bool // a partition has an error: answer at once, as Kafka does
 	empty      bool // no partitions asked for: answer at once, as Kafka does
@@ -241,7 +242,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool, 
 	}
 	metered := b.Meter != nil && follower < 0
 	for _, rt := range req.Topics {
-		before := res.bytes
+		before, recordsBefore := res.bytes, res.records
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var (
@@ -294,7 +295,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, may func(topic string) bool, 
 		}
 		res.resp.Topics = append(res.resp.Topics, st)
 		if metered && found && res.bytes > before {
-			res.topicBytes = append(res.topicBytes, topicBytes{t.Name, res.bytes - before})
+			res.topicBytes = append(res.topicBytes, topicBytes{t.Name, res.bytes - before, res.records - recordsBefore})
 		}
 	}
 	if req.Version >= 16 {
@@ -406,6 +407,7 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 		}
 	}
 	res.add(sp, sec, budget)
+	res.records += max(0, sec.Next-rp.FetchOffset)
 	if read != nil {
 		read.SentEnd = sec.Next
 	}
@@ -492,14 +494,16 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 }
 
 type topicBytes struct {
-	topic string
-	bytes int64
+	topic   string
+	bytes   int64
+	records int64
 }
 
-// meterFetch counts the bytes of a consumer's answer per topic.
+// meterFetch counts the bytes and records of a consumer's answer per
+// topic.
 func (b *Broker) meterFetch(res *fetchResult) {
 	for _, tb := range res.topicBytes {
-		b.Meter.Fetched(tb.topic, tb.bytes)
+		b.Meter.Fetched(tb.topic, tb.bytes, tb.records)
 	}
 }
 

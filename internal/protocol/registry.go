@@ -233,12 +233,14 @@ type Broker struct {
 	sessions     *fetchSessionCache // consumers' fetch sessions (fetch_session.go)
 }
 
-// Meter counts record bytes per topic: appended by producers, and sent to
-// consumers (not to followers). It is called on the request path and
-// must be cheap.
+// Meter counts record bytes and records per topic: appended by
+// producers, and sent to consumers (not to followers). It is called on
+// the request path and must be cheap. A fetch's records are the offsets
+// it sent past the fetch offset: a compacted topic's gaps and transaction
+// markers count.
 type Meter interface {
 	Produced(topic string, bytes int, records int64)
-	Fetched(topic string, bytes int64)
+	Fetched(topic string, bytes, records int64)
 }
 
 // Peers sends a request to another broker of the cluster and returns its

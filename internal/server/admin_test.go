@@ -154,6 +154,7 @@ func testAdminAPI(t *testing.T, protocol string) {
 		{"strand_produce_bytes_total", map[string]string{"topic": topic}, 330},
 		{"strand_produce_records_total", map[string]string{"topic": topic}, records},
 		{"strand_fetch_bytes_total", map[string]string{"topic": topic}, 300},
+		{"strand_fetch_records_total", map[string]string{"topic": topic}, records},
 		{"strand_request_duration_seconds", map[string]string{"api": "Produce"}, 320}, // the last answers may be counted after the client has them
 		{"strand_request_duration_seconds", map[string]string{"api": "Fetch"}, 1},
 		{"strand_group_rebalances_total", map[string]string{"group": group}, 1},
@@ -210,7 +211,8 @@ func testAdminAPI(t *testing.T, protocol string) {
 		t.Fatal(err)
 	}
 	fams = grouptest.Scrape(t, admin)
-	for _, name := range []string{"strand_produce_bytes_total", "strand_fetch_bytes_total", "strand_produce_records_total"} {
+	for _, name := range []string{"strand_produce_bytes_total", "strand_fetch_bytes_total", "strand_produce_records_total",
+		"strand_fetch_records_total"} {
 		if v, ok := grouptest.Sample(fams, name, map[string]string{"topic": topic}); ok {
 			t.Errorf("%s of the deleted topic %s: %v", name, topic, v)
 		}
