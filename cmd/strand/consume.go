@@ -57,7 +57,7 @@ JSON object per record and line.`,
   strand consume orders --group audit --assignor range,cooperative-sticky   # a group whose members offer those`,
 		RunE: func(cmd *cobra.Command, topics []string) error { return consume(cmd, topics, o) }}
 	f := cmd.Flags()
-	f.StringVar(&o.brokers, "brokers", "", brokersUsage)
+	brokersFlag(f, &o.brokers)
 	f.StringVarP(&o.group, "group", "g", "", "read as a member of this consumer group, committing what was printed")
 	f.StringSliceVar(&o.assignors, "assignor", nil, "with --group, the assignors this member offers, the first preferred: "+
 		strings.Join(assignorNames, ", ")+" (default cooperative-sticky); a member joins a group only with an assignor every member offers")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,8 +38,13 @@ func groupCommand() *cobra.Command {
 
 type adminFunc = func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error
 
-// brokersUsage is the --brokers flag's help, shared by the tools.
-const brokersUsage = "bootstrap brokers, comma-separated (default: STRAND_BROKERS, else the profile's, else " + localBroker + ")"
+// brokersFlag declares the --brokers flag every tool that reaches a
+// cluster takes; the rest of how it connects (TLS, SASL) comes from the
+// chosen profile.
+func brokersFlag(f *pflag.FlagSet, brokers *string) {
+	f.StringVar(brokers, "brokers", "", "bootstrap brokers, comma-separated (default: STRAND_BROKERS, else the profile's, else "+
+		localBroker+")")
+}
 
 // adminCommand is a command whose subcommands talk to a cluster through
 // an admin client: it holds the --brokers and --timeout flags they share,
@@ -50,7 +56,7 @@ func adminCommand(use, short string) (*cobra.Command, adminFunc) {
 	)
 	cmd := &cobra.Command{Use: use, Short: short}
 	f := cmd.PersistentFlags()
-	f.StringVar(&brokers, "brokers", "", brokersUsage)
+	brokersFlag(f, &brokers)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long the command may take")
 	return cmd, func(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
 		return withAdmin(cmd, brokers, timeout, fn)

@@ -111,7 +111,7 @@ the totals. It exits non-zero when a hand-off skipped records.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "", brokersUsage)
+	brokersFlag(f, &brokers)
 	f.StringVar(&group, "group", "", "the consumer group (required)")
 	f.StringVar(&since, "since", "", "only hand-offs from then on: a time as the report prints it (2026-12-05 20:47:03.123, local) or RFC 3339, a date, a time of day, or a duration back from now (30m, 2h, 1d)")
 	f.BoolVar(&all, "all", false, "list every hand-off, first starts and reshuffles included, not only those that risked something")

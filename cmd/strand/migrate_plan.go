@@ -437,7 +437,7 @@ group reads, caught up.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "", brokersUsage)
+	brokersFlag(f, &brokers)
 	f.StringVar(&in.group, "group", "", "the consumer group to migrate (required)")
 	f.IntVar(&in.planned, "planned", 1, "consumers of the new version running beside the old ones at once (the canary: 1)")
 	f.StringVar(&in.protocol, "protocol", "", "the new version's group protocol: classic or consumer (default: the group's)")

@@ -455,7 +455,7 @@ the hand-offs are Strand's ledger's.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&brokers, "brokers", "", brokersUsage)
+	brokersFlag(fl, &brokers)
 	fl.StringVar(&group, "group", "", "the consumer group (required)")
 	fl.StringVar(&since, "since", "1h", "hand-offs counted from then on: a time (RFC 3339) or a duration back from now")
 	fl.DurationVar(&interval, "interval", time.Second, "how often the view refreshes")

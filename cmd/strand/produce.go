@@ -42,7 +42,7 @@ non-zero when any record was not written.`,
   strand produce orders --transactional-id loader-1 < batch.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error { return produceStdin(cmd, args[0], o) }}
 	f := cmd.Flags()
-	f.StringVar(&o.brokers, "brokers", "", brokersUsage)
+	brokersFlag(f, &o.brokers)
 	f.StringVarP(&o.keySeparator, "key-separator", "K", "", "what separates a record's key from its value (none: no keys)")
 	f.StringVarP(&o.delimiter, "delimiter", "D", `\n`, "what ends a record")
 	f.StringArrayVarP(&o.headers, "header", "H", nil, "a header of every record, key=value (repeatable)")

@@ -5,16 +5,6 @@ import (
 	"strconv"
 )
 
-// Offset is the position of a record in a partition's log. It is never a
-// byte position in a file; those are plain int64 named "pos".
-type Offset = int64
-
-// Epoch is a partition leader epoch or a producer epoch.
-type Epoch = int32
-
-// NodeID identifies a broker in a cluster.
-type NodeID = int32
-
 // TopicPartition names one partition of a topic.
 type TopicPartition struct {
 	Topic     string
