@@ -38,6 +38,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(userCommand())
 	root.AddCommand(aclCommand())
 	root.AddCommand(linkCommand())
+	root.AddCommand(metadataCommand())
 	root.AddCommand(versionCommand())
 	// The tools that talk to a cluster take a profile; the broker's own
 	// commands do not.

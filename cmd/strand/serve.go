@@ -25,19 +25,53 @@ import (
 	"github.com/strandlog/strand/internal/server"
 )
 
+// serveOptions are serve's flags that are not a setting of one broker
+// config: Kafka's listener syntax (it sets the listeners and the
+// controller's listener), the fsync policy, and the process's own options.
+type serveOptions struct {
+	configFile    string
+	fsync         string
+	fsyncInterval int64
+	logLevel      string
+	logFormat     string
+	cpuProfile    string
+	listeners     string
+	advertised    string
+	protocolMap   string
+}
+
+// bindServeFlags declares serve's flags on f: the broker's settings, each
+// declared once in config.BrokerDefs, into cfg, and the others into o.
+// The tools that read a broker's settings as serve does (metadata
+// restore) declare the same.
+func bindServeFlags(f *pflag.FlagSet, cfg *config.Broker, o *serveOptions) {
+	f.StringVar(&o.configFile, "config", "", "file of `flag = value` lines")
+	config.BindFlags(f, cfg)
+	f.StringVar(&o.listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
+	f.StringVar(&o.advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
+	f.StringVar(&o.protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")
+	f.StringVar(&o.fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
+	f.Int64Var(&o.fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json, one object per line")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
+	f.MarkHidden("cpuprofile")
+}
+
+// settings reads the broker's settings as serve does: the command line,
+// then STRAND_ variables, then the config file; it returns the Kafka
+// settings of the file Strand has no use for.
+func (o *serveOptions) settings(f *pflag.FlagSet, cfg *config.Broker) ([]string, error) {
+	unused, err := applyEnvAndFile(f, o.configFile, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return unused, config.ApplyListeners(cfg, o.listeners, o.advertised, o.protocolMap)
+}
+
 func serveCommand() *cobra.Command {
 	cfg := config.Defaults()
-	var (
-		configFile    string
-		fsync         string
-		fsyncInterval int64
-		logLevel      string
-		logFormat     string
-		cpuProfile    string
-		listeners     string
-		advertised    string
-		protocolMap   string
-	)
+	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a broker",
@@ -49,29 +83,26 @@ server.properties); a flag on the command line wins over the environment, which
 wins over the file. docs/settings.md lists every setting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			unused, err := applyEnvAndFile(cmd.Flags(), configFile, &cfg)
+			unused, err := o.settings(cmd.Flags(), &cfg)
 			if err != nil {
 				return err
 			}
-			if err := config.ApplyListeners(&cfg, listeners, advertised, protocolMap); err != nil {
-				return err
-			}
-			p, err := log.ParseFlushPolicy(fsync)
+			p, err := log.ParseFlushPolicy(o.fsync)
 			if err != nil {
 				return err
 			}
-			cfg.Log.FlushPolicy, cfg.Log.FlushInterval = p, msDuration(fsyncInterval)
-			logger, err := newLogger(os.Stderr, logLevel, logFormat)
+			cfg.Log.FlushPolicy, cfg.Log.FlushInterval = p, msDuration(o.fsyncInterval)
+			logger, err := newLogger(os.Stderr, o.logLevel, o.logFormat)
 			if err != nil {
 				return err
 			}
 			if len(unused) > 0 {
 				logger.Warn("the config file sets Kafka settings that Strand has no use for: they are ignored (docs/settings.md says why)",
-					"file", configFile, "settings", strings.Join(unused, ", "))
+					"file", o.configFile, "settings", strings.Join(unused, ", "))
 			}
-			if cpuProfile != "" {
+			if o.cpuProfile != "" {
 				// Profiles until shutdown; strand bench suite --cpuprofile uses it.
-				pf, err := os.Create(cpuProfile)
+				pf, err := os.Create(o.cpuProfile)
 				if err != nil {
 					return err
 				}
@@ -84,22 +115,7 @@ wins over the file. docs/settings.md lists every setting.`,
 			return serve(cfg, logger)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "file of `flag = value` lines")
-	// The broker's settings, each declared once in config.BrokerDefs.
-	config.BindFlags(f, &cfg)
-	// What is not a setting of one broker config: Kafka's listener syntax
-	// (it sets the listeners and the controller's listener), the fsync
-	// policy, and the process's own options.
-	f.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
-	f.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
-	f.StringVar(&protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")
-	f.StringVar(&fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
-	f.Int64Var(&fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "text", "text (key=value) or json, one object per line")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
-	f.MarkHidden("cpuprofile")
+	bindServeFlags(cmd.Flags(), &cfg, &o)
 	return cmd
 }
 
