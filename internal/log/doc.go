@@ -146,8 +146,9 @@
 // Log.mu guards the segment list, offsets and the active segment's writes;
 // readers hold it shared while they locate batches, then read the file
 // without it. Log.syncMu serialises the fsyncs of a log that syncs alone
-// and comes before Log.mu; the file syncer's lock is taken with no other;
-// the journal's comes before Log.mu (a log only reads the journal's
-// sequence number, an atomic). A tail's lock comes after every other: a
-// reader holding Log.mu shared may take it to write the tail.
+// and is given back before Log.mu is taken; the journal's lock comes
+// before the file syncer's (a round's locked callback) and before Log.mu
+// (a log only reads the journal's sequence number, an atomic). A tail's
+// lock comes after every other: a reader holding Log.mu shared may take it
+// to write the tail. LOCKS.md gives the order across packages.
 package log

@@ -420,7 +420,7 @@ func (p *Partition) AbortedTransactions(from, upTo int64) []AbortedTxn {
 // read_committed fetches read up to it; it moves with the high watermark,
 // which wakes the waiters.
 func (p *Partition) LastStableOffset() int64 {
-	start := p.log.StartOffset() // the log's lock is not taken under mu
+	start := p.log.StartOffset() // the log's lock taken before mu here, not under it
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.producers.txns.lastStable(p.hw, start)
