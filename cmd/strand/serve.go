@@ -46,7 +46,7 @@ type serveOptions struct {
 // restore) declare the same.
 func bindServeFlags(f *pflag.FlagSet, cfg *config.Broker, o *serveOptions) {
 	f.StringVar(&o.configFile, "config", "", "file of `flag = value` lines")
-	config.BindFlags(f, cfg)
+	bindSettings(f, cfg)
 	f.StringVar(&o.listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
 	f.StringVar(&o.advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
 	f.StringVar(&o.protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")

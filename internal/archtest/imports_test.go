@@ -50,6 +50,8 @@ func TestImportRules(t *testing.T) {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/group/assign"
 		}, "group reaches its partitions through the interfaces it declares: it imports only model and its assignors"},
 		{"internal/group/assign", func(d string) bool { return strings.HasPrefix(d, module) }, "the assignors are pure functions of their spec"},
+		{"internal/config", func(d string) bool { return strings.HasPrefix(d, "github.com/spf13/") },
+			"config knows the settings, not the command line: their flags are cmd/strand's"},
 		{"internal/ledger", func(d string) bool {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "the ledger writes through the interfaces it declares: it imports only model"},

@@ -1,13 +1,10 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // fieldGetter reads a setting from its field as DescribeConfigs gives it:
@@ -50,68 +47,6 @@ func fieldGetter(name string, field func(b *Broker) any) func(b Broker) string {
 		panic(fmt.Sprintf("config: broker config %s has a field of type %T", name, field(&b)))
 	}
 }
-
-// BindFlags gives fs a flag for every broker setting that has one, each
-// writing into b and defaulting to b's value.
-func BindFlags(fs *pflag.FlagSet, b *Broker) {
-	for i := range BrokerDefs {
-		d := &BrokerDefs[i]
-		if d.Flag == "" {
-			continue
-		}
-		usage := d.Doc + " (" + d.Name + ")"
-		switch v := d.Field(b).(type) {
-		case *string:
-			fs.StringVar(v, d.Flag, *v, usage)
-		case *bool:
-			fs.BoolVar(v, d.Flag, *v, usage)
-		case *int:
-			fs.IntVar(v, d.Flag, *v, usage)
-		case *int16:
-			fs.Int16Var(v, d.Flag, *v, usage)
-		case *int32:
-			fs.Int32Var(v, d.Flag, *v, usage)
-		case *int64:
-			fs.Int64Var(v, d.Flag, *v, usage)
-		case *time.Duration:
-			if strings.HasSuffix(d.Flag, "-ms") {
-				fs.Var((*msFlag)(v), d.Flag, usage+"; in milliseconds, -1 for unlimited")
-			} else {
-				fs.DurationVar(v, d.Flag, *v, usage)
-			}
-		case *[]string:
-			fs.StringSliceVar(v, d.Flag, *v, usage)
-		default:
-			panic(fmt.Sprintf("config: broker config %s has a field of type %T", d.Name, v))
-		}
-	}
-}
-
-// msFlag is a duration flag given in milliseconds; a negative one is -1,
-// unlimited.
-type msFlag time.Duration
-
-func (f *msFlag) String() string {
-	if *f < 0 {
-		return "-1"
-	}
-	return strconv.FormatInt(time.Duration(*f).Milliseconds(), 10)
-}
-
-func (f *msFlag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return errors.New("not a whole number of milliseconds (-1 for unlimited)")
-	}
-	if n < 0 {
-		*f = -1
-	} else {
-		*f = msFlag(time.Duration(n) * time.Millisecond)
-	}
-	return nil
-}
-
-func (f *msFlag) Type() string { return "ms" }
 
 // typeNames are Kafka's names of the config types.
 var typeNames = map[Type]string{TypeBoolean: "boolean", TypeString: "string", TypeInt: "int", TypeShort: "short",
