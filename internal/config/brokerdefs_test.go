@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
 )
 
 func TestBrokerDefsCoverTopicDefaults(t *testing.T) {
