@@ -436,7 +436,12 @@ const maxDecompressedBatch = 256 << 20
 // maxPooledBuf keeps a rare huge batch from pinning its buffer in the pool.
 const maxPooledBuf = 16 << 20
 
-var errDecompressTooLarge = fmt.Errorf("decompresses to more than %d bytes", maxDecompressedBatch)
+// ErrDecompressTooLarge is the refusal of data that decompresses to more
+// than its bound.
+var ErrDecompressTooLarge = errors.New("log: decompresses to more than its bound")
+
+// tooLarge names the bound that was passed.
+func tooLarge(limit int) error { return fmt.Errorf("%w of %d bytes", ErrDecompressTooLarge, limit) }
 
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -455,26 +460,40 @@ func putBuf(b *[]byte) {
 // LZ4 frame format; zstd and gzip as usual. The output is bounded by
 // maxDecompressedBatch.
 func decompress(c model.Compression, src, dst []byte) ([]byte, error) {
+	return decompressAtMost(c, src, dst, maxDecompressedBatch)
+}
+
+// decompressAtMost is decompress bounded by limit bytes of output: past
+// it, ErrDecompressTooLarge, having decompressed no more than the limit.
+func decompressAtMost(c model.Compression, src, dst []byte, limit int) ([]byte, error) {
 	switch c {
 	case model.CompressionNone:
+		if len(src) > limit {
+			return dst, tooLarge(limit)
+		}
 		return append(dst, src...), nil
 	case model.CompressionGzip:
-		return gunzip(src, dst)
+		return gunzip(src, dst, limit)
 	case model.CompressionSnappy:
-		return unsnappy(src, dst)
+		return unsnappy(src, dst, limit)
 	case model.CompressionLZ4:
-		return unlz4(src, dst)
+		return unlz4(src, dst, limit)
 	case model.CompressionZstd:
-		return unzstd(src, dst)
+		if limit >= maxDecompressedBatch {
+			return unzstd(src, dst)
+		}
+		return unzstdAtMost(src, dst, limit)
 	}
 	return dst, fmt.Errorf("codec %d: %w", c, ErrUnsupportedCompression)
 }
 
 // Decompress returns the decompressed form of src, a stream compressed
-// with one of Kafka's codecs (its ids), bounded as a batch is. Client
-// telemetry (KIP-714) is compressed the same way.
-func Decompress(codec int8, src []byte) ([]byte, error) {
-	return decompress(model.Compression(codec), src, nil)
+// with one of Kafka's codecs (its ids), of at most limit bytes (at most
+// what a batch may hold): past it, ErrDecompressTooLarge, without
+// decompressing further. Client telemetry (KIP-714) is compressed the
+// same way as batches.
+func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
+	return decompressAtMost(model.Compression(codec), src, nil, min(limit, maxDecompressedBatch))
 }
 
 // compress appends the compressed form of src to dst in a form every Kafka
@@ -499,23 +518,23 @@ func compress(c model.Compression, src, dst []byte) ([]byte, error) {
 }
 
 // readInto appends all of r to dst, growing dst by itself so a pooled buffer
-// is reused, and fails past maxDecompressedBatch.
-func readInto(r io.Reader, dst []byte) ([]byte, error) {
+// is reused, and fails past limit bytes.
+func readInto(r io.Reader, dst []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	for idle := 0; ; {
 		if len(dst) == cap(dst) {
 			// Room for one more byte than allowed tells "exactly at the
 			// bound" from "over it".
-			room := min(max(cap(dst)-start, 64<<10), maxDecompressedBatch+1-(len(dst)-start))
+			room := min(max(cap(dst)-start, 64<<10), limit+1-(len(dst)-start))
 			if room <= 0 {
-				return dst, errDecompressTooLarge
+				return dst, tooLarge(limit)
 			}
 			dst = slices.Grow(dst, room)
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
-		if len(dst)-start > maxDecompressedBatch {
-			return dst, errDecompressTooLarge
+		if len(dst)-start > limit {
+			return dst, tooLarge(limit)
 		}
 		if err == io.EOF {
 			return dst, nil
@@ -539,13 +558,13 @@ type gzipReader struct {
 
 var gzipReaders = sync.Pool{New: func() any { return new(gzipReader) }}
 
-func gunzip(src, dst []byte) ([]byte, error) {
+func gunzip(src, dst []byte, limit int) ([]byte, error) {
 	z := gzipReaders.Get().(*gzipReader)
 	defer gzipReaders.Put(z)
 	z.src.Reset(src)
 	out, err := dst, z.r.Reset(&z.src)
 	if err == nil {
-		out, err = readInto(&z.r, dst)
+		out, err = readInto(&z.r, dst, limit)
 	}
 	z.src.Reset(nil) // so the pool does not pin the batch
 	return out, err
@@ -558,12 +577,12 @@ type lz4Reader struct {
 
 var lz4Readers = sync.Pool{New: func() any { return &lz4Reader{r: lz4.NewReader(nil)} }}
 
-func unlz4(src, dst []byte) ([]byte, error) {
+func unlz4(src, dst []byte, limit int) ([]byte, error) {
 	z := lz4Readers.Get().(*lz4Reader)
 	defer lz4Readers.Put(z)
 	z.src.Reset(src)
 	z.r.Reset(&z.src)
-	out, err := readInto(z.r, dst)
+	out, err := readInto(z.r, dst, limit)
 	z.src.Reset(nil) // so the pool does not pin the batch
 	z.r.Reset(nil)
 	return out, err
@@ -583,6 +602,24 @@ func unzstd(src, dst []byte) ([]byte, error) {
 	return zstdDecoder().DecodeAll(src, dst)
 }
 
+// unzstdAtMost streams a frame out through its own decoder, bounded by
+// limit, for a bound below a batch's (the shared decoder's memory bound).
+// The decoder's window may be 8 MiB, what encoders use by default, or the
+// bound if larger; a frame that asks for more is refused as too large.
+func unzstdAtMost(src, dst []byte, limit int) ([]byte, error) {
+	d, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(max(limit+1, 8<<20))))
+	if err != nil {
+		return dst, err
+	}
+	defer d.Close()
+	out, err := readInto(d, dst, limit)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = tooLarge(limit)
+	}
+	return out, err
+}
+
 // xerialMagic starts the framing of snappy-java's SnappyOutputStream; a
 // 16-byte header (magic, version, minimum compatible version) precedes
 // blocks that are each a big-endian int32 length and a raw snappy block.
@@ -596,9 +633,10 @@ const (
 
 var errXerial = errors.New("malformed xerial snappy framing")
 
-func unsnappy(src, dst []byte) ([]byte, error) {
+func unsnappy(src, dst []byte, limit int) ([]byte, error) {
+	start := len(dst)
 	if len(src) < xerialHeaderLen || !bytes.HasPrefix(src, xerialMagic) {
-		return unsnappyBlock(src, dst)
+		return unsnappyBlock(src, dst, limit)
 	}
 	// The version fields are not checked: some writers store them little
 	// endian, and librdkafka ignores them too.
@@ -617,7 +655,7 @@ func unsnappy(src, dst []byte) ([]byte, error) {
 			return dst, errXerial
 		}
 		var err error
-		if dst, err = unsnappyBlock(src[4:4+n], dst); err != nil {
+		if dst, err = unsnappyBlock(src[4:4+n], dst, limit-(len(dst)-start)); err != nil {
 			return dst, err
 		}
 		src = src[4+n:]
@@ -626,14 +664,15 @@ func unsnappy(src, dst []byte) ([]byte, error) {
 }
 
 // unsnappyBlock decodes one raw snappy block straight into dst's spare room,
-// checking the claimed length before allocating for it.
-func unsnappyBlock(src, dst []byte) ([]byte, error) {
+// checking the claimed length against room (the bytes it may add) before
+// allocating for it.
+func unsnappyBlock(src, dst []byte, room int) ([]byte, error) {
 	n, err := s2.DecodedLen(src)
 	if err != nil {
 		return dst, err
 	}
-	if n > maxDecompressedBatch-len(dst) {
-		return dst, errDecompressTooLarge
+	if n > room {
+		return dst, tooLarge(room)
 	}
 	dst = slices.Grow(dst, n)
 	if _, err := s2.Decode(dst[len(dst):len(dst)+n], src); err != nil {

@@ -436,6 +436,31 @@ func TestDecompressBound(t *testing.T) {
 	}
 }
 
+// TestDecompressAtMost: with every codec, data of exactly the caller's
+// bound decompresses, and one byte more is ErrDecompressTooLarge, having
+// decompressed no more than the bound (a few bytes of zstd or gzip can
+// claim gigabytes).
+func TestDecompressAtMost(t *testing.T) {
+	const limit = 100 << 10
+	for _, c := range rvCodecs {
+		for _, size := range []int{limit, limit + 1, 64 * limit} {
+			z, err := compress(c, make([]byte, size), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := Decompress(int8(c), z, limit)
+			switch {
+			case size <= limit && (err != nil || len(out) != size):
+				t.Errorf("%s, %d bytes within a bound of %d: %d bytes, %v", c, size, limit, len(out), err)
+			case size > limit && !errors.Is(err, ErrDecompressTooLarge):
+				t.Errorf("%s, %d bytes over a bound of %d: %v", c, size, limit, err)
+			case size > limit && cap(out) > 2*limit:
+				t.Errorf("%s: %d bytes held for a bound of %d", c, cap(out), limit)
+			}
+		}
+	}
+}
+
 func TestCompressEmpty(t *testing.T) {
 	for _, c := range rvCodecs {
 		z, err := compress(c, nil, nil)

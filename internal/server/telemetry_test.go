@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -67,5 +69,14 @@ func TestTelemetryErrorCodes(t *testing.T) {
 	other := subscribe([16]byte{})
 	expect("a second instance", other.ErrorCode, noError)
 	expect("pushing over telemetry.max.bytes", push(other.ClientInstanceID, other.SubscriptionID, 0, make([]byte, 1<<20+1)),
+		kerr.TelemetryTooLarge)
+
+	// A few kilobytes of gzip that decompress past telemetry.max.bytes.
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zw.Write(make([]byte, 64<<20))
+	zw.Close()
+	third := subscribe([16]byte{})
+	expect("pushing what decompresses past telemetry.max.bytes", push(third.ClientInstanceID, third.SubscriptionID, 1, bomb.Bytes()),
 		kerr.TelemetryTooLarge)
 }

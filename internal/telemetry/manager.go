@@ -128,9 +128,10 @@ type Config struct {
 	// over all of them: past MaxInstances the instance heard from least
 	// recently is forgotten, past MaxPoints a push keeps what fits.
 	MaxInstances, MaxPoints int
-	// Decompress undoes a push's compression (Kafka's codec ids); its
-	// output is bounded by the caller.
-	Decompress func(codec int8, src []byte) ([]byte, error)
+	// Decompress undoes a push's compression (Kafka's codec ids) into at
+	// most limit bytes; past them it fails with an error that wraps
+	// ErrTooLarge, having decompressed no more.
+	Decompress func(codec int8, src []byte, limit int) ([]byte, error)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -225,10 +226,12 @@ func (m *Manager) Push(c Client, subscriptionID int32, terminating bool, codec i
 		return err
 	}
 	// Decompress and decode outside the lock: other clients go on.
-	data, err := m.cfg.Decompress(codec, payload)
-	if err == nil && len(data) > m.cfg.MaxBytes {
+	data, err := m.cfg.Decompress(codec, payload, m.cfg.MaxBytes)
+	switch {
+	case err == nil && len(data) > m.cfg.MaxBytes:
 		err = fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, len(data), m.cfg.MaxBytes)
-	} else if err != nil {
+	case errors.Is(err, ErrTooLarge):
+	case err != nil:
 		err = fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	var points []Point

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,8 +15,11 @@ func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func newManager(c *clock) *Manager {
 	return New(Config{MaxBytes: 1 << 10, Now: c.now,
-		Decompress: func(codec int8, src []byte) ([]byte, error) {
-			if codec != 0 {
+		Decompress: func(codec int8, src []byte, limit int) ([]byte, error) {
+			switch {
+			case codec == 1: // a bomb: more than any limit
+				return nil, fmt.Errorf("%w: a bomb", ErrTooLarge)
+			case codec != 0:
 				return nil, errors.New("only uncompressed pushes in these tests")
 			}
 			return src, nil
@@ -104,6 +108,7 @@ func TestPushChecks(t *testing.T) {
 		"over telemetry bytes": {payload: make([]byte, 2<<10), want: ErrTooLarge},
 		"not OTLP":             {payload: []byte("garbage!"), want: ErrMalformed},
 		"codec that fails":     {codec: 4, payload: payload, want: ErrMalformed},
+		"decompresses too far": {codec: 1, payload: payload, want: ErrTooLarge},
 	} {
 		c.advance(time.Second)
 		if err := m.Push(client, a.SubscriptionID, false, tc.codec, tc.payload, subs); !errors.Is(err, tc.want) {
@@ -183,7 +188,7 @@ func TestPushedValues(t *testing.T) {
 func TestInstanceBounds(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	m := New(Config{MaxBytes: 1 << 20, MaxInstances: 3, MaxPoints: 4, Now: c.now,
-		Decompress: func(_ int8, src []byte) ([]byte, error) { return src, nil }})
+		Decompress: func(_ int8, src []byte, _ int) ([]byte, error) { return src, nil }})
 	subs := []Subscription{subscription(t, "all", map[string]string{"metrics": "*", "interval.ms": "1000"})}
 	var first Client
 	for i := range 4 {
