@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -72,7 +73,7 @@ func (c telemetryCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for name, f := range families {
-		keys := append(slices.Clone(clientLabels), slices.Sorted(mapKeys(f.keys))...)
+		keys := append(slices.Clone(clientLabels), slices.Sorted(maps.Keys(f.keys))...)
 		desc := prometheus.NewDesc(name, "Pushed by clients (KIP-714) as "+f.original+".", keys, nil)
 		valueType := prometheus.GaugeValue
 		if f.kind == telemetry.Counter {
@@ -89,16 +90,6 @@ func (c telemetryCollector) Collect(ch chan<- prometheus.Metric) {
 			if id := strings.Join(values, "\x00"); !seen[id] {
 				seen[id] = true
 				ch <- prometheus.MustNewConstMetric(desc, valueType, s.value, values...)
-			}
-		}
-	}
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
 			}
 		}
 	}

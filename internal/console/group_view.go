@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/internal/inspect"
@@ -176,18 +177,7 @@ func chartMarks(r ledger.Report) []Mark {
 	for _, id := range slices.Sorted(maps.Keys(gens)) {
 		g := gens[id]
 		out = append(out, Mark{At: g.at, Label: fmt.Sprintf("generation %d: %d partitions moved (%s)", id, g.moves,
-			joinSorted(g.pairs))})
+			strings.Join(slices.Sorted(maps.Keys(g.pairs)), ", "))})
 	}
 	return out
-}
-
-func joinSorted(set map[string]bool) string {
-	s := ""
-	for i, k := range slices.Sorted(maps.Keys(set)) {
-		if i > 0 {
-			s += ", "
-		}
-		s += k
-	}
-	return s
 }

@@ -90,12 +90,12 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	name := r.PathValue("topic")
-	ds, err := inspect.DescribeTopics(ctx, c.adm, []string{name}, false)
+	ds, err := inspect.DescribeTopics(ctx, c.adm, []string{name}, true)
 	if err != nil {
 		c.fail(w, http.StatusNotFound, err)
 		return
 	}
-	page := topicPage{topicRow: c.topicRow(ds[0]), Configs: c.topicConfigs(ctx, name)}
+	page := topicPage{topicRow: c.topicRow(ds[0]), Configs: topicConfigs(ds[0])}
 	ends := map[int32]int64{}
 	for _, p := range ds[0].Partitions {
 		ends[p.Partition] = p.End

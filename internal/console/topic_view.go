@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,11 +22,9 @@ type topicGroup struct {
 	Lag        int64 // over the committed partitions
 }
 
-// topicConfig is one config of the topic with its source.
-type topicConfig struct {
-	Name, Value, Source string
-	Sensitive           bool
-}
+// topicConfig is one config of the topic with its source. A secret has
+// no value in DescribeConfigs' answer, so it is never listed.
+type topicConfig struct{ Name, Value, Source string }
 
 // topicGroups are the groups with offsets committed for the topic, with
 // their lag against ends (by partition).
@@ -65,24 +64,15 @@ func (c *Console) topicGroups(ctx context.Context, topic string, ends map[int32]
 	return out
 }
 
-// topicConfigs are every config the cluster describes for the topic,
-// sorted, each with its source: the topic's own, a broker's default (set
-// for one broker or the cluster, or in its config), or the built-in
-// default.
-func (c *Console) topicConfigs(ctx context.Context, topic string) []topicConfig {
-	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil || len(rcs) == 0 || rcs[0].Err != nil {
-		return nil
+// topicConfigs are every config of the topic (as described with all
+// its configs), sorted, each with its source: the topic's own, a
+// broker's default (set for one broker or the cluster, or in its config),
+// or the built-in default.
+func topicConfigs(t inspect.Topic) []topicConfig {
+	out := make([]topicConfig, 0, len(t.Configs))
+	for _, name := range slices.Sorted(maps.Keys(t.Configs)) {
+		out = append(out, topicConfig{Name: name, Value: t.Configs[name], Source: sourceLabel(t.Sources[name])})
 	}
-	var out []topicConfig
-	for _, cfg := range rcs[0].Configs {
-		v := "-"
-		if cfg.Value != nil {
-			v = *cfg.Value
-		}
-		out = append(out, topicConfig{Name: cfg.Key, Value: v, Source: sourceLabel(cfg.Source), Sensitive: cfg.Sensitive})
-	}
-	slices.SortFunc(out, func(a, b topicConfig) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -157,12 +157,8 @@ func viewTopic(d *doc, r topicPage) {
 <table id="config-table"><tr><th>Name</th><th>Value</th><th>Source</th></tr>
 `)
 	for _, c := range r.Configs {
-		value := c.Value
-		if c.Sensitive {
-			value = "(hidden)"
-		}
 		d.h(`<tr data-config="%s"%s><td>%s</td><td class="value">%s</td><td class="source">%s</td></tr>`+"\n", c.Name,
-			when(c.Source == "topic", ` class="set"`), c.Name, value, c.Source)
+			when(c.Source == "topic", ` class="set"`), c.Name, c.Value, c.Source)
 	}
 	d.h("</table>\n")
 }

@@ -21,8 +21,10 @@ type Topic struct {
 	// no broker told.
 	SizeBytes int64 `json:"size_bytes"`
 	// Configs are the topic's configs set on the topic itself (not
-	// defaults), or every config when asked.
-	Configs map[string]string `json:"configs"`
+	// defaults), or every config when asked; Sources says where each
+	// value comes from (the topic, a broker, the default).
+	Configs map[string]string            `json:"configs"`
+	Sources map[string]kmsg.ConfigSource `json:"-"`
 }
 
 // TopicPartition is one partition of a topic: where it is and what it
@@ -88,23 +90,23 @@ func DescribeTopics(ctx context.Context, adm *kadm.Client, topics []string, allC
 			}
 		})
 	}
-	configs := map[string]map[string]string{}
+	configs, sources := map[string]map[string]string{}, map[string]map[string]kmsg.ConfigSource{}
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			return nil, fmt.Errorf("configs of %s: %w", rc.Name, rc.Err)
 		}
-		m := map[string]string{}
+		m, src := map[string]string{}, map[string]kmsg.ConfigSource{}
 		for _, c := range rc.Configs {
 			if c.Value != nil && (allConfigs || c.Source == kmsg.ConfigSourceDynamicTopicConfig) {
-				m[c.Key] = *c.Value
+				m[c.Key], src[c.Key] = *c.Value, c.Source
 			}
 		}
-		configs[rc.Name] = m
+		configs[rc.Name], sources[rc.Name] = m, src
 	}
 	out := make([]Topic, 0, len(topics))
 	for _, t := range topics {
 		td := tds[t]
-		d := Topic{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t], SizeBytes: -1}
+		d := Topic{Topic: t, ID: td.ID.String(), Internal: td.IsInternal, Configs: configs[t], Sources: sources[t], SizeBytes: -1}
 		for _, p := range td.Partitions.Sorted() {
 			pd := TopicPartition{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
 				ISR: p.ISR, Offline: p.OfflineReplicas, Start: -1, End: -1, SizeBytes: -1}
