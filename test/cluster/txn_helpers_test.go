@@ -24,7 +24,7 @@ const (
 	txnOffsetsPartitions = 6
 )
 
-func startTxnCluster(t *testing.T, tv int16) *testutil.Cluster {
+func startTxnCluster(t *testing.T, tv int16, more ...func(cfg *config.Broker)) *testutil.Cluster {
 	t.Helper()
 	return testutil.StartCluster(t, 3, 0, func(_ int, cfg *config.Broker) {
 		cfg.TransactionVersion = tv
@@ -32,6 +32,9 @@ func startTxnCluster(t *testing.T, tv int16) *testutil.Cluster {
 		cfg.OffsetsTopicPartitions = txnOffsetsPartitions
 		cfg.GroupInitialRebalanceDelay = 0
 		cfg.TransactionAbortCheck = 300 * time.Millisecond
+		for _, f := range more {
+			f(cfg)
+		}
 	})
 }
 

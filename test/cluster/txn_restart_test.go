@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -28,7 +29,9 @@ import (
 func TestClusterTxnBrokerRestarts(t *testing.T) {
 	for _, tv := range txnVersions {
 		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
-			c := startTxnCluster(t, tv)
+			// The transaction state too: the coordinator is away exactly
+			// while its broker is.
+			c := startTxnCluster(t, tv, func(cfg *config.Broker) { cfg.TransactionStateReplicationFactor = 1 })
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
 			const partitions = 6
