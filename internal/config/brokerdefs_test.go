@@ -182,9 +182,6 @@ func TestReplicationThrottleConfigs(t *testing.T) {
 			t.Errorf("throttled replicas %q: %v", tc.list, err)
 		}
 	}
-	if !Throttles("0:1,3:2", 3, 2) || Throttles("0:1,3:2", 3, 1) || !Throttles("*", 7, 7) || Throttles("", 0, 0) {
-		t.Error("Throttles names the wrong replicas")
-	}
 }
 
 // TestSettingsDoc: docs/settings.md is the table of BrokerDefs.

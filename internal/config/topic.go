@@ -410,25 +410,6 @@ func checkThrottledReplicas(v string) error {
 	return nil
 }
 
-// Throttles reports whether a throttled replicas list (as
-// checkThrottledReplicas accepts) names the replica of partition on
-// broker.
-func Throttles(list string, partition, broker int32) bool {
-	if list == "" {
-		return false // the usual case, on every follower fetch: no allocation
-	}
-	if list = strings.TrimSpace(list); list == "*" {
-		return true
-	}
-	want := strconv.FormatInt(int64(partition), 10) + ":" + strconv.FormatInt(int64(broker), 10)
-	for _, pair := range strings.Split(list, ",") {
-		if strings.TrimSpace(pair) == want {
-			return true
-		}
-	}
-	return false
-}
-
 // LookupTopicDef finds a topic config by name.
 func LookupTopicDef(name string) (*TopicDef, bool) {
 	for i := range TopicDefs {

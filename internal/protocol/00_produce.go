@@ -80,7 +80,7 @@ func init() { register(0, 0, 12, handleProduce) }
 
 type producePart struct {
 	resp *kmsg.ProduceResponseTopicPartition
-	p    *replica.Partition
+	p    Partition
 	wait func() error
 	end  int64 // the offset after the write: acks=all waits for the high watermark to pass it
 }
@@ -157,7 +157,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 	SetThrottle(resp, b.throttle(r, quota.Produce, float64(r.Size)))
 	return &Response{Body: resp, Defer: func(ctx context.Context) (*Response, error) {
 		timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
-		syncParts(parts)
+		b.syncParts(parts)
 		awaitAll(parts, func(pp producePart) {
 			err := pp.wait()
 			if err == nil && req.Acks == -1 {
@@ -167,7 +167,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 				setProduceError(pp.resp, req.Version, err)
 				pp.resp.BaseOffset = -1
 			}
-			pp.resp.LogStartOffset = pp.p.Log().StartOffset()
+			pp.resp.LogStartOffset = pp.p.StartOffset()
 		})
 		if req.Acks == 0 {
 			// No answer is expected, so Kafka closes the connection
@@ -189,16 +189,16 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 // syncParts makes the parts' appends durable together ahead of their
 // waits, which then find them durable (or report why not). A request
 // naming one partition leaves it to its wait.
-func syncParts(parts []producePart) {
+func (b *Broker) syncParts(parts []producePart) {
 	if len(parts) < 2 {
 		return
 	}
-	ps := make([]*replica.Partition, len(parts))
+	ps := make([]Partition, len(parts))
 	ends := make([]int64, len(parts))
 	for i, pp := range parts {
 		ps[i], ends[i] = pp.p, pp.end
 	}
-	replica.SyncAppends(ps, ends)
+	b.Replicas.SyncAppends(ps, ends)
 }
 
 // maxParallelWaits bounds the partitions of one produce request whose
@@ -257,13 +257,13 @@ func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admit
 	}
 	var guard *replica.TxnGuard
 	if batch := model.Batch(rp.Records); batch.IsTransactional() {
-		a, ok := admitted[p.TP]
+		a, ok := admitted[p.TopicPartition()]
 		if !ok {
 			if req.Version < 12 {
 				g := p.TxnGuard(batch.ProducerID())
 				a.guard = &g
 			}
-			a.err = b.checkTxnProduce(ctx, req.TransactionID, req.Version, []model.TopicPartition{p.TP}, batch)
+			a.err = b.checkTxnProduce(ctx, req.TransactionID, req.Version, []model.TopicPartition{p.TopicPartition()}, batch)
 		}
 		if a.err != nil {
 			return producePart{}, a.err

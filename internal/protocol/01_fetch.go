@@ -152,7 +152,7 @@ func (b *Broker) fetchWait(ctx context.Context, req *kmsg.FetchRequest, may func
 	deadline := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer deadline.Stop()
 	w := replica.NewWaiter()
-	var watched []*replica.Partition
+	var watched []Partition
 	watching := false
 	defer func() {
 		for _, p := range watched {
@@ -189,7 +189,7 @@ type fetchResult struct {
 	splices    []Splice
 	bytes      int64
 	records    int64 // offsets sent past the fetch offsets, for the meter
-	partitions []*replica.Partition
+	partitions []Partition
 	failed     bool // a partition has an error: answer at once, as Kafka does
 	empty      bool // no partitions asked for: answer at once, as Kafka does
 	// A follower's fetch: the high watermark of each partition as
@@ -356,7 +356,7 @@ func (b *Broker) fetchPartition(res *fetchResult, topic string, rp *kmsg.FetchRe
 	// above the high watermark read after it.
 	sp.LastStableOffset = p.LastStableOffset()
 	sp.HighWatermark = p.HighWatermark()
-	sp.LogStartOffset = p.Log().StartOffset()
+	sp.LogStartOffset = p.StartOffset()
 	if p.IsLeader() && req.Version >= 11 {
 		if preferred := b.preferredReadReplica(tp, req.Rack); preferred >= 0 {
 			// The consumer goes there; this answer carries no records,
@@ -442,11 +442,11 @@ func (b *Broker) preferredReadReplica(tp model.TopicPartition, rack string) int3
 // source committed there): it is answered as a fetch at the end, not
 // OFFSET_OUT_OF_RANGE, so that the consumer waits instead of resetting its
 // position.
-func (b *Broker) awaitsMirror(p *replica.Partition, offset int64, err error) bool {
-	if b.Links == nil || p.MirrorOf() == "" || !errors.Is(err, replica.ErrOffsetOutOfRange) || offset < p.Log().EndOffset() {
+func (b *Broker) awaitsMirror(p Partition, offset int64, err error) bool {
+	if b.Links == nil || p.MirrorOf() == "" || !errors.Is(err, replica.ErrOffsetOutOfRange) || offset < p.EndOffset() {
 		return false
 	}
-	hw, ok := b.Links.SourceHighWatermark(p.TP)
+	hw, ok := b.Links.SourceHighWatermark(p.TopicPartition())
 	return ok && offset <= hw
 }
 
@@ -461,7 +461,7 @@ func (f *fetchResult) add(sp *kmsg.FetchResponseTopicPartition, sec replica.Sect
 }
 
 // fetchForFollower serves one partition of a follower's fetch.
-func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follower int32, rp *kmsg.FetchRequestTopicPartition,
+func (b *Broker) fetchForFollower(res *fetchResult, p Partition, follower int32, rp *kmsg.FetchRequestTopicPartition,
 	sp *kmsg.FetchResponseTopicPartition, budget *int64) error {
 	before := p.HighWatermark()
 	hw, err := p.FollowerFetched(follower, rp.FetchOffset)
@@ -470,11 +470,10 @@ func (b *Broker) fetchForFollower(res *fetchResult, p *replica.Partition, follow
 	}
 	res.followerHWs = append(res.followerHWs, hw)
 	res.hwMoved = res.hwMoved || hw != before
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, p.LastStableOffset(), p.Log().StartOffset()
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, p.LastStableOffset(), p.StartOffset()
 	// Kafka's leader quota: a throttled replica out of sync gets no
 	// records while the rate is spent.
-	throttled := config.Throttles(p.Log().Config().LeaderThrottledReplicas, p.TP.Partition, b.Config.NodeID) &&
-		!slices.Contains(p.ReplicaSet().ISR, follower)
+	throttled := p.LeaderThrottled(follower)
 	if throttled && b.LeaderThrottle.Exceeded() {
 		return nil
 	}

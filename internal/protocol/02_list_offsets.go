@@ -69,35 +69,6 @@ func (b *Broker) listOffset(tp model.TopicPartition, rp kmsg.ListOffsetsRequestT
 		return err
 	}
 	sp.LeaderEpoch = p.LeaderEpoch()
-	bound := p.HighWatermark()
-	if readCommitted {
-		bound = p.LastStableOffset()
-	}
-	l := p.Log()
-	var (
-		offset, ts int64
-		found      bool
-	)
-	switch rp.Timestamp {
-	case -1:
-		sp.Offset = bound
-		return nil
-	case -2, -4:
-		sp.Offset = l.StartOffset()
-		return nil
-	case -5:
-		return nil
-	case -3:
-		offset, ts, found, err = l.MaxTimestamp()
-	default:
-		if rp.Timestamp < 0 {
-			return nil
-		}
-		offset, ts, found, err = l.OffsetForTimestamp(rp.Timestamp)
-	}
-	if err != nil || !found || offset >= bound {
-		return err
-	}
-	sp.Offset, sp.Timestamp = offset, ts
-	return nil
+	sp.Offset, sp.Timestamp, err = p.ListOffset(rp.Timestamp, readCommitted)
+	return err
 }

@@ -62,7 +62,7 @@ func (b *Broker) deleteRecords(tp model.TopicPartition, offset int64) (int64, er
 	if err != nil {
 		return -1, err
 	}
-	if !p.Log().Config().Delete {
+	if !p.RecordsDeletable() {
 		return -1, newAPIError(errPolicyViolation,
 			"Records of partition %s can not be deleted due to the configured policy", tp)
 	}

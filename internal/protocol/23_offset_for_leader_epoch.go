@@ -67,20 +67,6 @@ func (b *Broker) epochEndOffset(tp model.TopicPartition, rp *kmsg.OffsetForLeade
 	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
 		return err
 	}
-	cur := p.LeaderEpoch()
-	l := p.Log()
-	switch want := rp.LeaderEpoch; {
-	case want < 0 || want > cur:
-		// undefined: -1, -1
-	case want == cur:
-		sp.LeaderEpoch, sp.EndOffset = cur, l.EndOffset()
-	default:
-		sp.LeaderEpoch, sp.EndOffset = l.EpochEndOffset(want)
-		if sp.EndOffset < 0 {
-			if entries := l.Epochs(); len(entries) > 0 && want < entries[0].Epoch {
-				sp.LeaderEpoch, sp.EndOffset = want, entries[0].StartOffset
-			}
-		}
-	}
+	sp.LeaderEpoch, sp.EndOffset = p.OffsetForLeaderEpoch(rp.LeaderEpoch)
 	return nil
 }

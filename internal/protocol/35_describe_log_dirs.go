@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/acl"
-	"github.com/strandlog/strand/internal/replica"
 )
 
 // DescribeLogDirs: v0-4
@@ -55,23 +54,25 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Response,
 	}
 	byTopic := map[string]int{}
 	parts := b.Replicas.Partitions()
-	slices.SortFunc(parts, func(x, y *replica.Partition) int {
-		return cmp.Or(cmp.Compare(x.TP.Topic, y.TP.Topic), cmp.Compare(x.TP.Partition, y.TP.Partition))
+	slices.SortFunc(parts, func(x, y Partition) int {
+		xt, yt := x.TopicPartition(), y.TopicPartition()
+		return cmp.Or(cmp.Compare(xt.Topic, yt.Topic), cmp.Compare(xt.Partition, yt.Partition))
 	})
 	for _, p := range parts {
-		if !wanted(p.TP.Topic, p.TP.Partition) {
+		tp := p.TopicPartition()
+		if !wanted(tp.Topic, tp.Partition) {
 			continue
 		}
-		i, ok := byTopic[p.TP.Topic]
+		i, ok := byTopic[tp.Topic]
 		if !ok {
 			i = len(dir.Topics)
-			byTopic[p.TP.Topic] = i
+			byTopic[tp.Topic] = i
 			t := kmsg.NewDescribeLogDirsResponseDirTopic()
-			t.Topic = p.TP.Topic
+			t.Topic = tp.Topic
 			dir.Topics = append(dir.Topics, t)
 		}
 		sp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-		sp.Partition, sp.Size = p.TP.Partition, p.Log().Size()
+		sp.Partition, sp.Size = tp.Partition, p.Size()
 		dir.Topics[i].Partitions = append(dir.Topics[i].Partitions, sp)
 	}
 	var fs syscall.Statfs_t

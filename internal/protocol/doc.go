@@ -6,6 +6,10 @@
 // registers its range in one table that ApiVersions is built from. Handlers
 // keep no state of their own. errors.go maps package errors to Kafka codes.
 //
+// A handler sees a partition as Partition (registry.go): it reads, appends
+// and asks about offsets, epochs and throttles through it, and never
+// reaches the partition's log; that arithmetic is the replica package's.
+//
 // The group requests of a group a cluster link passes through go to the
 // link instead of the group coordinator (passthrough.go, Broker.Links):
 // the link's source answers them, and the handler sends its answer on.

@@ -35,7 +35,7 @@ func (e *notLeaderError) Unwrap() error { return errNotLeader }
 // the leader; one the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION.
 // Every request that reads or writes a partition's data as its leader goes
 // through here, so a broker never serves as a leader it no longer is.
-func (b *Broker) leading(tp model.TopicPartition) (*replica.Partition, error) {
+func (b *Broker) leading(tp model.TopicPartition) (Partition, error) {
 	p, ok := b.Replicas.Get(tp)
 	if ok && p.IsLeader() {
 		return p, nil

@@ -151,8 +151,57 @@ type Metadata interface {
 
 // Replicas finds the partitions this broker holds (replica.Manager).
 type Replicas interface {
-	Get(tp model.TopicPartition) (*replica.Partition, bool)
-	Partitions() []*replica.Partition
+	Get(tp model.TopicPartition) (Partition, bool)
+	Partitions() []Partition
+	// SyncAppends makes what several partitions appended below ends[i]
+	// durable together (replica.SyncAppends).
+	SyncAppends(ps []Partition, ends []int64) []error
+}
+
+// Partition is what handlers ask of one partition this broker holds
+// (replica.Partition): they read, append and answer about offsets through
+// it, never touching its log.
+type Partition interface {
+	TopicPartition() model.TopicPartition
+
+	// Leadership and replication.
+	IsLeader() bool
+	LeaderEpoch() int32
+	CheckLeaderEpoch(seen int32) error
+	ReplicaSet() replica.ReplicaSet
+	CheckEnoughReplicas() error
+	WaitReplicated(ctx context.Context, upTo int64, timeout time.Duration) error
+	FollowerFetched(node int32, offset int64) (int64, error)
+	LeaderThrottled(follower int32) bool
+	MirrorOf() string
+
+	// Offsets and sizes.
+	StartOffset() int64
+	EndOffset() int64
+	HighWatermark() int64
+	LastStableOffset() int64
+	Settled(upTo int64) bool
+	Size() int64
+	ListOffset(timestamp int64, readCommitted bool) (offset, ts int64, err error)
+	OffsetForLeaderEpoch(epoch int32) (int32, int64)
+
+	// Reading, and waiting for more.
+	Read(offset int64, maxBytes int, readCommitted bool) (replica.Section, error)
+	ReadUpTo(offset int64, maxBytes int, bound int64) (replica.Section, error)
+	ReadToLogEnd(offset int64, maxBytes int) (replica.Section, error)
+	AbortedTransactions(from, upTo int64) []replica.AbortedTxn
+	Watch(w *replica.Waiter)
+	Unwatch(w *replica.Waiter)
+
+	// Writing.
+	Append(data []byte) (replica.AppendResult, func() error, error)
+	TxnGuard(pid int64) replica.TxnGuard
+	AppendVerified(data []byte, g replica.TxnGuard) (replica.AppendResult, func() error, error)
+	WriteMarker(m replica.Marker) (int64, func() error, error)
+	RecordsDeletable() bool
+	DeleteRecords(offset int64) (int64, error)
+	Truncated()
+	Producers() []replica.ProducerInfo
 }
 
 // Groups is the group coordinator as handlers call it (group.Coordinator).

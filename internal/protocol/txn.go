@@ -167,7 +167,7 @@ func (b *Broker) admitTxnPartitions(ctx context.Context, req *kmsg.ProduceReques
 func (b *Broker) WriteMarkers(m replica.Marker, tps []model.TopicPartition) []error {
 	errs := make([]error, len(tps))
 	waits := make([]func() error, len(tps))
-	parts := make([]*replica.Partition, len(tps))
+	parts := make([]Partition, len(tps))
 	ends := make([]int64, len(tps))
 	for i, tp := range tps {
 		p, err := b.leading(tp)

@@ -106,7 +106,7 @@ func (s *Server) reconcile() error {
 			}
 			if caughtUp && !leads && st.Leader != cluster.NoLeader {
 				follow = append(follow, fetcher.Assignment{Partition: p, TopicID: t.ID, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
-					Throttled: config.Throttles(cfg.FollowerThrottledReplicas, int32(i), node)})
+					Throttled: replica.ThrottleListed(cfg.FollowerThrottledReplicas, int32(i), node)})
 			}
 		}
 		if cfgErr != nil {

@@ -200,7 +200,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		return nil, err
 	}
 	s.peers = s.newPeerClient()
-	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: s.replicas, Topics: s.topics,
+	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: protocolReplicas{s.replicas}, Topics: s.topics,
 		Groups: s.groups, FetchObserver: observer, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
 		Links: protocolLinks{s.links}, Logger: logger.With("component", "protocol")}
 	if s.metrics != nil {

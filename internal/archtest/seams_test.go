@@ -1,0 +1,62 @@
+package archtest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// selectorUses returns, for each non-test file of the package in dir, the
+// qualified names (pkg.Name) it uses whose package is pkg.
+func selectorUses(t *testing.T, dir, pkg string) map[string][]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	uses := map[string][]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == pkg {
+					uses[name] = append(uses[name], pkg+"."+sel.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+	return uses
+}
+
+// TestProtocolSeesPartitionsThroughItsInterface: handlers reach a
+// partition only through protocol.Partition, which has no way to its log,
+// so the log's arithmetic (offsets by time, epochs, throttles) stays in
+// replica. The compiler then keeps them from calling Log(); this keeps
+// them from naming the concrete types that have it.
+func TestProtocolSeesPartitionsThroughItsInterface(t *testing.T) {
+	forbidden := map[string]bool{"replica.Partition": true, "replica.Manager": true, "replica.SyncAppends": true}
+	uses := selectorUses(t, "../protocol", "replica")
+	if len(uses) == 0 {
+		t.Fatal("protocol uses nothing of replica: the check reads the wrong directory")
+	}
+	for file, names := range uses {
+		for _, n := range names {
+			if forbidden[n] {
+				t.Errorf("protocol/%s uses %s: handlers see a partition as protocol.Partition", file, n)
+			}
+		}
+	}
+}
