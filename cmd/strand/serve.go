@@ -50,8 +50,8 @@ func bindServeFlags(f *pflag.FlagSet, cfg *config.Broker, o *serveOptions) {
 	f.StringVar(&o.listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
 	f.StringVar(&o.advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
 	f.StringVar(&o.protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")
-	f.StringVar(&o.fsync, "fsync", cfg.Log.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
-	f.Int64Var(&o.fsyncInterval, "fsync-interval-ms", cfg.Log.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
+	f.StringVar(&o.fsync, "fsync", cfg.Topic.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
+	f.Int64Var(&o.fsyncInterval, "fsync-interval-ms", cfg.Topic.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json, one object per line")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
@@ -91,7 +91,7 @@ wins over the file. docs/settings.md lists every setting.`,
 			if err != nil {
 				return err
 			}
-			cfg.Log.FlushPolicy, cfg.Log.FlushInterval = p, msDuration(o.fsyncInterval)
+			cfg.Topic.FlushPolicy, cfg.Topic.FlushInterval = p, msDuration(o.fsyncInterval)
 			logger, err := newLogger(os.Stderr, o.logLevel, o.logFormat)
 			if err != nil {
 				return err
@@ -274,7 +274,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	logger.Info("strand ready", "listen", srv.Addr().String(), "data_dir", cfg.DataDir,
-		"fsync", cfg.Log.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
+		"fsync", cfg.Topic.FlushPolicy.String(), "startup", time.Since(start).Round(time.Microsecond).String())
 	var failed error
 	select {
 	case s := <-sig:

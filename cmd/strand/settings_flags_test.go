@@ -34,7 +34,7 @@ func TestFlagsFromBrokerDefs(t *testing.T) {
 		"--node-id", "7", "--group-consumer-assignors", "range,uniform", "--auto-create-topics=false"}); err != nil {
 		t.Fatal(err)
 	}
-	if b.Log.RetentionTime != -1 || b.Log.SegmentTime != time.Minute || b.GroupMemberDisconnectGrace != 5*time.Second ||
+	if b.Topic.RetentionTime != -1 || b.Topic.SegmentTime != time.Minute || b.GroupMemberDisconnectGrace != 5*time.Second ||
 		b.NodeID != 7 || !slices.Equal(b.GroupConsumerAssignors, []string{"range", "uniform"}) || b.AutoCreateTopics {
 		t.Fatalf("after the flags: %+v", b)
 	}

@@ -60,3 +60,37 @@ func TestProtocolSeesPartitionsThroughItsInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestLogConfigOnlyStores: log.Config holds how a log stores; the
+// replication settings (min.insync.replicas, throttled replicas, unclean
+// election) are replica.Config's, beside the log's settings it embeds.
+func TestLogConfigOnlyStores(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../log/config.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Config" {
+			return true
+		}
+		for _, fl := range ts.Type.(*ast.StructType).Fields.List {
+			for _, id := range fl.Names {
+				fields = append(fields, id.Name)
+			}
+		}
+		return false
+	})
+	if len(fields) < 5 {
+		t.Fatalf("log.Config has %d fields: the check reads the wrong file", len(fields))
+	}
+	for _, name := range fields {
+		for _, word := range []string{"InSync", "Throttled", "Unclean", "Replica"} {
+			if strings.Contains(name, word) {
+				t.Errorf("log.Config.%s is a replication setting: it belongs to replica.Config", name)
+			}
+		}
+	}
+}

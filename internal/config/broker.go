@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // Broker is one broker's static configuration.
@@ -143,8 +143,9 @@ type Broker struct {
 	// TelemetryMaxBytes is telemetry.max.bytes: the largest metrics push
 	// (KIP-714) accepted from a client, compressed and decompressed.
 	TelemetryMaxBytes int32
-	// Log holds the topic defaults (log.retention.ms, log.segment.bytes, ...).
-	Log log.Config
+	// Topic holds the topic defaults (log.retention.ms, log.segment.bytes,
+	// min.insync.replicas, ...).
+	Topic replica.Config
 	// RetentionCheck is log.retention.check.interval.ms.
 	RetentionCheck time.Duration
 
@@ -254,7 +255,7 @@ func Defaults() Broker {
 		MaxRequestBytes:                   100 << 20,
 		SocketSendBufferBytes:             256 << 10,
 		TelemetryMaxBytes:                 1 << 20,
-		Log:                               log.Defaults(),
+		Topic:                             replica.Defaults(),
 		RetentionCheck:                    5 * time.Minute,
 
 		GroupInitialRebalanceDelay: 3 * time.Second,
@@ -444,7 +445,7 @@ func (b Broker) Validate() error {
 			return fmt.Errorf("controller listener %q: %w", b.ControllerListen, err)
 		}
 	}
-	return b.Log.Validate()
+	return b.Topic.Validate()
 }
 
 // Voters parses QuorumVoters ("1@host:port,2@host:port") into each

@@ -349,11 +349,11 @@ func brokerDefs() []BrokerDef {
 		flag  string
 		field func(b *Broker) any
 	}{
-		"log.retention.ms":    {"retention-ms", func(b *Broker) any { return &b.Log.RetentionTime }},
-		"log.retention.bytes": {"retention-bytes", func(b *Broker) any { return &b.Log.RetentionBytes }},
-		"log.segment.bytes":   {"segment-bytes", func(b *Broker) any { return &b.Log.SegmentBytes }},
-		"log.roll.ms":         {"segment-ms", func(b *Broker) any { return &b.Log.SegmentTime }},
-		"message.max.bytes":   {"max-message-bytes", func(b *Broker) any { return &b.Log.MaxMessageBytes }},
+		"log.retention.ms":    {"retention-ms", func(b *Broker) any { return &b.Topic.RetentionTime }},
+		"log.retention.bytes": {"retention-bytes", func(b *Broker) any { return &b.Topic.RetentionBytes }},
+		"log.segment.bytes":   {"segment-bytes", func(b *Broker) any { return &b.Topic.SegmentBytes }},
+		"log.roll.ms":         {"segment-ms", func(b *Broker) any { return &b.Topic.SegmentTime }},
+		"message.max.bytes":   {"max-message-bytes", func(b *Broker) any { return &b.Topic.MaxMessageBytes }},
 	}
 	for i := range TopicDefs {
 		t := &TopicDefs[i]
@@ -363,7 +363,7 @@ func brokerDefs() []BrokerDef {
 		f := topicFlags[t.BrokerName]
 		defs = append(defs, BrokerDef{Name: t.BrokerName, Flag: f.flag, Field: f.field, Type: t.Type, Topic: t,
 			Doc: "The default of the topic config " + t.Name + ": " + t.Doc,
-			Get: func(b Broker) string { return t.Get(b.Log) }})
+			Get: func(b Broker) string { return t.Get(b.Topic) }})
 	}
 	for i := range defs {
 		if defs[i].Get == nil {
@@ -470,7 +470,7 @@ func checkType(typ Type, v string) error {
 
 // ApplyDynamic returns static with the broker configs changed at runtime
 // applied: the cluster-wide defaults, then this broker's own, which win. The
-// topic defaults are applied in the order of TopicDefs, as TopicLogConfig
+// topic defaults are applied in the order of TopicDefs, as TopicConfig
 // applies a topic's overrides.
 func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broker, error) {
 	if err := CheckDynamic(clusterDefaults); err != nil {
@@ -508,11 +508,11 @@ func ApplyDynamic(static Broker, clusterDefaults, node map[string]string) (Broke
 		if !ok {
 			continue
 		}
-		if err := d.Set(&b.Log, v); err != nil {
+		if err := d.Set(&b.Topic, v); err != nil {
 			return static, &ValueError{Name: d.BrokerName, Value: v, Err: err}
 		}
 	}
-	if err := b.Log.Validate(); err != nil {
+	if err := b.Topic.Validate(); err != nil {
 		return static, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	return b, nil
@@ -548,7 +548,7 @@ func TopicSynonyms(d *TopicDef, overrides map[string]string, static Broker, clus
 	}
 	bd := BrokerDefOf(d)
 	if bd == nil {
-		return append(out, Synonym{Name: d.Name, Value: d.Get(Defaults().Log), Source: SourceDefault})
+		return append(out, Synonym{Name: d.Name, Value: d.Get(Defaults().Topic), Source: SourceDefault})
 	}
 	return append(out, BrokerSynonyms(bd, static, clusterDefaults, node)...)
 }

@@ -98,23 +98,23 @@ func TestCheckDynamic(t *testing.T) {
 
 func TestApplyDynamic(t *testing.T) {
 	static := Defaults()
-	static.Log.SegmentBytes = 64 << 20
+	static.Topic.SegmentBytes = 64 << 20
 
 	b, err := ApplyDynamic(static, map[string]string{"log.retention.ms": "1000", "message.max.bytes": "5000"},
 		map[string]string{"log.retention.ms": "2000"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Log.RetentionTime != 2*time.Second {
-		t.Errorf("retention %v: the node level must win over the cluster level", b.Log.RetentionTime)
+	if b.Topic.RetentionTime != 2*time.Second {
+		t.Errorf("retention %v: the node level must win over the cluster level", b.Topic.RetentionTime)
 	}
-	if b.Log.MaxMessageBytes != 5000 {
-		t.Errorf("max message bytes %d: the cluster level must apply", b.Log.MaxMessageBytes)
+	if b.Topic.MaxMessageBytes != 5000 {
+		t.Errorf("max message bytes %d: the cluster level must apply", b.Topic.MaxMessageBytes)
 	}
-	if b.Log.SegmentBytes != 64<<20 {
-		t.Errorf("segment bytes %d: the static setting must stay", b.Log.SegmentBytes)
+	if b.Topic.SegmentBytes != 64<<20 {
+		t.Errorf("segment bytes %d: the static setting must stay", b.Topic.SegmentBytes)
 	}
-	if static.Log.RetentionTime != 7*24*time.Hour {
+	if static.Topic.RetentionTime != 7*24*time.Hour {
 		t.Error("ApplyDynamic changed its argument")
 	}
 
@@ -132,7 +132,7 @@ func TestApplyDynamic(t *testing.T) {
 
 func TestSynonyms(t *testing.T) {
 	static := Defaults()
-	static.Log.SegmentBytes = 64 << 20
+	static.Topic.SegmentBytes = 64 << 20
 	retention, _ := LookupTopicDef("retention.ms")
 	segment, _ := LookupTopicDef("segment.bytes")
 
@@ -178,7 +178,7 @@ func TestReplicationThrottleConfigs(t *testing.T) {
 		list string
 		ok   bool
 	}{{"", true}, {"*", true}, {"0:1,3:2", true}, {"0:1, 1:2", true}, {"0", false}, {"a:1", false}, {"0:b", false}} {
-		if _, err := TopicLogConfig(Defaults().Log, map[string]string{"follower.replication.throttled.replicas": tc.list}); (err == nil) != tc.ok {
+		if _, err := TopicConfig(Defaults().Topic, map[string]string{"follower.replication.throttled.replicas": tc.list}); (err == nil) != tc.ok {
 			t.Errorf("throttled replicas %q: %v", tc.list, err)
 		}
 	}

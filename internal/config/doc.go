@@ -1,7 +1,8 @@
 // Package config defines the broker's settings (Broker, with Defaults and
 // Validate) and the topic-level configs Kafka clients know by name
 // (retention.ms, cleanup.policy, ...): their types, defaults, validation, and
-// how a topic's overrides become a partition log's settings. Flags and config
+// how a topic's overrides become a partition's settings (replica.Config: the
+// log's storage settings and the replication ones). Flags and config
 // files are parsed in cmd/strand, never here.
 //
 // brokerdefs.go names the broker's settings as Kafka's broker configs

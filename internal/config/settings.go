@@ -139,7 +139,7 @@ func SetStatic(b *Broker, name, value string) (ok bool, err error) {
 		return false, nil
 	}
 	if d.Topic != nil {
-		err = d.Topic.Set(&b.Log, value)
+		err = d.Topic.Set(&b.Topic, value)
 	} else {
 		err = d.Set(b, value)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // Errors for config changes (Kafka INVALID_CONFIG; an unknown name is also
@@ -81,15 +82,15 @@ type TopicDef struct {
 	Doc        string
 	// Get reads the value from a log's settings, so a default shows the
 	// broker's value.
-	Get func(c log.Config) string
+	Get func(c replica.Config) string
 	// Set parses v into c.
-	Set func(c *log.Config, v string) error
+	Set func(c *replica.Config, v string) error
 }
 
 const maxLong = math.MaxInt64
 
-func msGet(f func(c log.Config) time.Duration) func(log.Config) string {
-	return func(c log.Config) string {
+func msGet(f func(c replica.Config) time.Duration) func(replica.Config) string {
+	return func(c replica.Config) string {
 		d := f(c)
 		if d < 0 {
 			return "-1"
@@ -98,8 +99,8 @@ func msGet(f func(c log.Config) time.Duration) func(log.Config) string {
 	}
 }
 
-func msSet(min int64, f func(c *log.Config, d time.Duration)) func(*log.Config, string) error {
-	return func(c *log.Config, v string) error {
+func msSet(min int64, f func(c *replica.Config, d time.Duration)) func(*replica.Config, string) error {
+	return func(c *replica.Config, v string) error {
 		n, err := parseLong(v, min)
 		if err != nil {
 			return err
@@ -126,8 +127,8 @@ func parseLong(v string, min int64) (int64, error) {
 
 // levelSet parses a codec level: def (the codec's default, which Kafka
 // also takes) or one in [min, max].
-func levelSet(def, min, max int, field func(c *log.Config) *int) func(c *log.Config, v string) error {
-	return func(c *log.Config, v string) error {
+func levelSet(def, min, max int, field func(c *replica.Config) *int) func(c *replica.Config, v string) error {
+	return func(c *replica.Config, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		switch {
 		case err != nil:
@@ -144,7 +145,7 @@ func levelSet(def, min, max int, field func(c *log.Config) *int) func(c *log.Con
 var TopicDefs = []TopicDef{
 	{Name: "cleanup.policy", BrokerName: "log.cleanup.policy", Type: TypeList,
 		Doc: "delete, compact, or both (comma separated).",
-		Get: func(c log.Config) string {
+		Get: func(c replica.Config) string {
 			var p []string
 			if c.Delete {
 				p = append(p, "delete")
@@ -154,7 +155,7 @@ var TopicDefs = []TopicDef{
 			}
 			return strings.Join(p, ",")
 		},
-		Set: func(c *log.Config, v string) error {
+		Set: func(c *replica.Config, v string) error {
 			c.Delete, c.Compact = false, false
 			for _, p := range strings.Split(v, ",") {
 				switch strings.TrimSpace(p) {
@@ -170,7 +171,7 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "compression.type", BrokerName: "compression.type", Type: TypeString,
 		Doc: "The codec batches are stored in: uncompressed, gzip, snappy, lz4 or zstd, a batch of another codec recompressed on its way in; producer keeps the producer's.",
-		Get: func(c log.Config) string {
+		Get: func(c replica.Config) string {
 			if !c.Compression.Recompress {
 				return "producer"
 			}
@@ -179,7 +180,7 @@ var TopicDefs = []TopicDef{
 			}
 			return c.Compression.Codec.String()
 		},
-		Set: func(c *log.Config, v string) error {
+		Set: func(c *replica.Config, v string) error {
 			codecs := map[string]model.Compression{"uncompressed": model.CompressionNone, "gzip": model.CompressionGzip,
 				"snappy": model.CompressionSnappy, "lz4": model.CompressionLZ4, "zstd": model.CompressionZstd}
 			if v == "producer" {
@@ -195,33 +196,33 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "compression.gzip.level", BrokerName: "compression.gzip.level", Type: TypeInt,
 		Doc: "The gzip level of batches the topic recompresses: 1 to 9, or -1 for gzip's default.",
-		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.GzipLevel) },
-		Set: levelSet(-1, 1, 9, func(c *log.Config) *int { return &c.Compression.GzipLevel })},
+		Get: func(c replica.Config) string { return strconv.Itoa(c.Compression.GzipLevel) },
+		Set: levelSet(-1, 1, 9, func(c *replica.Config) *int { return &c.Compression.GzipLevel })},
 	{Name: "compression.lz4.level", BrokerName: "compression.lz4.level", Type: TypeInt,
 		Doc: "The LZ4 level of batches the topic recompresses, 1 to 17 (levels above 9 compress as 9).",
-		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.LZ4Level) },
-		Set: levelSet(9, 1, 17, func(c *log.Config) *int { return &c.Compression.LZ4Level })},
+		Get: func(c replica.Config) string { return strconv.Itoa(c.Compression.LZ4Level) },
+		Set: levelSet(9, 1, 17, func(c *replica.Config) *int { return &c.Compression.LZ4Level })},
 	{Name: "compression.zstd.level", BrokerName: "compression.zstd.level", Type: TypeInt,
 		Doc: "The zstd level of batches the topic recompresses, -131072 to 22 (compressed at the nearest of four speeds).",
-		Get: func(c log.Config) string { return strconv.Itoa(c.Compression.ZstdLevel) },
-		Set: levelSet(3, -131072, 22, func(c *log.Config) *int { return &c.Compression.ZstdLevel })},
+		Get: func(c replica.Config) string { return strconv.Itoa(c.Compression.ZstdLevel) },
+		Set: levelSet(3, -131072, 22, func(c *replica.Config) *int { return &c.Compression.ZstdLevel })},
 	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong,
 		Doc: "How long tombstones are kept after their segment is cleaned.",
-		Get: msGet(func(c log.Config) time.Duration { return c.DeleteRetention }),
-		Set: msSet(0, func(c *log.Config, d time.Duration) { c.DeleteRetention = d })},
+		Get: msGet(func(c replica.Config) time.Duration { return c.DeleteRetention }),
+		Set: msSet(0, func(c *replica.Config, d time.Duration) { c.DeleteRetention = d })},
 	{Name: "file.delete.delay.ms", BrokerName: "log.segment.delete.delay.ms", Type: TypeLong,
 		Doc: "How long a deleted segment's file stays open for reads in flight.",
-		Get: msGet(func(c log.Config) time.Duration { return c.FileDeleteDelay }),
-		Set: msSet(0, func(c *log.Config, d time.Duration) { c.FileDeleteDelay = d })},
+		Get: msGet(func(c replica.Config) time.Duration { return c.FileDeleteDelay }),
+		Set: msSet(0, func(c *replica.Config, d time.Duration) { c.FileDeleteDelay = d })},
 	{Name: "flush.messages", BrokerName: "log.flush.interval.messages", Type: TypeLong,
 		Doc: "1 (the default) syncs every acknowledged write to disk before answering; any other value leaves syncing to flush.ms or the OS.",
-		Get: func(c log.Config) string {
+		Get: func(c replica.Config) string {
 			if c.FlushPolicy == log.FlushEveryAppend {
 				return "1"
 			}
 			return strconv.FormatInt(maxLong, 10)
 		},
-		Set: func(c *log.Config, v string) error {
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 1)
 			if err != nil {
 				return err
@@ -235,13 +236,13 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "flush.ms", BrokerName: "log.flush.interval.ms", Type: TypeLong,
 		Doc: "With flush.messages above 1, sync in the background this often.",
-		Get: func(c log.Config) string {
+		Get: func(c replica.Config) string {
 			if c.FlushPolicy == log.FlushInterval {
 				return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
 			}
 			return strconv.FormatInt(maxLong, 10)
 		},
-		Set: func(c *log.Config, v string) error {
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 0)
 			if err != nil {
 				return err
@@ -253,16 +254,16 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "index.interval.bytes", BrokerName: "log.index.interval.bytes", Type: TypeInt,
 		Doc: "Bytes of batches between offset index entries.",
-		Get: func(c log.Config) string { return strconv.FormatInt(c.IndexIntervalBytes, 10) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.FormatInt(c.IndexIntervalBytes, 10) },
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 0)
 			c.IndexIntervalBytes = n
 			return err
 		}},
 	{Name: "max.message.bytes", BrokerName: "message.max.bytes", Type: TypeInt,
 		Doc: "The largest record batch accepted.",
-		Get: func(c log.Config) string { return strconv.Itoa(c.MaxMessageBytes) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.Itoa(c.MaxMessageBytes) },
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 0)
 			if err == nil && n > math.MaxInt32 {
 				err = fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt32)
@@ -272,21 +273,21 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "message.timestamp.after.max.ms", BrokerName: "log.message.timestamp.after.max.ms", Type: TypeLong,
 		Doc: "How far in the future a record's timestamp may be.",
-		Get: func(c log.Config) string { return tsWindowGet(c.TimestampAfterMax) },
-		Set: func(c *log.Config, v string) error { return tsWindowSet(&c.TimestampAfterMax, v) }},
+		Get: func(c replica.Config) string { return tsWindowGet(c.TimestampAfterMax) },
+		Set: func(c *replica.Config, v string) error { return tsWindowSet(&c.TimestampAfterMax, v) }},
 	{Name: "message.timestamp.before.max.ms", BrokerName: "log.message.timestamp.before.max.ms", Type: TypeLong,
 		Doc: "How far in the past a record's timestamp may be.",
-		Get: func(c log.Config) string { return tsWindowGet(c.TimestampBeforeMax) },
-		Set: func(c *log.Config, v string) error { return tsWindowSet(&c.TimestampBeforeMax, v) }},
+		Get: func(c replica.Config) string { return tsWindowGet(c.TimestampBeforeMax) },
+		Set: func(c *replica.Config, v string) error { return tsWindowSet(&c.TimestampBeforeMax, v) }},
 	{Name: "message.timestamp.type", BrokerName: "log.message.timestamp.type", Type: TypeString,
 		Doc: "CreateTime (the producer's) or LogAppendTime (the broker's).",
-		Get: func(c log.Config) string {
+		Get: func(c replica.Config) string {
 			if c.LogAppendTime {
 				return "LogAppendTime"
 			}
 			return "CreateTime"
 		},
-		Set: func(c *log.Config, v string) error {
+		Set: func(c *replica.Config, v string) error {
 			switch v {
 			case "CreateTime":
 				c.LogAppendTime = false
@@ -298,17 +299,17 @@ var TopicDefs = []TopicDef{
 			return nil
 		}},
 	throttledReplicas("leader", "whose leaders send to followers out of sync",
-		func(c *log.Config) *string { return &c.LeaderThrottledReplicas }),
+		func(c *replica.Config) *string { return &c.LeaderThrottledReplicas }),
 	throttledReplicas("follower", "that, out of sync, copy from their leaders",
-		func(c *log.Config) *string { return &c.FollowerThrottledReplicas }),
+		func(c *replica.Config) *string { return &c.FollowerThrottledReplicas }),
 	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong,
 		Doc: "The minimum age of a record before compaction may remove it.",
-		Get: msGet(func(c log.Config) time.Duration { return c.MinCompactionLag }),
-		Set: msSet(0, func(c *log.Config, d time.Duration) { c.MinCompactionLag = d })},
+		Get: msGet(func(c replica.Config) time.Duration { return c.MinCompactionLag }),
+		Set: msSet(0, func(c *replica.Config, d time.Duration) { c.MinCompactionLag = d })},
 	{Name: "min.insync.replicas", BrokerName: "min.insync.replicas", Type: TypeInt,
 		Doc: "In-sync replicas an acks=all write needs: fewer, and it is refused with NOT_ENOUGH_REPLICAS.",
-		Get: func(c log.Config) string { return strconv.Itoa(max(c.MinInSyncReplicas, 1)) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.Itoa(max(c.MinInSyncReplicas, 1)) },
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 1)
 			if err == nil && n > math.MaxInt16 {
 				return fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt16)
@@ -318,20 +319,20 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "retention.bytes", BrokerName: "log.retention.bytes", Type: TypeLong,
 		Doc: "Delete the oldest segments beyond this size; -1 for no limit.",
-		Get: func(c log.Config) string { return strconv.FormatInt(max(c.RetentionBytes, -1), 10) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.FormatInt(max(c.RetentionBytes, -1), 10) },
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, -1)
 			c.RetentionBytes = n
 			return err
 		}},
 	{Name: "retention.ms", BrokerName: "log.retention.ms", Type: TypeLong,
 		Doc: "Delete segments whose newest record is older than this; -1 for no limit.",
-		Get: msGet(func(c log.Config) time.Duration { return c.RetentionTime }),
-		Set: msSet(-1, func(c *log.Config, d time.Duration) { c.RetentionTime = d })},
+		Get: msGet(func(c replica.Config) time.Duration { return c.RetentionTime }),
+		Set: msSet(-1, func(c *replica.Config, d time.Duration) { c.RetentionTime = d })},
 	{Name: "segment.bytes", BrokerName: "log.segment.bytes", Type: TypeInt,
 		Doc: "Roll a new segment file at this size.",
-		Get: func(c log.Config) string { return strconv.FormatInt(c.SegmentBytes, 10) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.FormatInt(c.SegmentBytes, 10) },
+		Set: func(c *replica.Config, v string) error {
 			n, err := parseLong(v, 14)
 			if err == nil && n > math.MaxInt32 {
 				err = fmt.Errorf("%w: %d is above the maximum %d", ErrInvalidConfig, n, math.MaxInt32)
@@ -341,12 +342,12 @@ var TopicDefs = []TopicDef{
 		}},
 	{Name: "segment.ms", BrokerName: "log.roll.ms", Type: TypeLong,
 		Doc: "Roll a new segment file at this age.",
-		Get: msGet(func(c log.Config) time.Duration { return c.SegmentTime }),
-		Set: msSet(1, func(c *log.Config, d time.Duration) { c.SegmentTime = d })},
+		Get: msGet(func(c replica.Config) time.Duration { return c.SegmentTime }),
+		Set: msSet(1, func(c *replica.Config, d time.Duration) { c.SegmentTime = d })},
 	{Name: UncleanLeaderElection, BrokerName: UncleanLeaderElection, Type: TypeBoolean,
 		Doc: "Let a replica that is not in sync lead when no in-sync one can, losing what it lacks.",
-		Get: func(c log.Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
+		Set: func(c *replica.Config, v string) error {
 			switch strings.ToLower(v) {
 			case "true", "false":
 				c.UncleanLeaderElection = strings.EqualFold(v, "true")
@@ -382,11 +383,11 @@ func tsWindowSet(d *time.Duration, v string) error {
 
 // throttledReplicas defines the side's (leader or follower)
 // replication.throttled.replicas topic config, kept where field says.
-func throttledReplicas(side, what string, field func(c *log.Config) *string) TopicDef {
+func throttledReplicas(side, what string, field func(c *replica.Config) *string) TopicDef {
 	return TopicDef{Name: side + ".replication.throttled.replicas", Type: TypeList,
 		Doc: "Replicas (partition:broker pairs, or * for all) " + what + " at no more than " + side + ".replication.throttled.rate.",
-		Get: func(c log.Config) string { return *field(&c) },
-		Set: func(c *log.Config, v string) error {
+		Get: func(c replica.Config) string { return *field(&c) },
+		Set: func(c *replica.Config, v string) error {
 			*field(c) = v
 			return checkThrottledReplicas(v)
 		}}
@@ -420,9 +421,9 @@ func LookupTopicDef(name string) (*TopicDef, bool) {
 	return nil, false
 }
 
-// TopicLogConfig applies a topic's overrides to the broker's defaults, in
+// TopicConfig applies a topic's overrides to the broker's defaults, in
 // the order of TopicDefs (so flush.ms sees flush.messages' outcome).
-func TopicLogConfig(defaults log.Config, overrides map[string]string) (log.Config, error) {
+func TopicConfig(defaults replica.Config, overrides map[string]string) (replica.Config, error) {
 	c := defaults
 	for name := range overrides {
 		if _, ok := LookupTopicDef(name); !ok {

@@ -19,7 +19,7 @@ func follower(t *testing.T, epochs ...int32) *replica.Partition {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logs.Close() })
-	cfg := log.Defaults()
+	cfg := replica.Defaults()
 	cfg.FlushPolicy = log.FlushNever
 	p, err := replica.NewManagerWith(logs, replica.Options{}).Open(model.TopicPartition{Topic: "t"}, [16]byte{1}, cfg)
 	if err != nil {

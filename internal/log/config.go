@@ -65,19 +65,6 @@ type Config struct {
 	// so that reads (sendfile) already handed out can finish
 	// (file.delete.delay.ms).
 	FileDeleteDelay time.Duration
-	// MinInSyncReplicas is min.insync.replicas: the in-sync replicas an
-	// acks=all write needs. The log keeps it for the replica layer.
-	MinInSyncReplicas int
-	// UncleanLeaderElection is unclean.leader.election.enable, which the
-	// cluster metadata applies when it elects; kept here with the topic's
-	// other configs.
-	UncleanLeaderElection bool
-	// LeaderThrottledReplicas and FollowerThrottledReplicas are
-	// leader.replication.throttled.replicas and
-	// follower.replication.throttled.replicas: the replicas
-	// ("partition:broker" pairs, or "*" for all) whose copying the
-	// brokers' replication throttle rates cap. Kept for the replica layer.
-	LeaderThrottledReplicas, FollowerThrottledReplicas string
 	// Compression is compression.type: with Recompress, a produced batch
 	// of another codec is stored recompressed with Codec (none is
 	// Kafka's "uncompressed"); without it ("producer") batches are stored
@@ -107,7 +94,6 @@ func Defaults() Config {
 		Delete:             true,
 		DeleteRetention:    24 * time.Hour,
 		FlushPolicy:        FlushEveryAppend,
-		MinInSyncReplicas:  1,
 		FlushInterval:      time.Second,
 		FileDeleteDelay:    time.Minute,
 		Compression:        Compression{GzipLevel: -1, LZ4Level: 9, ZstdLevel: 3},

@@ -23,7 +23,7 @@ import (
 //     '.' against '_', is INVALID_TOPIC_EXCEPTION; an existing one is
 //     TOPIC_ALREADY_EXISTS.
 //   - Configs must be topic configs Strand serves with valid values
-//     (config.TopicLogConfig, over the broker's defaults including the
+//     (config.TopicConfig, over the broker's defaults including the
 //     dynamic ones); a null value or anything else is INVALID_CONFIG.
 //   - Replica assignments (RF and partition count then -1) may only name
 //     registered brokers, once per partition, for partitions 0..n-1:
@@ -155,7 +155,7 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 	if len(nulls) > 0 {
 		return newAPIError(config.ErrInvalidConfig, "Null value not supported for topic configs: %s", strings.Join(nulls, ","))
 	}
-	if _, err := config.TopicLogConfig(layers.effective().Log, configs); err != nil {
+	if _, err := config.TopicConfig(layers.effective().Topic, configs); err != nil {
 		return err
 	}
 

@@ -16,7 +16,7 @@ import (
 //   - Replaces the whole override set of each resource with the configs
 //     given (configs not named return to their defaults); ValidateOnly
 //     checks without changing anything.
-//   - TOPIC: the new set must be valid topic configs (config.TopicLogConfig);
+//   - TOPIC: the new set must be valid topic configs (config.TopicConfig);
 //     it applies at once to the topic's partitions. An illegal name is
 //     INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 //   - BROKER "" (cluster-wide) or this broker's id (its own level, which

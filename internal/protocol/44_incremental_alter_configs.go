@@ -21,7 +21,7 @@ import (
 //     when it is not set at that level. ValidateOnly checks without changing
 //     anything.
 //   - Resources as in AlterConfigs: TOPIC (validated as a whole with
-//     config.TopicLogConfig, applied at once to its partitions), BROKER ""
+//     config.TopicConfig, applied at once to its partitions), BROKER ""
 //     and BROKER <this broker's id> for the topic defaults, which apply at
 //     once to the topics that do not override them.
 //   - INVALID_REQUEST: a resource named twice (every entry of it), a config

@@ -433,7 +433,7 @@ func TestCreateTopicsVersions(t *testing.T) {
 
 func TestDescribeConfigs(t *testing.T) {
 	e := newEnv(t, func(c *config.Broker) {
-		c.Log.SegmentBytes = 64 << 20 // a static setting that differs from the default
+		c.Topic.SegmentBytes = 64 << 20 // a static setting that differs from the default
 		c.NodeID = 4
 	})
 	e.createTopic("described", 1, map[string]*string{"retention.ms": ptr("3600000")})

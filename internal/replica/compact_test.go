@@ -334,7 +334,7 @@ func compactingEnv(t *testing.T, edit func(*Options)) (e *env, write func(pid in
 	e = newEnv(t, edit)
 	e.cfg.Compact, e.cfg.Delete = true, false
 	e.cfg.DeleteRetention = time.Millisecond
-	if err := e.p.Log().SetConfig(e.cfg); err != nil {
+	if err := e.p.Log().SetConfig(e.cfg.Config); err != nil {
 		t.Fatal(err)
 	}
 	seqs := map[int64]int32{}

@@ -3,6 +3,13 @@
 // producer state that makes idempotent producing exact, and the waiters
 // that long-polling fetches park on.
 //
+// A partition's settings (Config) are its log's (log.Config, how it
+// stores) and the replication settings the log never reads:
+// min.insync.replicas, the throttled-replica lists and unclean leader
+// election. The wire protocol asks its questions of a partition
+// (offsets.go: offsets by time, epoch ends, the leader throttle) rather
+// than of its log.
+//
 // On a single node the high watermark is the durable end of the log when
 // the topic syncs every acknowledged write (so a consumer never sees data a
 // crash could take back), and the log end otherwise. Replication will move

@@ -75,17 +75,17 @@ func NewManagerWith(logs *log.Manager, opts Options) *Manager {
 }
 
 // Open opens (creating if needed) a partition's log and serves it.
-func (m *Manager) Open(tp model.TopicPartition, topicID [16]byte, cfg log.Config) (*Partition, error) {
+func (m *Manager) Open(tp model.TopicPartition, topicID [16]byte, cfg Config) (*Partition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p, ok := m.parts[tp]; ok {
 		return p, nil
 	}
-	l, err := m.logs.Open(tp, cfg)
+	l, err := m.logs.Open(tp, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	p, err := newPartition(tp, topicID, l, &m.opts)
+	p, err := newPartition(tp, topicID, l, cfg, &m.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (m *Manager) Delete(tp model.TopicPartition) error {
 }
 
 // SetConfig applies new settings to every served partition of topic.
-func (m *Manager) SetConfig(topic string, cfg log.Config) error {
+func (m *Manager) SetConfig(topic string, cfg Config) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var errs []error

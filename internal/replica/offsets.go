@@ -90,7 +90,7 @@ func (p *Partition) OffsetForLeaderEpoch(epoch int32) (int32, int64) {
 // capped by the leader replication throttle: the follower is out of sync
 // and leader.replication.throttled.replicas names this replica.
 func (p *Partition) LeaderThrottled(follower int32) bool {
-	list := p.log.Config().LeaderThrottledReplicas
+	list := *p.leaderThrottled.Load()
 	if list == "" {
 		return false // the usual case, on every follower fetch: no lock taken
 	}

@@ -64,20 +64,23 @@ type Partition struct {
 	// in-sync set.
 	set          ReplicaSet
 	hasFollowers atomic.Bool // len(set.Replicas) > 1: replicas on other brokers; set under mu, read without
-	// minInSync is min.insync.replicas as the log's config last set it
+	// minInSync is min.insync.replicas as the config last set it
 	// (at least 1): the produce path reads it without the log's lock.
-	minInSync  atomic.Int32
-	followers  map[int32]*follower
-	epochStart int64
-	pendingISR []int32
+	minInSync atomic.Int32
+	// leaderThrottled is leader.replication.throttled.replicas as the
+	// config last set it: every follower fetch reads it.
+	leaderThrottled atomic.Pointer[string]
+	followers       map[int32]*follower
+	epochStart      int64
+	pendingISR      []int32
 }
 
-func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Options) (*Partition, error) {
+func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, cfg Config, opts *Options) (*Partition, error) {
 	p := &Partition{TP: tp, TopicID: id, log: l, opts: opts, waiters: map[*Waiter]struct{}{}}
 	p.role.Store(1)      // leading at epoch 0
 	p.hw = l.EndOffset() // what survived recovery is the log
 	p.applied.Store(p.hw)
-	p.minInSync.Store(int32(max(l.Config().MinInSyncReplicas, 1)))
+	p.setReplication(cfg)
 	l.SetHighWatermark(p.hw)
 
 	start := time.Now()
@@ -103,13 +106,20 @@ func newPartition(tp model.TopicPartition, id [16]byte, l *log.Log, opts *Option
 	return p, nil
 }
 
-// setConfig applies new settings to the partition's log.
-func (p *Partition) setConfig(cfg log.Config) error {
-	if err := p.log.SetConfig(cfg); err != nil {
+// setConfig applies new settings to the partition.
+func (p *Partition) setConfig(cfg Config) error {
+	if err := p.log.SetConfig(cfg.Config); err != nil {
 		return err
 	}
-	p.minInSync.Store(int32(max(cfg.MinInSyncReplicas, 1)))
+	p.setReplication(cfg)
 	return nil
+}
+
+// setReplication keeps the replication settings the partition reads
+// without the log's lock.
+func (p *Partition) setReplication(cfg Config) {
+	p.minInSync.Store(int32(max(cfg.MinInSyncReplicas, 1)))
+	p.leaderThrottled.Store(&cfg.LeaderThrottledReplicas)
 }
 
 // Log returns the partition's log.

@@ -72,7 +72,7 @@ type env struct {
 	t     *testing.T
 	dir   string
 	opts  Options
-	cfg   log.Config
+	cfg   Config
 	logs  *log.Manager
 	m     *Manager
 	p     *Partition
@@ -84,7 +84,7 @@ var testTP = model.TopicPartition{Topic: "t", Partition: 0}
 func newEnv(t *testing.T, edit func(*Options)) *env {
 	t.Helper()
 	clock := &fakeClock{now: time.Now()}
-	e := &env{t: t, dir: t.TempDir(), clock: clock, cfg: log.Defaults()}
+	e := &env{t: t, dir: t.TempDir(), clock: clock, cfg: Defaults()}
 	e.cfg.FlushPolicy = log.FlushNever
 	e.opts = Options{Now: clock.Now}
 	if edit != nil {
@@ -300,7 +300,7 @@ func TestDuplicateWithBadCRCIsCorrupt(t *testing.T) {
 func TestDuplicateLogAppendTime(t *testing.T) {
 	e := newEnv(t, nil)
 	e.cfg.LogAppendTime = true
-	if err := e.p.Log().SetConfig(e.cfg); err != nil {
+	if err := e.p.Log().SetConfig(e.cfg.Config); err != nil {
 		t.Fatal(err)
 	}
 	first := e.produce(1, 0, 0, 2)
@@ -510,7 +510,7 @@ func TestProducerExpiration(t *testing.T) {
 func TestScanBatchesFrom(t *testing.T) {
 	e := newEnv(t, nil)
 	e.cfg.SegmentBytes = 300 // several segments
-	if err := e.p.Log().SetConfig(e.cfg); err != nil {
+	if err := e.p.Log().SetConfig(e.cfg.Config); err != nil {
 		t.Fatal(err)
 	}
 	writeSome(t, e, 30)

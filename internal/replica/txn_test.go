@@ -466,7 +466,7 @@ func TestLastStableOffsetFollowsHighWatermark(t *testing.T) {
 func TestLastStableOffsetWithSyncedHighWatermark(t *testing.T) {
 	e := newEnv(t, nil)
 	e.cfg.FlushPolicy = log.FlushEveryAppend
-	if err := e.p.Log().SetConfig(e.cfg); err != nil {
+	if err := e.p.Log().SetConfig(e.cfg.Config); err != nil {
 		t.Fatal(err)
 	}
 	e.run(txnStep{op: "txn", pid: 1, seq: 0})
@@ -776,7 +776,7 @@ func TestTransactionsCrashRebuild(t *testing.T) {
 		mem := vfs.NewMem()
 		clock := &fakeClock{now: time.Now()}
 		opts := Options{Now: clock.Now, ProducerSnapshotEvery: 1 + rng.IntN(5), Logger: discardLogger}
-		cfg := log.Defaults()
+		cfg := Defaults()
 		cfg.SegmentBytes = 1 << 10
 		cfg.FlushPolicy = log.FlushEveryAppend
 		if rng.IntN(3) == 0 {

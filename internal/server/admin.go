@@ -321,8 +321,8 @@ func (a adminHealth) Health() admin.HealthReport {
 		defaults = a.s.cfg // stored configs were checked when set
 	}
 	for _, t := range st.Topics() { // sorted by name
-		minISR := defaults.Log.MinInSyncReplicas
-		if lc, err := config.TopicLogConfig(defaults.Log, t.Configs); err == nil {
+		minISR := defaults.Topic.MinInSyncReplicas
+		if lc, err := config.TopicConfig(defaults.Topic, t.Configs); err == nil {
 			minISR = lc.MinInSyncReplicas
 		}
 		for i, p := range t.States {

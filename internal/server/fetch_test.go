@@ -225,8 +225,8 @@ func topicID(t testing.TB, c *rawConn, topic string) [16]byte {
 // TestFetchOffsetOutOfRange: past the log end and below the log start.
 func TestFetchOffsetOutOfRange(t *testing.T) {
 	b := testutil.StartBroker(t, func(c *config.Broker) {
-		c.Log.SegmentBytes = 300
-		c.Log.RetentionBytes = 300
+		c.Topic.SegmentBytes = 300
+		c.Topic.RetentionBytes = 300
 		c.RetentionCheck = 100 * time.Millisecond
 	})
 	ensureTopic(t, b.Addr, "range")

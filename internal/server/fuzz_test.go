@@ -240,8 +240,8 @@ func newFuzzServer(tb testing.TB) *Server {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.AdminListen = ""
 	cfg.AutoCreateTopics = false
-	cfg.Log.FlushPolicy = log.FlushNever
-	cfg.Log.SegmentBytes = 1 << 20
+	cfg.Topic.FlushPolicy = log.FlushNever
+	cfg.Topic.SegmentBytes = 1 << 20
 	cfg.TransactionStatePartitions, cfg.OffsetsTopicPartitions = 2, 2
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -43,7 +43,7 @@ import (
 func commitBroker(b *testing.B, policy log.FlushPolicy) *testutil.Broker {
 	return testutil.StartBroker(b, func(c *config.Broker) {
 		c.GroupInitialRebalanceDelay = 0
-		c.Log.FlushPolicy = policy
+		c.Topic.FlushPolicy = policy
 	})
 }
 
@@ -254,7 +254,7 @@ func benchRebalance(b *testing.B, bal kgo.GroupBalancer, n int, addOne bool) {
 	const partitions = 100
 	br := testutil.StartBroker(b, func(c *config.Broker) {
 		c.GroupInitialRebalanceDelay = 100 * time.Millisecond
-		c.Log.FlushPolicy = log.FlushEveryAppend
+		c.Topic.FlushPolicy = log.FlushEveryAppend
 	})
 	createTopic(b, br.Addr, "rebalance", partitions)
 	var took []time.Duration

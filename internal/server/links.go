@@ -105,7 +105,7 @@ func (a linkMirrors) supported(configs map[string]string) map[string]string {
 	out := map[string]string{}
 	defaults := a.s.topics.defaults()
 	for k, v := range configs {
-		if _, err := config.TopicLogConfig(defaults, map[string]string{k: v}); err == nil {
+		if _, err := config.TopicConfig(defaults, map[string]string{k: v}); err == nil {
 			out[k] = v
 		}
 	}

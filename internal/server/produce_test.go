@@ -46,7 +46,7 @@ func TestProduceErrors(t *testing.T) {
 	const maxMessage = 2048
 	b := testutil.StartBroker(t, func(c *config.Broker) {
 		c.DefaultPartitions = 2
-		c.Log.MaxMessageBytes = maxMessage
+		c.Topic.MaxMessageBytes = maxMessage
 	})
 	ensureTopic(t, b.Addr, "errs")
 	c := dialRaw(t, b.Addr)
@@ -290,7 +290,7 @@ func TestProducePipelined(t *testing.T) {
 func TestProduceEveryVersion(t *testing.T) {
 	for _, appendTime := range []bool{false, true} {
 		t.Run(fmt.Sprint("LogAppendTime=", appendTime), func(t *testing.T) {
-			b := testutil.StartBroker(t, func(c *config.Broker) { c.Log.LogAppendTime = appendTime })
+			b := testutil.StartBroker(t, func(c *config.Broker) { c.Topic.LogAppendTime = appendTime })
 			ensureTopic(t, b.Addr, "versions")
 			c := dialRaw(t, b.Addr)
 			before := time.Now().UnixMilli()

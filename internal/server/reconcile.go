@@ -11,7 +11,6 @@ import (
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/link"
-	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -35,13 +34,13 @@ import (
 // Locking: mu serialises runs; configs is guarded by mu.
 type reconciler struct {
 	mu       chan struct{} // a one-token semaphore
-	configs  map[string]log.Config
+	configs  map[string]replica.Config
 	caughtUp atomic.Bool   // the image is caught up: lead what it says, remove what it no longer places here
 	again    chan struct{} // a token: follow the metadata again
 }
 
 func newReconciler() *reconciler {
-	r := &reconciler{mu: make(chan struct{}, 1), configs: map[string]log.Config{}, again: make(chan struct{}, 1)}
+	r := &reconciler{mu: make(chan struct{}, 1), configs: map[string]replica.Config{}, again: make(chan struct{}, 1)}
 	return r
 }
 
@@ -66,7 +65,7 @@ func (s *Server) reconcile() error {
 	var promoted []link.Promoted
 	var errs []error
 	for _, t := range s.cluster.Topics() {
-		cfg, cfgErr := config.TopicLogConfig(defaults.Log, t.Configs)
+		cfg, cfgErr := config.TopicConfig(defaults.Topic, t.Configs)
 		if cfgErr != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, cfgErr))
 		}

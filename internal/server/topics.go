@@ -8,7 +8,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
-	"github.com/strandlog/strand/internal/log"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // topicAdmin changes topics in the cluster metadata, then brings the
@@ -26,15 +26,15 @@ type topicAdmin struct {
 }
 
 // defaults returns the topic defaults in force.
-func (a *topicAdmin) defaults() log.Config {
+func (a *topicAdmin) defaults() replica.Config {
 	b, err := config.ApplyDynamic(a.s.cfg, a.s.cluster.BrokerConfigs(), a.s.cluster.NodeConfigs(a.s.cfg.NodeID))
 	if err != nil {
 		// Stored dynamic configs were validated when set; this happens
 		// only if a newer version stored a config this one does not know.
 		a.s.logger.Warn("ignoring invalid dynamic broker configs", "err", err)
-		return a.s.cfg.Log
+		return a.s.cfg.Topic
 	}
-	return b.Log
+	return b.Topic
 }
 
 func (a *topicAdmin) CreateTopic(spec cluster.TopicSpec, validateOnly bool) (cluster.Topic, error) {
@@ -46,7 +46,7 @@ func (a *topicAdmin) CreateTopic(spec cluster.TopicSpec, validateOnly bool) (clu
 	if spec.Partitions <= 0 {
 		return cluster.Topic{}, fmt.Errorf("%w: %d", cluster.ErrInvalidPartitions, spec.Partitions)
 	}
-	if _, err := config.TopicLogConfig(a.defaults(), spec.Configs); err != nil {
+	if _, err := config.TopicConfig(a.defaults(), spec.Configs); err != nil {
 		return cluster.Topic{}, err
 	}
 	if validateOnly {
@@ -89,7 +89,7 @@ func (a *topicAdmin) CreatePartitions(name string, count int32, assignment [][]i
 	if count <= t.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", cluster.ErrInvalidPartitions, name, t.Partitions)
 	}
-	if _, err := config.TopicLogConfig(a.defaults(), t.Configs); err != nil || validateOnly {
+	if _, err := config.TopicConfig(a.defaults(), t.Configs); err != nil || validateOnly {
 		return err
 	}
 	if err := a.s.cluster.SetPartitions(name, count, assignment); err != nil {
@@ -110,7 +110,7 @@ func (a *topicAdmin) SetTopicConfigs(name string, configs map[string]string, val
 			return fmt.Errorf("%w: topic %s mirrors link %s, which copies its configs from the source", cluster.ErrMirrorTopic, name, l.Name)
 		}
 	}
-	if _, err := config.TopicLogConfig(a.defaults(), configs); err != nil || validateOnly {
+	if _, err := config.TopicConfig(a.defaults(), configs); err != nil || validateOnly {
 		return err
 	}
 	if err := a.s.cluster.SetTopicConfigs(name, configs); err != nil {
@@ -151,7 +151,7 @@ func (a *topicAdmin) setDynamic(clusterDefaults, node map[string]string, validat
 	}
 	// Every topic must remain valid with its overrides on the new defaults.
 	for _, t := range a.s.cluster.Topics() {
-		if _, err := config.TopicLogConfig(b.Log, t.Configs); err != nil {
+		if _, err := config.TopicConfig(b.Topic, t.Configs); err != nil {
 			return fmt.Errorf("topic %s would be invalid: %w", t.Name, err)
 		}
 	}

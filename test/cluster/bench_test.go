@@ -72,7 +72,7 @@ func BenchmarkMetadata10k(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	c := testutil.StartCluster(b, 3, 0, func(_ int, cfg *config.Broker) {
-		cfg.Log.SegmentBytes = 1 << 20
+		cfg.Topic.SegmentBytes = 1 << 20
 	})
 	ctx := context.Background()
 	cl := benchClient(b, c.Seeds())
@@ -116,7 +116,7 @@ func BenchmarkMetadata10k(b *testing.B) {
 // starting it until the cluster lists it live again.
 func BenchmarkStartup10k(b *testing.B) {
 	c := testutil.StartCluster(b, 3, 0, func(_ int, cfg *config.Broker) {
-		cfg.Log.SegmentBytes = 1 << 20
+		cfg.Topic.SegmentBytes = 1 << 20
 	})
 	ctx := context.Background()
 	adm := kadm.NewClient(benchClient(b, c.Seeds()))
