@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +280,10 @@ func moveProducers(t *testing.T, kafka, topic string, st *testutil.Process, prom
 	return pause
 }
 
+// thrown matches a Java exception as a thread's death prints it: the
+// exception's class and its message.
+var thrown = regexp.MustCompile(`(?:[a-z0-9_]+\.)+[A-Z]\w*(?:Exception|Error): [^\n]*`)
+
 // TestLinkPassThroughSourceWithoutConsumerGroups: a consumer group member
 // (KIP-848) passed through to a Kafka that serves classic groups only
 // (group.coordinator.rebalance.protocols=classic) is answered as that
@@ -307,12 +312,17 @@ func TestLinkPassThroughSourceWithoutConsumerGroups(t *testing.T) {
 			}
 			return nil
 		})
-		for _, line := range strings.Split(m.Stderr.String(), "\n") {
-			if strings.HasPrefix(line, `Exception in thread "main" `) {
-				return line
+		// The exception the main thread died of. Another thread's log line
+		// can land between its "Exception in thread" prefix and the
+		// exception itself, so the exception is looked for after the
+		// prefix rather than on its line.
+		stderr := m.Stderr.String()
+		if i := strings.Index(stderr, `Exception in thread "main" `); i >= 0 {
+			if e := thrown.FindString(stderr[i:]); e != "" {
+				return e
 			}
 		}
-		t.Fatalf("the member on %s exited without an exception from its main thread:\n%s", where, grouptest.HeadLines(m.Stderr.String(), 20))
+		t.Fatalf("the member on %s exited without an exception from its main thread:\n%s", where, grouptest.HeadLines(stderr, 20))
 		return ""
 	}
 	onKafka := failure("kafka", kc.Addrs()[0])
