@@ -47,17 +47,21 @@ func TestImportRules(t *testing.T) {
 			return strings.HasPrefix(d, module) && d != module+"/internal/log/vfs"
 		}, "the Raft glue imports only the vfs it stores through"},
 		{"internal/group", func(d string) bool {
-			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/group/assign"
-		}, "group reaches its partitions through the interfaces it declares: it imports only model and its assignors"},
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/group/assign" &&
+				d != module+"/internal/coordinator"
+		}, "group reaches its partitions through the coordinator runtime's interfaces: it imports only model, the runtime and its assignors"},
+		{"internal/coordinator", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model"
+		}, "the coordinator runtime is interfaces the server implements: it imports only model"},
 		{"internal/group/assign", func(d string) bool { return strings.HasPrefix(d, module) }, "the assignors are pure functions of their spec"},
 		{"internal/config", func(d string) bool { return strings.HasPrefix(d, "github.com/spf13/") },
 			"config knows the settings, not the command line: their flags are cmd/strand's"},
 		{"internal/ledger", func(d string) bool {
-			return strings.HasPrefix(d, module) && d != module+"/internal/model"
-		}, "the ledger writes through the interfaces it declares: it imports only model"},
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/coordinator"
+		}, "the ledger writes through the coordinator runtime's interfaces: it imports only model and the runtime"},
 		{"internal/txn", func(d string) bool {
-			return strings.HasPrefix(d, module) && d != module+"/internal/model"
-		}, "txn reaches its partitions and markers through the interfaces it declares: it imports only model"},
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/coordinator"
+		}, "txn reaches its partitions and markers through the interfaces it and the coordinator runtime declare: it imports only model and the runtime"},
 	}
 	for _, r := range rules {
 		deps, ok := imports[r.pkg]

@@ -94,3 +94,69 @@ func TestLogConfigOnlyStores(t *testing.T) {
 		}
 	}
 }
+
+// declarations parses the non-test files of the package in dir and
+// returns its type declarations by name, and for each method name the
+// receiver types that have it.
+func declarations(t *testing.T, dir string) (types map[string]ast.Expr, methods map[string][]string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	types, methods = map[string]ast.Expr{}, map[string][]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						types[ts.Name.Name] = ts.Type
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv == nil || len(d.Recv.List) == 0 {
+					continue
+				}
+				recv := d.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					methods[d.Name.Name] = append(methods[d.Name.Name], id.Name)
+				}
+			}
+		}
+	}
+	return types, methods
+}
+
+// TestOneCoordinatorRuntime: the coordinators keep their state through
+// the coordinator package's Topic and Partition, which the server
+// implements once; none declares its own.
+func TestOneCoordinatorRuntime(t *testing.T) {
+	for _, pkg := range []string{"group", "txn", "ledger"} {
+		types, _ := declarations(t, "../"+pkg)
+		if len(types) == 0 {
+			t.Fatalf("no types in %s: the check reads the wrong directory", pkg)
+		}
+		for _, name := range []string{"Partition", "Topic"} {
+			if _, ok := types[name].(*ast.InterfaceType); ok {
+				t.Errorf("%s declares its own %s interface: coordinators share coordinator.%s", pkg, name, name)
+			}
+		}
+	}
+	_, methods := declarations(t, "../server")
+	if got := methods["LoadEnd"]; len(got) != 1 {
+		t.Errorf("server types with LoadEnd: %v; want one adapter of coordinator.Partition", got)
+	}
+}

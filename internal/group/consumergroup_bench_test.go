@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -26,7 +27,7 @@ func newBenchGroup(b *testing.B, n int, parts int32) *benchGroup {
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.OffsetsPartitions = 1
 	cfg.Topics = topics
-	c := group.New(cfg, &memTopic{})
+	c := group.New(cfg, &coordinator.MemTopic{})
 	if err := c.Load(); err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // record the coordinator wrote, in log order; tombstones are negated.
 func (e *cgEnv) recordTypes() []int {
 	var out []int
-	for _, r := range e.topic.records(e.t) {
+	for _, r := range offsetsRecords(e.t, e.topic) {
 		typ := int(r.keyType)
 		if r.tombstone {
 			typ = -typ

@@ -5,43 +5,18 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
 // OffsetsTopic is the topic the coordinator keeps its state in.
 const OffsetsTopic = "__consumer_offsets"
 
-// Topic is __consumer_offsets as the coordinator reaches it; the server
-// implements it over the cluster metadata and the replica manager.
-type Topic interface {
-	// Partitions returns the topic's partitions in order, or none when it
-	// does not exist; a partition this broker does not lead is nil.
-	Partitions() ([]Partition, error)
-	// Create creates the topic (internal, compacted) with n partitions
-	// unless it exists, and returns its partitions as Partitions does.
-	Create(n int32) ([]Partition, error)
-}
-
-// Partition is one partition of __consumer_offsets.
-type Partition interface {
-	// Append writes one record batch and returns its base offset and a
-	// function that returns once the batch is durable.
-	Append(batch []byte) (base int64, wait func() error, err error)
-	// Read returns whole batches from offset up to LoadEnd: about
-	// maxBytes, and at least one batch if there is one.
-	Read(offset int64, maxBytes int) ([]byte, error)
-	StartOffset() int64
-	// LoadEnd is where loading the partition stops: the log end, as
-	// Kafka's coordinators load, since on a new leader its whole log
-	// becomes committed (followers learn the high watermark a fetch late).
-	LoadEnd() int64
-}
-
 // Coordinator is the group coordinator of this broker: every group's
 // state machine and committed offsets. See doc.go.
 type Coordinator struct {
 	cfg      Config
-	topic    Topic
+	topic    coordinator.Topic
 	topics   Topics // the cluster's topics, for consumer groups; nil without
 	clock    Clock
 	log      *slog.Logger
@@ -61,7 +36,7 @@ type Coordinator struct {
 
 // New returns a coordinator that keeps its state in topic. Call Load
 // before serving requests.
-func New(cfg Config, topic Topic) *Coordinator {
+func New(cfg Config, topic coordinator.Topic) *Coordinator {
 	cfg = cfg.withDefaults()
 	return &Coordinator{cfg: cfg, topic: topic, topics: cfg.Topics, clock: cfg.Clock, log: cfg.Logger, groups: map[string]*group{},
 		loading: map[int32]bool{}}
@@ -121,7 +96,7 @@ func (c *Coordinator) ensureTopicLocked() error {
 		c.writers = make([]*writer, len(parts))
 		return nil
 	}
-	parts, err := c.topic.Create(c.cfg.OffsetsPartitions)
+	parts, _, err := c.topic.Create(c.cfg.OffsetsPartitions)
 	if err != nil {
 		return fmt.Errorf("%w: creating __consumer_offsets: %v", ErrCoordinatorNotAvailable, err)
 	}
@@ -131,7 +106,7 @@ func (c *Coordinator) ensureTopicLocked() error {
 
 // startWriters serves the partitions of a topic just created: empty, they
 // need no loading. Those led elsewhere stay nil.
-func (c *Coordinator) startWriters(parts []Partition) {
+func (c *Coordinator) startWriters(parts []coordinator.Partition) {
 	c.writers = make([]*writer, len(parts))
 	for i, p := range parts {
 		if p != nil {

@@ -30,8 +30,10 @@
 //     Kafka's own key and value schemas, so its tools read it). A group's
 //     records go to partition model.CoordinatorPartition (Java hashCode, abs, modulo). The
 //     topic is created on first use (FindCoordinator, or a first write),
-//     internal and compacted, through the Topic interface the server
-//     implements; Load replays it on start. A consumer group (KIP-848)
+//     internal and compacted, through the coordinator runtime
+//     (coordinator.Topic, which the server implements); Load replays it on
+//     start (coordinator.Replay), and a write that fails with the
+//     runtime's errors gets the group coordinator's (writeError). A consumer group (KIP-848)
 //     keeps its epochs, members, target and current assignments there as
 //     Kafka's records (consumerrecords.go, consumerstore.go): each change
 //     is flushed as the records that differ from the last written, and a

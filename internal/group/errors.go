@@ -41,6 +41,6 @@ var (
 	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit: a transaction has an offset of the partition pending")
 )
 
-// ErrRecordTooLarge is what a Partition returns when a record batch exceeds
-// the topic's size limit (a group with a huge assignment).
+// ErrRecordTooLarge: a record batch exceeds __consumer_offsets' size limit
+// (a group with a huge assignment).
 var ErrRecordTooLarge = errors.New("group: record too large for __consumer_offsets")

@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
-	"github.com/strandlog/strand/internal/model"
 )
 
 // fakeClock is a manual clock: timers run, in the caller's goroutine, when
@@ -84,95 +84,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// memTopic is __consumer_offsets in memory.
-type memTopic struct {
-	mu    sync.Mutex
-	parts []*memPartition
-}
-
-func (m *memTopic) Partitions() ([]group.Partition, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []group.Partition
-	for _, p := range m.parts {
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func (m *memTopic) Create(n int32) ([]group.Partition, error) {
-	m.mu.Lock()
-	if m.parts == nil {
-		for range n {
-			m.parts = append(m.parts, &memPartition{})
-		}
-	}
-	m.mu.Unlock()
-	return m.Partitions()
-}
-
-// records decodes everything written, in order per partition.
-func (m *memTopic) records(t *testing.T) []memRecord {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// offsetsRecords decodes everything written to __consumer_offsets, in
+// order per partition.
+func offsetsRecords(t *testing.T, topic *coordinator.MemTopic) []memRecord {
 	var out []memRecord
-	for i, p := range m.parts {
-		out = append(out, p.records(t, int32(i))...)
+	for i := range topic.Len() {
+		out = append(out, partitionRecords(t, topic.Partition(i), int32(i))...)
 	}
 	return out
-}
-
-// memPartition keeps batches; when gate is set, writes become durable only
-// once it is closed.
-type memPartition struct {
-	mu      sync.Mutex
-	batches [][]byte
-	next    int64
-	gate    chan struct{}
-	fail    error
-	waitErr error // what the wait of later appends returns
-}
-
-func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fail != nil {
-		return -1, nil, p.fail
-	}
-	b := model.Batch(batch)
-	base := p.next
-	b.SetBaseOffset(base)
-	p.next = b.LastOffset() + 1
-	p.batches = append(p.batches, batch)
-	gate, waitErr := p.gate, p.waitErr
-	return base, func() error {
-		if gate != nil {
-			<-gate
-		}
-		return waitErr
-	}, nil
-}
-
-func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []byte
-	for _, b := range p.batches {
-		if model.Batch(b).LastOffset() >= offset {
-			out = append(out, b...)
-			if len(out) >= maxBytes {
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
-func (p *memPartition) StartOffset() int64 { return 0 }
-func (p *memPartition) LoadEnd() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.next
 }
 
 // memRecord is one decoded record of __consumer_offsets.
@@ -191,9 +110,9 @@ type memRecord struct {
 	baseSequence int32
 }
 
-func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
+func partitionRecords(t *testing.T, p *coordinator.MemPartition, partition int32) []memRecord {
 	var out []memRecord
-	for _, raw := range p.batches {
+	for _, raw := range p.Batches() {
 		var rb kmsg.RecordBatch
 		if err := rb.ReadFrom(raw); err != nil {
 			t.Fatalf("batch: %v", err)
@@ -253,7 +172,7 @@ func (p *memPartition) records(t *testing.T, partition int32) []memRecord {
 type env struct {
 	t     *testing.T
 	clock *fakeClock
-	topic *memTopic
+	topic *coordinator.MemTopic
 	cfg   group.Config
 	c     *group.Coordinator
 }
@@ -266,7 +185,7 @@ const (
 
 func newEnv(t *testing.T, edit func(*group.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), topic: &memTopic{}}
+	e := &env{t: t, clock: newFakeClock(), topic: &coordinator.MemTopic{}}
 	e.cfg = group.Defaults()
 	e.cfg.InitialRebalanceDelay = delay
 	e.cfg.OffsetsPartitions = 5

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -58,7 +59,7 @@ func (c *Coordinator) Load() error {
 // rebalance); one without comes back Empty. Requests for the partition's
 // groups are COORDINATOR_LOAD_IN_PROGRESS until it is done. Loading a
 // partition already served does nothing.
-func (c *Coordinator) LoadPartition(i, n int32, p Partition) error {
+func (c *Coordinator) LoadPartition(i, n int32, p coordinator.Partition) error {
 	c.mu.Lock()
 	if c.closed || i < 0 || i >= n {
 		c.mu.Unlock()
@@ -78,7 +79,7 @@ func (c *Coordinator) LoadPartition(i, n int32, p Partition) error {
 	loaded := map[string]*loadedGroup{}
 	records, err := replay(p, loaded)
 	if err != nil {
-		if !errors.Is(err, errCompressed) {
+		if !errors.Is(err, coordinator.ErrCompressed) {
 			c.mu.Lock()
 			delete(c.loading, i)
 			c.mu.Unlock()
@@ -192,38 +193,21 @@ func (st *replayState) get(id string) *loadedGroup {
 }
 
 // replay applies one partition's records to loaded.
-func replay(p Partition, loaded map[string]*loadedGroup) (int, error) {
+func replay(p coordinator.Partition, loaded map[string]*loadedGroup) (int, error) {
 	st := &replayState{loaded: loaded, open: map[int64]map[string]bool{}}
-	var n int
 	var errs error
-	apply := func(b batchInfo, at int64, key, value []byte) {
-		n++
+	n, err := coordinator.Replay(p, loadReadBytes, func(r coordinator.Record) {
 		var err error
-		if b.control {
-			err = st.control(b.producerID, key)
+		if r.Control {
+			err = st.control(r.ProducerID, r.Key)
 		} else {
-			err = st.record(b.producerID, at, key, value)
+			err = st.record(r.ProducerID, r.Offset, r.Key, r.Value)
 		}
 		if err != nil {
-			errs = errors.Join(errs, fmt.Errorf("offset %d: %w", at, err))
+			errs = errors.Join(errs, fmt.Errorf("offset %d: %w", r.Offset, err))
 		}
-	}
-	hw := p.LoadEnd()
-	for off := p.StartOffset(); off < hw; {
-		data, err := p.Read(off, loadReadBytes)
-		if err != nil {
-			return n, err
-		}
-		next, err := forEachRecord(data, apply)
-		if err != nil {
-			errs = errors.Join(errs, err)
-		}
-		if next <= off {
-			break // nothing more below the high watermark
-		}
-		off = next
-	}
-	return n, errs
+	})
+	return n, errors.Join(err, errs)
 }
 
 // control applies a control record: a transaction marker ends the

@@ -77,11 +77,9 @@ func TestSyncWaitsForLeaderAndDurability(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.c.EnsureTopic()
-	part := e.topic.parts[e.c.PartitionFor("g")]
+	part := e.topic.Partition(int(e.c.PartitionFor("g")))
 	gate := make(chan struct{})
-	part.mu.Lock()
-	part.gate = gate
-	part.mu.Unlock()
+	part.HoldDurability(gate)
 	leader := e.c.Sync(group.SyncRequest{Group: "g", Generation: gen, MemberID: id0,
 		Assignments: []group.Assignment{{MemberID: id0, Data: assignment("t", 0)}}})
 	parked(t, leader)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -90,11 +91,9 @@ func TestSimpleCommitCreatesGroup(t *testing.T) {
 func TestCommitVisibleOnlyWhenDurable(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableGroup("g", 1, 1)
-	part := e.topic.parts[e.c.PartitionFor("g")]
+	part := e.topic.Partition(int(e.c.PartitionFor("g")))
 	gate := make(chan struct{})
-	part.mu.Lock()
-	part.gate = gate
-	part.mu.Unlock()
+	part.HoldDurability(gate)
 	ch := e.c.Commit(commit("g", gen, ids[0], at(0, 42)))
 	parked(t, ch)
 	if got := e.committed("g", 0); got != -1 {
@@ -119,18 +118,27 @@ func TestCommitVisibleOnlyWhenDurable(t *testing.T) {
 func TestCommitWriteFailure(t *testing.T) {
 	e := newEnv(t, nil)
 	ids, gen := e.stableGroup("g", 1, 1)
-	part := e.topic.parts[e.c.PartitionFor("g")]
-	part.mu.Lock()
-	part.fail = errors.New("disk on fire")
-	part.mu.Unlock()
+	part := e.topic.Partition(int(e.c.PartitionFor("g")))
+	part.FailAppends(errors.New("disk on fire"))
 	if errs := recv(t, e.c.Commit(commit("g", gen, ids[0], at(0, 1)))); !errors.Is(errs[0], group.ErrNotCoordinator) {
 		t.Fatal(errs)
 	}
-	part.mu.Lock()
-	part.fail = group.ErrRecordTooLarge
-	part.mu.Unlock()
+	part.FailAppends(coordinator.ErrTooLarge)
 	if errs := recv(t, e.c.Commit(commit("g", gen, ids[0], at(0, 1)))); !errors.Is(errs[0], group.ErrInvalidCommitOffsetSize) {
 		t.Fatal(errs)
+	}
+	// Appended, then not on every in-sync replica: the client retries
+	// (COORDINATOR_NOT_AVAILABLE); or the partition moved: it looks for
+	// the coordinator again (NOT_COORDINATOR).
+	part.FailAppends(nil)
+	for _, tc := range []struct{ waitErr, want error }{
+		{coordinator.ErrNotReplicated, group.ErrCoordinatorNotAvailable},
+		{coordinator.ErrNotLeader, group.ErrNotCoordinator},
+	} {
+		part.FailWaits(tc.waitErr)
+		if errs := recv(t, e.c.Commit(commit("g", gen, ids[0], at(0, 1)))); !errors.Is(errs[0], tc.want) {
+			t.Errorf("wait failing with %v: %v, want %v", tc.waitErr, errs, tc.want)
+		}
 	}
 }
 
@@ -141,7 +149,7 @@ func TestRecordsAreKafkas(t *testing.T) {
 	req := commit("g", gen, ids[1], at(3, 11))
 	req.RetentionTime = time.Hour
 	recv(t, e.c.Commit(req))
-	recs := e.topic.records(t)
+	recs := offsetsRecords(t, e.topic)
 	want := e.c.PartitionFor("g")
 	var sawGroup, sawOffset, sawExpiring bool
 	for _, r := range recs {
@@ -231,7 +239,7 @@ func TestDeleteGroups(t *testing.T) {
 		t.Fatal(got)
 	}
 	// Tombstones: both offsets, then the group.
-	recs := e.topic.records(t)
+	recs := offsetsRecords(t, e.topic)
 	tail := recs[len(recs)-3:]
 	if !tail[0].tombstone || tail[0].offsetKey == nil || !tail[1].tombstone || tail[1].offsetKey.Partition != 1 ||
 		!tail[2].tombstone || tail[2].groupKey == nil || tail[2].groupKey.Group != "g" {
@@ -308,7 +316,7 @@ func TestOffsetsExpire(t *testing.T) {
 		t.Fatalf("expired groups back after restart: %+v", l)
 	}
 	var tombstones int
-	for _, r := range e.topic.records(t) {
+	for _, r := range offsetsRecords(t, e.topic) {
 		if r.tombstone {
 			tombstones++
 		}

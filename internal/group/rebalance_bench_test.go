@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -30,7 +31,7 @@ func newClassicBenchGroup(b *testing.B, n int, parts int32) *classicBenchGroup {
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.OffsetsPartitions = 1
 	cfg.InitialRebalanceDelay = time.Second
-	c := group.New(cfg, &memTopic{})
+	c := group.New(cfg, &coordinator.MemTopic{})
 	if err := c.Load(); err != nil {
 		b.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package group
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -62,55 +60,6 @@ func groupKey(group string) []byte {
 	k := kmsg.NewGroupMetadataKey()
 	k.Version, k.Group = groupKeyVersion, group
 	return k.AppendTo(nil)
-}
-
-var errCompressed = errors.New("compressed batch")
-
-// batchInfo is what replay needs of a record's batch.
-type batchInfo struct {
-	// producerID is the producer of a transactional batch, else -1.
-	producerID int64
-	// control: a control batch (a transaction marker); its record is a
-	// control record (see controlType).
-	control bool
-}
-
-// forEachRecord calls fn for each record of the whole batches in data,
-// with its batch and offset. Of a control batch only the first record is
-// passed, flagged: it says what the batch is (a transaction marker has no
-// other). The coordinator never compresses, so a compressed batch is
-// reported as errCompressed (with its offsets) and skipped.
-func forEachRecord(data []byte, fn func(batch batchInfo, offset int64, key, value []byte)) (next int64, err error) {
-	next = -1
-	for len(data) >= model.BatchHeaderSize {
-		b := model.Batch(data)
-		size := b.Size()
-		if size < model.BatchHeaderSize || size > len(data) {
-			break // a partial batch at the end of a read
-		}
-		b = b[:size]
-		data = data[size:]
-		next = b.LastOffset() + 1
-		if b.Compression() != model.CompressionNone {
-			err = errors.Join(err, fmt.Errorf("%w at offsets %d-%d", errCompressed, b.BaseOffset(), b.LastOffset()))
-			continue
-		}
-		info := batchInfo{producerID: -1, control: b.IsControl()}
-		if b.IsTransactional() && b.ProducerID() >= 0 {
-			info.producerID = b.ProducerID()
-		}
-		first := true
-		each := func(offset int64, key, value []byte) {
-			if first || !info.control {
-				fn(info, offset, key, value)
-			}
-			first = false
-		}
-		if rerr := model.EachRecord(b, each); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}
-	return next, err
 }
 
 // Control record types (Kafka's ControlRecordType) that end a

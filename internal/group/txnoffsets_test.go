@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 )
 
@@ -61,7 +62,7 @@ func controlBatch(pid int64, epoch int16, commit bool) []byte {
 func (e *env) writeMarker(g string, pid int64, commit bool) int32 {
 	e.t.Helper()
 	part := e.c.PartitionFor(g)
-	if _, _, err := e.topic.parts[part].Append(controlBatch(pid, 0, commit)); err != nil {
+	if _, _, err := e.topic.Partition(int(part)).Append(controlBatch(pid, 0, commit)); err != nil {
 		e.t.Fatal(err)
 	}
 	return part
@@ -277,7 +278,7 @@ func TestTxnCommitWriteFailure(t *testing.T) {
 	if err := e.c.EnsureTopic(); err != nil {
 		t.Fatal(err)
 	}
-	part := e.topic.parts[e.c.PartitionFor("g")]
+	part := e.topic.Partition(int(e.c.PartitionFor("g")))
 	fenced := errors.New("invalid producer epoch")
 	for _, tc := range []struct {
 		name          string
@@ -285,12 +286,11 @@ func TestTxnCommitWriteFailure(t *testing.T) {
 		want          []error
 	}{
 		{"refused append", fenced, nil, []error{group.ErrNotCoordinator, fenced}},
-		{"too large", group.ErrRecordTooLarge, nil, []error{group.ErrInvalidCommitOffsetSize}},
+		{"too large", coordinator.ErrTooLarge, nil, []error{group.ErrInvalidCommitOffsetSize}},
 		{"not durable", nil, fenced, []error{group.ErrNotCoordinator, fenced}},
 	} {
-		part.mu.Lock()
-		part.fail, part.waitErr = tc.fail, tc.waitErr
-		part.mu.Unlock()
+		part.FailAppends(tc.fail)
+		part.FailWaits(tc.waitErr)
 		errs := recv(t, e.c.CommitTxn(txnCommit("g", 7, at(0, 1))))
 		for _, want := range tc.want {
 			if !errors.Is(errs[0], want) {
@@ -309,7 +309,7 @@ func TestTxnBatchFormat(t *testing.T) {
 	req.ProducerEpoch = 3
 	noErrs(t, recv(t, e.c.CommitTxn(req)))
 	var txn, plain int
-	for _, r := range e.topic.records(t) {
+	for _, r := range offsetsRecords(t, e.topic) {
 		switch {
 		case r.offsetKey == nil:
 			t.Fatalf("unexpected record %+v", r)
@@ -339,11 +339,9 @@ func TestTxnCommitAnsweredWhenDurable(t *testing.T) {
 	if err := e.c.EnsureTopic(); err != nil {
 		t.Fatal(err)
 	}
-	part := e.topic.parts[e.c.PartitionFor("g")]
+	part := e.topic.Partition(int(e.c.PartitionFor("g")))
 	gate := make(chan struct{})
-	part.mu.Lock()
-	part.gate = gate
-	part.mu.Unlock()
+	part.HoldDurability(gate)
 	ch := e.c.CommitTxn(txnCommit("g", 7, at(0, 10)))
 	parked(t, ch)
 	stable := e.c.AwaitStable("g")
@@ -447,7 +445,7 @@ func TestDeleteGroupDropsPendingTxnOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tombstones []int32
-	for _, r := range e.topic.records(t) {
+	for _, r := range offsetsRecords(t, e.topic) {
 		if r.tombstone && r.offsetKey != nil {
 			tombstones = append(tombstones, r.offsetKey.Partition)
 		}

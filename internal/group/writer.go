@@ -1,8 +1,11 @@
 package group
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -27,7 +30,7 @@ import (
 // marker that follows the batch in the log, once durable, always finds
 // the group (CompleteTxn takes mu to read the index).
 type writer struct {
-	part Partition
+	part coordinator.Partition
 
 	mu     sync.Mutex
 	queue  []pendingWrite
@@ -45,7 +48,7 @@ type pendingWrite struct {
 	fn   func(base int64, err error)
 }
 
-func newWriter(p Partition) *writer {
+func newWriter(p coordinator.Partition) *writer {
 	w := &writer{part: p, wake: make(chan struct{}, 1), done: make(chan struct{}), txns: map[int64]map[*group]struct{}{}}
 	go w.run()
 	return w
@@ -74,7 +77,7 @@ func (w *writer) writeAs(p model.Producer, g *group, recs []model.KeyValue, ts i
 	}
 	base, wait, err := w.part.Append(batch)
 	if err != nil {
-		return err
+		return writeError(err)
 	}
 	if p.ID >= 0 {
 		w.indexTxnLocked(p.ID, g)
@@ -119,6 +122,22 @@ func (w *writer) takeTxn(producerID int64) []*group {
 	return gs
 }
 
+// writeError turns a failed write of __consumer_offsets into the group
+// coordinator's error: the client learns to find the coordinator again
+// (NOT_COORDINATOR), to retry (COORDINATOR_NOT_AVAILABLE), or that its
+// commit is too large.
+func writeError(err error) error {
+	switch {
+	case errors.Is(err, coordinator.ErrTooLarge):
+		return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+	case errors.Is(err, coordinator.ErrNotLeader):
+		return fmt.Errorf("%w: %v", ErrNotCoordinator, err)
+	case errors.Is(err, coordinator.ErrNotReplicated):
+		return fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
+	}
+	return err
+}
+
 func (w *writer) run() {
 	defer close(w.done)
 	for {
@@ -127,7 +146,7 @@ func (w *writer) run() {
 		w.queue = nil
 		w.mu.Unlock()
 		for _, p := range q {
-			p.fn(p.base, p.wait())
+			p.fn(p.base, writeError(p.wait()))
 		}
 		if len(q) == 0 {
 			if closed {

@@ -1,44 +1,20 @@
 package ledger
 
 import (
-	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
-// fakePartition keeps the batches appended to it.
-type fakePartition struct {
-	mu      sync.Mutex
-	batches [][]byte
-	block   chan struct{} // when set, Append waits for it
-	err     error
-}
-
-func (p *fakePartition) Append(batch []byte) (func() error, error) {
-	if p.block != nil {
-		<-p.block
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return nil, p.err
-	}
-	p.batches = append(p.batches, batch)
-	return func() error { return nil }, nil
-}
-
 // entries decodes every record appended to p.
-func (p *fakePartition) entries(t *testing.T) []Entry {
+func entries(t *testing.T, p *coordinator.MemPartition) []Entry {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []Entry
-	for _, b := range p.batches {
+	for _, b := range p.Batches() {
 		err := model.EachRecord(model.Batch(b), func(_ int64, key, value []byte) {
 			e, err := Decode(value)
 			if err != nil {
@@ -57,9 +33,9 @@ func (p *fakePartition) entries(t *testing.T) []Entry {
 	return out
 }
 
-type fakeTopic struct{ parts []Partition }
+type fakeTopic struct{ parts []coordinator.Partition }
 
-func (f fakeTopic) Leading() ([]Partition, error) { return f.parts, nil }
+func (f fakeTopic) Leading() ([]coordinator.Partition, error) { return f.parts, nil }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -72,10 +48,10 @@ func entry(group string, partition int32) Entry {
 // led here, else to another led here; Close writes what is queued.
 func TestWriterPartitions(t *testing.T) {
 	own := model.CoordinatorPartition("orders", 3)
-	parts := make([]*fakePartition, 3)
-	leading := make([]Partition, 3)
+	parts := make([]*coordinator.MemPartition, 3)
+	leading := make([]coordinator.Partition, 3)
 	for i := range parts {
-		parts[i] = &fakePartition{}
+		parts[i] = &coordinator.MemPartition{}
 		if int32(i) != own {
 			leading[i] = parts[i]
 		}
@@ -88,7 +64,7 @@ func TestWriterPartitions(t *testing.T) {
 	if w.Written() != 10 || w.Dropped() != 0 || w.Failed() != 0 {
 		t.Fatalf("written %d, dropped %d, failed %d", w.Written(), w.Dropped(), w.Failed())
 	}
-	next := parts[(own+1)%3].entries(t)
+	next := entries(t, parts[(own+1)%3])
 	if len(next) != 10 || next[3].Partition != 3 || next[0].V != Version || next[0].Group != "orders" {
 		t.Fatalf("the next partition led here got %+v", next)
 	}
@@ -102,7 +78,7 @@ func TestWriterPartitions(t *testing.T) {
 	w = NewWriter(fakeTopic{leading}, quiet())
 	w.Record(entry("orders", 0))
 	w.Close()
-	if got := parts[own].entries(t); len(got) != 1 {
+	if got := entries(t, parts[own]); len(got) != 1 {
 		t.Fatalf("its own partition got %d entries", len(got))
 	}
 }
@@ -110,8 +86,9 @@ func TestWriterPartitions(t *testing.T) {
 // TestWriterNeverBlocks: with the topic stuck, Record returns at once and
 // counts what the full queue cannot take.
 func TestWriterNeverBlocks(t *testing.T) {
-	stuck := &fakePartition{block: make(chan struct{})}
-	w := NewWriter(fakeTopic{[]Partition{stuck}}, quiet())
+	stuck, gate := &coordinator.MemPartition{}, make(chan struct{})
+	stuck.HoldAppends(gate)
+	w := NewWriter(fakeTopic{[]coordinator.Partition{stuck}}, quiet())
 	start := time.Now()
 	for i := range queueSize + batchSize + 10 {
 		w.Record(entry("g", int32(i)))
@@ -122,7 +99,7 @@ func TestWriterNeverBlocks(t *testing.T) {
 	if w.Dropped() == 0 {
 		t.Fatal("nothing dropped with the queue full")
 	}
-	close(stuck.block)
+	close(gate)
 	w.Close()
 	if w.Written()+w.Dropped() != queueSize+batchSize+10 {
 		t.Fatalf("written %d + dropped %d != recorded %d", w.Written(), w.Dropped(), queueSize+batchSize+10)
@@ -131,14 +108,15 @@ func TestWriterNeverBlocks(t *testing.T) {
 
 // TestWriterFailures: a failed append is counted, not retried for ever.
 func TestWriterFailures(t *testing.T) {
-	bad := &fakePartition{err: errors.New("not the leader")}
-	w := NewWriter(fakeTopic{[]Partition{bad}}, quiet())
+	bad := &coordinator.MemPartition{}
+	bad.FailAppends(coordinator.ErrNotLeader)
+	w := NewWriter(fakeTopic{[]coordinator.Partition{bad}}, quiet())
 	w.Record(entry("g", 0))
 	w.Close()
 	if w.Failed() != 1 || w.Written() != 0 {
 		t.Fatalf("failed %d, written %d", w.Failed(), w.Written())
 	}
-	none := NewWriter(fakeTopic{[]Partition{nil, nil}}, quiet())
+	none := NewWriter(fakeTopic{[]coordinator.Partition{nil, nil}}, quiet())
 	none.Record(entry("g", 0))
 	none.Close()
 	if none.Failed() != 1 {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -14,14 +15,7 @@ import (
 type Partitions interface {
 	// Leading returns the topic's partitions in order, creating the topic
 	// first if it does not exist; a partition led elsewhere is nil.
-	Leading() ([]Partition, error)
-}
-
-// Partition is one partition of the ledger topic that this broker leads.
-type Partition interface {
-	// Append writes one record batch and returns a function that returns
-	// once the batch is durable (on every in-sync replica).
-	Append(batch []byte) (wait func() error, err error)
+	Leading() ([]coordinator.Partition, error)
 }
 
 // queueSize bounds the entries waiting to be written.
@@ -129,7 +123,7 @@ func (w *Writer) write(entries []Entry) {
 		byPart[i] = append(byPart[i], model.KeyValue{Key: k, Value: v})
 	}
 	for i, recs := range byPart {
-		wait, err := parts[i].Append(model.EncodeBatch(recs, now, model.NoProducer))
+		_, wait, err := parts[i].Append(model.EncodeBatch(recs, now, model.NoProducer))
 		if err == nil && wait != nil {
 			err = wait()
 		}
@@ -143,7 +137,7 @@ func (w *Writer) write(entries []Entry) {
 
 // pick is the partition for a group's entries: its own (Kafka's key
 // partitioning) when led here, else the next one led here; -1 for none.
-func pick(parts []Partition, group string) int {
+func pick(parts []coordinator.Partition, group string) int {
 	n := len(parts)
 	own := int(model.CoordinatorPartition(group, int32(n)))
 	for j := range n {

@@ -16,7 +16,10 @@
 // (followMetadata, then syncCoordinators) the group coordinator serves the
 // __consumer_offsets partitions this broker leads and the transaction
 // coordinator the __transaction_state ones, loading those it has come to
-// lead and unloading the others. What crosses brokers is orchestrated here
+// lead and unloading the others. Every coordinator's topic and partitions
+// are one adapter each (coordinators.go: coordinatorTopic and
+// coordinatorPartition, the coordinator runtime's Topic and Partition over
+// a replica, acknowledged by every in-sync replica). What crosses brokers is orchestrated here
 // (txns.go), through the peer client: the transaction coordinator's
 // markers go to each partition's leader (WriteTxnMarkers, one request per
 // broker, leaders looked up again on every retry), and a partition leader

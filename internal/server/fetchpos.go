@@ -49,13 +49,13 @@ func (f *fetchPositionsTopic) Append(key, value []byte) error {
 			"retention.ms": fmt.Sprint(fetchPositionsRetention.Milliseconds())}
 		n := int32(max(1, len(f.s.cluster.Brokers())))
 		var err error
-		if t, err = f.s.topics.createInternal(fetchpos.Topic, n, configs); err != nil {
+		if t, _, err = f.s.topics.createInternal(fetchpos.Topic, n, configs, f.s.cfg.OffsetsTopicReplicationFactor); err != nil {
 			return err
 		}
 	}
 	// The same partition while it is led here, so that this broker's
 	// records stay in order.
-	parts := f.s.leadingPartitions(t)
+	parts := leadingPartitions(f.s.replicas, t)
 	for i := range parts {
 		p := parts[(int(f.s.cfg.NodeID)+i)%len(parts)]
 		if p == nil {

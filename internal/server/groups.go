@@ -1,17 +1,12 @@
 package server
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
-	"github.com/strandlog/strand/internal/replica"
 )
 
 // offsetsTopicConfigs are __consumer_offsets' topic configs, as Kafka
@@ -101,115 +96,4 @@ func (c clusterTopics) Names() []string {
 		names[i] = t.Name
 	}
 	return names
-}
-
-// offsetsTopic is __consumer_offsets for the group coordinator
-// (group.Topic).
-type offsetsTopic struct{ s *Server }
-
-func (o offsetsTopic) Partitions() ([]group.Partition, error) {
-	t, ok := o.s.cluster.Topic(group.OffsetsTopic)
-	if !ok {
-		return nil, nil
-	}
-	return o.partitions(t)
-}
-
-func (o offsetsTopic) Create(n int32) ([]group.Partition, error) {
-	t, err := o.s.topics.createInternal(group.OffsetsTopic, n, offsetsTopicConfigs)
-	if err != nil {
-		return nil, err
-	}
-	return o.partitions(t)
-}
-
-func (o offsetsTopic) partitions(t cluster.Topic) ([]group.Partition, error) {
-	parts := make([]group.Partition, t.Partitions)
-	for i, p := range o.s.leadingPartitions(t) {
-		if p != nil {
-			parts[i] = offsetsPartition{p}
-		}
-	}
-	return parts, nil
-}
-
-// leadingPartitions lists t's partitions in order: the replica where this
-// broker leads it, else nil.
-func (s *Server) leadingPartitions(t cluster.Topic) []*replica.Partition {
-	parts := make([]*replica.Partition, t.Partitions)
-	for i := range t.Partitions {
-		if p, ok := s.leadingReplica(t.Name, i); ok {
-			parts[i] = p
-		}
-	}
-	return parts
-}
-
-// offsetsPartition is one partition of __consumer_offsets (group.Partition).
-type offsetsPartition struct{ p *replica.Partition }
-
-func (o offsetsPartition) Append(batch []byte) (int64, func() error, error) {
-	// The coordinator's own batches: transactional offset commits carry
-	// their producer's id and epoch but no sequence of the producer's.
-	res, wait, err := o.p.AppendInternal(batch)
-	if errors.Is(err, replica.ErrMessageTooLarge) {
-		err = fmt.Errorf("%w: %v", group.ErrRecordTooLarge, err)
-	}
-	return res.BaseOffset, replicatedWait(o.p, wait, res.LastOffset+1, func(err error) error {
-		switch {
-		case errors.Is(err, replica.ErrNotLeader):
-			return fmt.Errorf("%w: %v", group.ErrNotCoordinator, err)
-		case err != nil:
-			return fmt.Errorf("%w: %v", group.ErrCoordinatorNotAvailable, err)
-		}
-		return nil
-	}), err
-}
-
-// coordinatorWriteTimeout bounds how long a coordinator's write waits for
-// the in-sync replicas (Kafka's offsets.commit.timeout.ms).
-const coordinatorWriteTimeout = 5 * time.Second
-
-// replicatedWait extends an append's wait (durable here) until every
-// in-sync replica has the write, as Kafka's coordinators append with
-// acks=all: a committed offset or transaction state survives the loss of
-// this broker. mapErr turns a replication failure into the coordinator's
-// error.
-func replicatedWait(p *replica.Partition, wait func() error, end int64, mapErr func(error) error) func() error {
-	if wait == nil {
-		return nil
-	}
-	return func() error {
-		if err := wait(); err != nil {
-			return err
-		}
-		return mapErr(p.WaitReplicated(context.Background(), end, coordinatorWriteTimeout))
-	}
-}
-
-func (o offsetsPartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	sec, err := o.p.ReadToLogEnd(offset, maxBytes)
-	if err != nil {
-		return nil, err
-	}
-	return sec.ReadAll()
-}
-
-func (o offsetsPartition) StartOffset() int64 { return o.p.Log().StartOffset() }
-func (o offsetsPartition) LoadEnd() int64     { return o.p.Log().EndOffset() }
-
-// createInternal creates an internal topic (a coordinator's), or returns
-// it if it exists.
-func (a *topicAdmin) createInternal(name string, partitions int32, configs map[string]string) (cluster.Topic, error) {
-	if t, ok := a.s.cluster.Topic(name); ok {
-		return t, nil
-	}
-	t, err := a.CreateTopic(cluster.TopicSpec{Name: name, Partitions: partitions, Configs: configs, Internal: true,
-		ReplicationFactor: a.s.internalReplicationFactor(name, a.s.cfg.OffsetsTopicReplicationFactor)}, false)
-	if errors.Is(err, cluster.ErrTopicExists) { // made meanwhile
-		if t, ok := a.s.cluster.Topic(name); ok {
-			return t, nil
-		}
-	}
-	return t, err
 }

@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
-	"github.com/strandlog/strand/internal/replica"
 )
 
 // ledgerTopic is the hand-off ledger's topic for the ledger's writer
@@ -14,39 +14,21 @@ import (
 // registered broker (at most as many as __consumer_offsets) so that each
 // broker usually leads one, and the configured retention. Its entries are
 // few; more partitions would only cost replication and files.
-type ledgerTopic struct{ s *Server }
-
-func (l ledgerTopic) Leading() ([]ledger.Partition, error) {
-	t, ok := l.s.cluster.Topic(ledger.Topic)
-	if !ok {
-		configs := map[string]string{"cleanup.policy": "delete",
-			"retention.ms": strconv.FormatInt(l.s.cfg.HandoffLedgerRetention.Milliseconds(), 10)}
-		var err error
-		n := int32(max(1, min(len(l.s.cluster.Brokers()), int(l.s.cfg.OffsetsTopicPartitions))))
-		if t, err = l.s.topics.createInternal(ledger.Topic, n, configs); err != nil {
-			return nil, err
-		}
-	}
-	parts := make([]ledger.Partition, t.Partitions)
-	for i, p := range l.s.leadingPartitions(t) {
-		if p != nil {
-			parts[i] = ledgerPartition{p}
-		}
-	}
-	return parts, nil
+type ledgerTopic struct {
+	topic      coordinatorTopic
+	partitions func() int32
 }
 
-// ledgerPartition is a partition of the ledger topic led here: entries are
-// written as the coordinators write, acknowledged by every in-sync
-// replica.
-type ledgerPartition struct{ p *replica.Partition }
+func (s *Server) ledgerTopic() ledgerTopic {
+	configs := map[string]string{"cleanup.policy": "delete",
+		"retention.ms": strconv.FormatInt(s.cfg.HandoffLedgerRetention.Milliseconds(), 10)}
+	return ledgerTopic{topic: s.coordinatorTopic(ledger.Topic, configs, s.cfg.OffsetsTopicReplicationFactor),
+		partitions: func() int32 { return int32(max(1, min(len(s.cluster.Brokers()), int(s.cfg.OffsetsTopicPartitions)))) }}
+}
 
-func (l ledgerPartition) Append(batch []byte) (func() error, error) {
-	res, wait, err := l.p.AppendInternal(batch)
-	if err != nil {
-		return nil, err
-	}
-	return replicatedWait(l.p, wait, res.LastOffset+1, func(err error) error { return err }), nil
+func (l ledgerTopic) Leading() ([]coordinator.Partition, error) {
+	parts, _, err := l.topic.Create(l.partitions())
+	return parts, err
 }
 
 // handoffLedger gives the group coordinator's hand-offs to the ledger's

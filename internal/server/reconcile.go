@@ -249,8 +249,8 @@ func (s *Server) metadataChanged() {
 }
 
 // leadingReplica returns partition i of topic when this broker leads it.
-func (s *Server) leadingReplica(topic string, i int32) (*replica.Partition, bool) {
-	p, ok := s.replicas.Get(model.TopicPartition{Topic: topic, Partition: i})
+func leadingReplica(replicas *replica.Manager, topic string, i int32) (*replica.Partition, bool) {
+	p, ok := replicas.Get(model.TopicPartition{Topic: topic, Partition: i})
 	if !ok || !p.IsLeader() {
 		return nil, false
 	}
@@ -273,10 +273,10 @@ func (s *Server) syncCoordinators() {
 		return
 	}
 	for i := range t.Partitions {
-		p, leads := s.leadingReplica(t.Name, i)
+		p, leads := leadingReplica(s.replicas, t.Name, i)
 		switch serves := s.groups.Serves(i); {
 		case leads && !serves:
-			if err := s.groups.LoadPartition(i, t.Partitions, offsetsPartition{p}); err != nil {
+			if err := s.groups.LoadPartition(i, t.Partitions, coordinatorPartition{p}); err != nil {
 				s.logger.Warn("loading groups failed", "partition", i, "err", err)
 			}
 		case !leads && serves:

@@ -159,15 +159,15 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	s.followerRate.Store(cfg.FollowerThrottleRate)
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
+	s.topics = &topicAdmin{s: s}
 	if cfg.HandoffLedger {
 		// Before the links, which record the commits they copy in it.
-		s.ledger = ledger.NewWriter(ledgerTopic{s: s}, logger)
+		s.ledger = ledger.NewWriter(s.ledgerTopic(), logger)
 	}
 	s.links = s.newLinks(logger)
 	if err := s.openPartitions(); err != nil {
 		return nil, err
 	}
-	s.topics = &topicAdmin{s: s}
 	// The coordinator replays __consumer_offsets before the broker serves.
 	// The hand-off ledger (with it, consumers' fetches are observed).
 	var observer group.FetchObserver
@@ -183,7 +183,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 			gcfg.FetchReportDelay = fetchPositionsReportDelay
 		}
 	}
-	s.groups = group.New(gcfg, offsetsTopic{s: s})
+	s.groups = group.New(gcfg, s.coordinatorTopic(group.OffsetsTopic, offsetsTopicConfigs, cfg.OffsetsTopicReplicationFactor))
 	if cfg.HandoffLedger {
 		observer = s.groups
 		if s.clustered() {

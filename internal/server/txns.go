@@ -39,7 +39,7 @@ func txnConfig(cfg config.Broker, logger *slog.Logger) txn.Config {
 // written here or sent to the partitions' leaders, and other brokers'
 // coordinators asked through the peer client.
 func (s *Server) newTxnCoordinator(logger *slog.Logger) *txn.Coordinator {
-	return txn.New(txnConfig(s.cfg, logger), stateTopic{s: s}, s.cluster,
+	return txn.New(txnConfig(s.cfg, logger), s.coordinatorTopic(txn.StateTopic, stateTopicConfigs, s.cfg.TransactionStateReplicationFactor), s.cluster,
 		markerWriter{s: s, logger: logger.With("component", "txn")}, remoteCoordinators{s: s})
 }
 
@@ -54,95 +54,19 @@ func (s *Server) syncTxnCoordinator() {
 		return
 	}
 	for i := range t.Partitions {
-		p, leads := s.leadingReplica(t.Name, i)
+		p, leads := leadingReplica(s.replicas, t.Name, i)
 		epoch, serves := s.txns.Serves(i)
 		if serves && (!leads || epoch != p.LeaderEpoch()) {
 			s.txns.UnloadPartition(i)
 			serves = false
 		}
 		if leads && !serves {
-			if err := s.txns.LoadPartition(i, t.Partitions, statePartition{p}); err != nil {
+			if err := s.txns.LoadPartition(i, t.Partitions, coordinatorPartition{p}); err != nil {
 				s.logger.Warn("loading transactional ids failed", "partition", i, "err", err)
 			}
 		}
 	}
 }
-
-// stateTopic is __transaction_state for the transaction coordinator
-// (txn.Topic).
-type stateTopic struct{ s *Server }
-
-func (st stateTopic) Partitions() ([]txn.Partition, error) {
-	t, ok := st.s.cluster.Topic(txn.StateTopic)
-	if !ok {
-		return nil, nil
-	}
-	return st.partitions(t), nil
-}
-
-// Create creates the topic as the group coordinator's is created
-// (createInternal), but tells whether this call made it: the coordinator
-// serves the partitions of a topic it made at once, and loads those of one
-// found made.
-func (st stateTopic) Create(n int32) ([]txn.Partition, bool, error) {
-	if t, ok := st.s.cluster.Topic(txn.StateTopic); ok {
-		return st.partitions(t), false, nil
-	}
-	t, err := st.s.topics.CreateTopic(cluster.TopicSpec{Name: txn.StateTopic, Partitions: n, Configs: stateTopicConfigs,
-		Internal: true, ReplicationFactor: st.s.internalReplicationFactor(txn.StateTopic, st.s.cfg.TransactionStateReplicationFactor)}, false)
-	if errors.Is(err, cluster.ErrTopicExists) { // made meanwhile
-		if t, ok := st.s.cluster.Topic(txn.StateTopic); ok {
-			return st.partitions(t), false, nil
-		}
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return st.partitions(t), true, nil
-}
-
-func (st stateTopic) partitions(t cluster.Topic) []txn.Partition {
-	parts := make([]txn.Partition, t.Partitions)
-	for i := range t.Partitions {
-		if p, ok := st.s.leadingReplica(t.Name, i); ok {
-			parts[i] = statePartition{p}
-		}
-	}
-	return parts
-}
-
-// statePartition is one partition of __transaction_state (txn.Partition).
-type statePartition struct{ p *replica.Partition }
-
-var errNotStateLeader = errors.New("this broker no longer leads the partition")
-
-func (sp statePartition) Append(batch []byte) (int64, func() error, error) {
-	if !sp.p.IsLeader() {
-		return -1, nil, fmt.Errorf("%s: %w", sp.p.TP, errNotStateLeader)
-	}
-	res, wait, err := sp.p.AppendInternal(batch)
-	return res.BaseOffset, replicatedWait(sp.p, wait, res.LastOffset+1, func(err error) error {
-		switch {
-		case errors.Is(err, replica.ErrNotLeader):
-			return fmt.Errorf("%s: %w: %v", sp.p.TP, errNotStateLeader, err)
-		case err != nil:
-			return fmt.Errorf("%w: %v", txn.ErrCoordinatorLoadInProgress, err)
-		}
-		return nil
-	}), err
-}
-
-func (sp statePartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	sec, err := sp.p.ReadToLogEnd(offset, maxBytes)
-	if err != nil {
-		return nil, err
-	}
-	return sec.ReadAll()
-}
-
-func (sp statePartition) StartOffset() int64 { return sp.p.Log().StartOffset() }
-func (sp statePartition) LoadEnd() int64     { return sp.p.Log().EndOffset() }
-func (sp statePartition) LeaderEpoch() int32 { return sp.p.LeaderEpoch() }
 
 // Marker retries: a partition that cannot take its marker now (its leader
 // moving, or not known yet to the broker asked) is tried again after a

@@ -8,44 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
 // StateTopic is the topic the coordinator keeps its state in.
 const StateTopic = "__transaction_state"
-
-// Topic is __transaction_state as the coordinator reaches it; the server
-// implements it over the cluster metadata and the replica manager.
-type Topic interface {
-	// Partitions returns the topic's partitions in order, or none when it
-	// does not exist; a partition this broker does not lead is nil.
-	Partitions() ([]Partition, error)
-	// Create creates the topic (internal, compacted) with n partitions
-	// unless it exists, and returns its partitions as Partitions does;
-	// created says whether this call made it (its partitions are then
-	// empty), rather than finding it made already.
-	Create(n int32) (parts []Partition, created bool, err error)
-}
-
-// Partition is one partition of __transaction_state (the same shape as
-// group.Partition), as this broker leads it.
-type Partition interface {
-	// Append writes one record batch and returns its base offset and a
-	// function that returns once the batch is durable. It fails once
-	// this broker no longer leads the partition.
-	Append(batch []byte) (base int64, wait func() error, err error)
-	// Read returns whole batches from offset up to LoadEnd: about
-	// maxBytes, and at least one batch if there is one.
-	Read(offset int64, maxBytes int) ([]byte, error)
-	StartOffset() int64
-	// LoadEnd is where loading the partition stops: the log end, as
-	// Kafka's coordinators load, since on a new leader its whole log
-	// becomes committed (followers learn the high watermark a fetch late).
-	LoadEnd() int64
-	// LeaderEpoch is the partition's current leader epoch; the markers of
-	// the transactions it holds carry it as their coordinator epoch.
-	LeaderEpoch() int32
-}
 
 // ProducerIDs hands out producer ids, unique across the cluster and
 // restarts.
@@ -119,7 +87,7 @@ func CompileIDPattern(p string) (*regexp.Regexp, error) {
 // Coordinator is the transaction coordinator of this broker. See doc.go.
 type Coordinator struct {
 	cfg     Config
-	topic   Topic
+	topic   coordinator.Topic
 	ids     ProducerIDs
 	markers Markers
 	remote  Remote // nil: no other broker to ask
@@ -154,7 +122,7 @@ type Coordinator struct {
 // the log after the partition is loaded again.
 type served struct {
 	index int32
-	p     Partition
+	p     coordinator.Partition
 	// epoch is the coordinator epoch the markers of its transactions
 	// carry: the partition's leader epoch when it was loaded.
 	epoch int32
@@ -170,7 +138,7 @@ type served struct {
 }
 
 // newServedLocked starts serving partition i. Caller holds c.mu.
-func (c *Coordinator) newServedLocked(i int32, p Partition) *served {
+func (c *Coordinator) newServedLocked(i int32, p coordinator.Partition) *served {
 	ctx, cancel := context.WithCancel(c.ctx)
 	return &served{index: i, p: p, epoch: p.LeaderEpoch(), ctx: ctx, cancel: cancel}
 }
@@ -178,7 +146,7 @@ func (c *Coordinator) newServedLocked(i int32, p Partition) *served {
 // New returns a coordinator that keeps its state in topic and asks remote
 // (nil on a single broker) about ids other brokers coordinate. Call Load
 // before serving requests.
-func New(cfg Config, topic Topic, ids ProducerIDs, markers Markers, remote Remote) *Coordinator {
+func New(cfg Config, topic coordinator.Topic, ids ProducerIDs, markers Markers, remote Remote) *Coordinator {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{

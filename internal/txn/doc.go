@@ -12,8 +12,9 @@
 //     abs, modulo), and the leader of that partition is the id's
 //     coordinator (FindCoordinator's answer). The topic is created on first
 //     use (FindCoordinator through EnsureTopic, or a first InitProducerID),
-//     internal and compacted, through the Topic interface the server
-//     implements.
+//     internal and compacted, through the coordinator runtime
+//     (coordinator.Topic, which the server implements), and replayed with
+//     coordinator.Replay.
 //   - Leadership, as the group coordinator follows __consumer_offsets':
 //     LoadPartition replays a partition this broker has come to lead (its
 //     ids answer ErrCoordinatorLoadInProgress meanwhile) and finishes its

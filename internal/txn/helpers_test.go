@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -86,117 +87,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// memTopic is __transaction_state in memory.
-type memTopic struct {
-	mu      sync.Mutex
-	parts   []*memPartition
-	created int32          // the partition count Create was called with
-	led     map[int32]bool // when set, the partitions this broker leads (the others are nil)
-}
-
-func (m *memTopic) Partitions() ([]txn.Partition, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []txn.Partition
-	for i, p := range m.parts {
-		if m.led != nil && !m.led[int32(i)] {
-			out = append(out, nil)
-			continue
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// lead sets the partitions this broker leads.
-func (m *memTopic) lead(parts ...int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.led = map[int32]bool{}
-	for _, p := range parts {
-		m.led[p] = true
-	}
-}
-
-func (m *memTopic) Create(n int32) ([]txn.Partition, bool, error) {
-	m.mu.Lock()
-	created := m.parts == nil
-	if created {
-		m.created = n
-		for range n {
-			m.parts = append(m.parts, &memPartition{})
-		}
-	}
-	m.mu.Unlock()
-	parts, err := m.Partitions()
-	return parts, created, err
-}
-
-// memPartition keeps batches; with a gate, writes become durable only once
-// it is closed; with readGate, reads wait until it is closed; with fail
-// set, appends fail.
-type memPartition struct {
-	mu       sync.Mutex
-	batches  [][]byte
-	next     int64
-	gate     chan struct{}
-	readGate chan struct{}
-	fail     error
-	epoch    int32 // the leader epoch
-}
-
-func (p *memPartition) Append(batch []byte) (int64, func() error, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fail != nil {
-		return -1, nil, p.fail
-	}
-	b := model.Batch(batch)
-	base := p.next
-	b.SetBaseOffset(base)
-	p.next = b.LastOffset() + 1
-	p.batches = append(p.batches, batch)
-	gate := p.gate
-	return base, func() error {
-		if gate != nil {
-			<-gate
-		}
-		return nil
-	}, nil
-}
-
-func (p *memPartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	p.mu.Lock()
-	gate := p.readGate
-	p.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []byte
-	for _, b := range p.batches {
-		if model.Batch(b).LastOffset() >= offset {
-			out = append(out, b...)
-			if len(out) >= maxBytes {
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
-func (p *memPartition) StartOffset() int64 { return 0 }
-func (p *memPartition) LeaderEpoch() int32 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.epoch
-}
-func (p *memPartition) LoadEnd() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.next
-}
+// memTopic is __transaction_state in memory, with what the tests read
+// and seed it with.
+type memTopic struct{ *coordinator.MemTopic }
 
 // stateRecord is one decoded record of __transaction_state.
 type stateRecord struct {
@@ -207,12 +100,9 @@ type stateRecord struct {
 
 func (m *memTopic) records(t *testing.T) []stateRecord {
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var out []stateRecord
-	for i, p := range m.parts {
-		p.mu.Lock()
-		for _, raw := range p.batches {
+	for i := range m.Len() {
+		for _, raw := range m.Partition(i).Batches() {
 			var rb kmsg.RecordBatch
 			if err := rb.ReadFrom(raw); err != nil {
 				t.Fatalf("batch: %v", err)
@@ -242,7 +132,6 @@ func (m *memTopic) records(t *testing.T) []stateRecord {
 				out = append(out, sr)
 			}
 		}
-		p.mu.Unlock()
 	}
 	return out
 }
@@ -298,9 +187,7 @@ func (m *memTopic) seedRaw(t *testing.T, partitions int32, id string, key, val [
 	raw := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
 	raw = fixCRC(raw)
-	m.mu.Lock()
-	p := m.parts[partitionOf(id, int32(len(parts)))] // led here or not
-	m.mu.Unlock()
+	p := m.Partition(int(partitionOf(id, int32(len(parts))))) // led here or not
 	if _, wait, err := p.Append(raw); err != nil || wait() != nil {
 		t.Fatal("seed append failed")
 	}
@@ -435,7 +322,7 @@ func newEnv(t *testing.T, edit func(*txn.Config)) *env {
 
 func newEnvNoLoad(t *testing.T, edit func(*txn.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), topic: &memTopic{}, ids: &fakeIDs{next: 1000},
+	e := &env{t: t, clock: newFakeClock(), topic: &memTopic{&coordinator.MemTopic{}}, ids: &fakeIDs{next: 1000},
 		markers: &fakeMarkers{}, ctx: context.Background()}
 	e.cfg = txn.Defaults()
 	e.cfg.StatePartitions = parts

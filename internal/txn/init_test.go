@@ -9,21 +9,22 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/txn"
 )
 
 func TestInitProducerIDNewID(t *testing.T) {
 	e := newEnv(t, nil)
-	if e.topic.parts != nil {
+	if e.topic.Len() != 0 {
 		t.Fatal("topic created before first use")
 	}
 	pid, epoch := e.init("t1")
 	if pid != 1000 || epoch != 0 {
 		t.Fatalf("got %d/%d, want 1000/0", pid, epoch)
 	}
-	if e.topic.created != parts {
-		t.Fatalf("topic created with %d partitions, want %d", e.topic.created, parts)
+	if e.topic.Created() != parts {
+		t.Fatalf("topic created with %d partitions, want %d", e.topic.Created(), parts)
 	}
 	ti := e.describe("t1")
 	want := txn.TxnInfo{ID: "t1", State: "Empty", ProducerID: 1000, ProducerEpoch: 0, Timeout: timeout,
@@ -208,11 +209,9 @@ func TestInitProducerIDWhilePreparing(t *testing.T) {
 func TestDurableBeforeAnswer(t *testing.T) {
 	e := newEnv(t, nil)
 	pid, epoch := e.init("t1")
-	p := e.topic.parts[partitionOf("t1", parts)]
+	p := e.topic.Partition(int(partitionOf("t1", parts)))
 	gate := make(chan struct{})
-	p.mu.Lock()
-	p.gate = gate
-	p.mu.Unlock()
+	p.HoldDurability(gate)
 	done := make(chan error, 1)
 	go func() {
 		done <- e.c.AddPartitions(context.Background(), "t1", pid, epoch, []model.TopicPartition{tp("a", 0)})
@@ -245,10 +244,8 @@ func TestDurableBeforeAnswer(t *testing.T) {
 func TestWriteFailure(t *testing.T) {
 	e := newEnv(t, nil)
 	pid, epoch := e.init("t1")
-	p := e.topic.parts[partitionOf("t1", parts)]
-	p.mu.Lock()
-	p.fail = errors.New("disk full")
-	p.mu.Unlock()
+	p := e.topic.Partition(int(partitionOf("t1", parts)))
+	p.FailAppends(errors.New("disk full"))
 	if err := e.c.AddPartitions(e.ctx, "t1", pid, epoch, []model.TopicPartition{tp("a", 0)}); !errors.Is(err, txn.ErrNotCoordinator) {
 		t.Fatalf("AddPartitions: %v, want ErrNotCoordinator", err)
 	}
@@ -258,9 +255,7 @@ func TestWriteFailure(t *testing.T) {
 	if ti := e.describe("t1"); ti.State != "Empty" || ti.ProducerEpoch != epoch {
 		t.Fatalf("state changed: %+v", ti)
 	}
-	p.mu.Lock()
-	p.fail = nil
-	p.mu.Unlock()
+	p.FailAppends(nil)
 	e.add("t1", pid, epoch, tp("a", 0))
 }
 
@@ -305,7 +300,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", d)
 	}
 	// A zero Config works (real clock, default logger).
-	c := txn.New(txn.Config{}, &memTopic{}, &fakeIDs{}, &fakeMarkers{}, nil)
+	c := txn.New(txn.Config{}, &coordinator.MemTopic{}, &fakeIDs{}, &fakeMarkers{}, nil)
 	if err := c.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -326,12 +321,10 @@ func TestVerifyWhileEnding(t *testing.T) {
 	if err := e.c.AddPartitions(e.ctx, "t1", pid, epoch, []model.TopicPartition{a}); err != nil {
 		t.Fatal(err)
 	}
-	p := e.topic.parts[partitionOf("t1", parts)]
+	p := e.topic.Partition(int(partitionOf("t1", parts)))
 	hold := func() chan struct{} {
 		gate := make(chan struct{})
-		p.mu.Lock()
-		p.gate = gate
-		p.mu.Unlock()
+		p.HoldDurability(gate)
 		return gate
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -57,7 +58,7 @@ func (c *Coordinator) Load() error {
 // read now. Requests for the partition's ids answer
 // ErrCoordinatorLoadInProgress until it is done. Loading a partition
 // already served does nothing.
-func (c *Coordinator) LoadPartition(i, n int32, p Partition) error {
+func (c *Coordinator) LoadPartition(i, n int32, p coordinator.Partition) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -160,28 +161,17 @@ func (c *Coordinator) Serves(i int32) (coordinatorEpoch int32, ok bool) {
 // replay applies partition i's records to loaded. Malformed records are
 // logged and skipped: one bad record must not keep every other id from
 // loading.
-func (c *Coordinator) replay(i int, p Partition, loaded map[string]meta) (int, error) {
-	var n int
-	apply := func(at int64, key, value []byte) {
-		n++
-		if err := replayRecord(key, value, loaded); err != nil {
-			c.log.Error("skipped an unreadable record", "partition", i, "offset", at, "err", err)
+func (c *Coordinator) replay(i int, p coordinator.Partition, loaded map[string]meta) (int, error) {
+	n, err := coordinator.Replay(p, loadReadBytes, func(r coordinator.Record) {
+		if r.Control {
+			return // __transaction_state has no markers
 		}
-	}
-	hw := p.LoadEnd()
-	for off := p.StartOffset(); off < hw; {
-		data, err := p.Read(off, loadReadBytes)
-		if err != nil {
-			return n, err
+		if err := replayRecord(r.Key, r.Value, loaded); err != nil {
+			c.log.Error("skipped an unreadable record", "partition", i, "offset", r.Offset, "err", err)
 		}
-		next, err := forEachRecord(data, apply)
-		if err != nil {
-			c.log.Error("skipped unreadable records", "partition", i, "from", off, "err", err)
-		}
-		if next <= off {
-			break // nothing more below the high watermark
-		}
-		off = next
+	})
+	if err != nil {
+		c.log.Error("skipped unreadable records", "partition", i, "err", err)
 	}
 	return n, nil
 }

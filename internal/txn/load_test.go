@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -230,7 +229,7 @@ func TestCompleteNeedNotBeDurable(t *testing.T) {
 	e := newEnv(t, nil)
 	pid, epoch := e.init("t1")
 	e.add("t1", pid, epoch, tp("a", 0))
-	p := e.topic.parts[partitionOf("t1", parts)]
+	p := e.topic.Partition(int(partitionOf("t1", parts)))
 	block := make(chan struct{})
 	e.markers.setBlock(block)
 	type answer struct {
@@ -246,9 +245,7 @@ func TestCompleteNeedNotBeDurable(t *testing.T) {
 	waitFor(t, "the markers", func() bool { return len(e.markers.all()) == 1 })
 	gate := make(chan struct{})
 	defer close(gate)
-	p.mu.Lock()
-	p.gate = gate // the Complete record will not become durable
-	p.mu.Unlock()
+	p.HoldDurability(gate) // the Complete record will not become durable
 	e.markers.setBlock(nil)
 	close(block)
 	var a answer
@@ -265,12 +262,8 @@ func TestCompleteNeedNotBeDurable(t *testing.T) {
 	}
 
 	// Crash: the Complete record never reached the disk.
-	p.mu.Lock()
-	last := p.batches[len(p.batches)-1]
-	p.batches = p.batches[:len(p.batches)-1]
-	p.next = model.Batch(last).BaseOffset()
-	p.gate = nil
-	p.mu.Unlock()
+	p.DropLast()
+	p.HoldDurability(nil)
 	old := e.c
 	e.markers = &fakeMarkers{}
 	e.c = txn.New(e.cfg, e.topic, e.ids, e.markers, nil)

@@ -62,7 +62,7 @@ func notServed(t *testing.T, e *env, id string, want error) {
 func TestPartitionLoadUnload(t *testing.T) {
 	e := newEnvNoLoad(t, nil)
 	e.topic.Create(parts)
-	e.topic.lead(0, 1, 2)
+	e.topic.Lead(0, 1, 2)
 	e.load()
 	here, there := idIn(t, "here", 1), idIn(t, "there", 3)
 	notServed(t, e, there, txn.ErrNotCoordinator)
@@ -84,7 +84,7 @@ func TestPartitionLoadUnload(t *testing.T) {
 	e.describe(other) // its partition stays served
 
 	// Led again: what was written comes back.
-	if err := e.c.LoadPartition(1, parts, e.topic.parts[1]); err != nil {
+	if err := e.c.LoadPartition(1, parts, e.topic.Partition(1)); err != nil {
 		t.Fatal(err)
 	}
 	if ti := e.describe(here); ti.State != "Ongoing" || ti.ProducerID != pid || !equalParts(ti.Partitions, tp("a", 0)) {
@@ -100,7 +100,7 @@ func TestPartitionLoadUnload(t *testing.T) {
 	// is finished here.
 	v := value(77, 4, 2, tp("b", 1)) // PrepareCommit
 	e.topic.seed(t, parts, there, &v)
-	if err := e.c.LoadPartition(3, parts, e.topic.parts[3]); err != nil {
+	if err := e.c.LoadPartition(3, parts, e.topic.Partition(3)); err != nil {
 		t.Fatal(err)
 	}
 	ti := e.waitState(there, "CompleteCommit")
@@ -117,16 +117,14 @@ func TestPartitionLoadUnload(t *testing.T) {
 func TestPartitionLoadInProgress(t *testing.T) {
 	e := newEnvNoLoad(t, nil)
 	e.topic.Create(parts)
-	e.topic.lead(0)
+	e.topic.Lead(0)
 	e.load()
 	id := idIn(t, "loading", 2)
 	v := value(55, 1, 0)
 	e.topic.seed(t, parts, id, &v)
-	p := e.topic.parts[2]
+	p := e.topic.Partition(2)
 	gate := make(chan struct{})
-	p.mu.Lock()
-	p.readGate = gate
-	p.mu.Unlock()
+	p.HoldReads(gate)
 	done := make(chan error, 1)
 	go func() { done <- e.c.LoadPartition(2, parts, p) }()
 	waitFor(t, "the load to start", func() bool {
@@ -151,8 +149,8 @@ func TestCoordinatorEpochIsLeaderEpoch(t *testing.T) {
 	e := newEnvNoLoad(t, nil)
 	e.topic.Create(parts)
 	id := idIn(t, "epoch", 4)
-	p := e.topic.parts[4]
-	p.epoch = 7
+	p := e.topic.Partition(4)
+	p.SetLeaderEpoch(7)
 	e.load()
 	if ce, ok := e.c.Serves(4); !ok || ce != 7 {
 		t.Fatalf("Serves(4) = %d, %v; want 7", ce, ok)
@@ -170,9 +168,7 @@ func TestCoordinatorEpochIsLeaderEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.c.UnloadPartition(4)
-	p.mu.Lock()
-	p.epoch = 9
-	p.mu.Unlock()
+	p.SetLeaderEpoch(9)
 	e.markers.setFail(0)
 	if err := e.c.LoadPartition(4, parts, p); err != nil {
 		t.Fatal(err)
@@ -232,7 +228,7 @@ func TestUnloadStopsMarkers(t *testing.T) {
 		t.Fatalf("%d marker calls after the unload, want 1", n)
 	}
 	e.markers.setBlock(nil)
-	if err := e.c.LoadPartition(1, parts, e.topic.parts[1]); err != nil {
+	if err := e.c.LoadPartition(1, parts, e.topic.Partition(1)); err != nil {
 		t.Fatal(err)
 	}
 	if ti := e.waitState(id, "CompleteCommit"); ti.ProducerEpoch != epoch+1 {
@@ -246,11 +242,9 @@ func TestUnloadWaitsForWrites(t *testing.T) {
 	e := newEnv(t, nil)
 	id := idIn(t, "inflight", 2)
 	pid, epoch := e.init(id)
-	p := e.topic.parts[2]
+	p := e.topic.Partition(2)
 	gate := make(chan struct{})
-	p.mu.Lock()
-	p.gate = gate
-	p.mu.Unlock()
+	p.HoldDurability(gate)
 	added := make(chan error, 1)
 	go func() {
 		added <- e.c.AddPartitions(context.Background(), id, pid, epoch, []model.TopicPartition{tp("a", 0)})
@@ -266,9 +260,7 @@ func TestUnloadWaitsForWrites(t *testing.T) {
 		t.Fatal("UnloadPartition returned with a write in flight")
 	case <-time.After(50 * time.Millisecond):
 	}
-	p.mu.Lock()
-	p.gate = nil
-	p.mu.Unlock()
+	p.HoldDurability(nil)
 	close(gate)
 	<-unloaded
 	if err := <-added; err != nil {
@@ -304,7 +296,7 @@ func TestNoStateForUnservedID(t *testing.T) {
 	if err := <-done; !errors.Is(err, txn.ErrNotCoordinator) {
 		t.Fatalf("InitProducerID: %v, want ErrNotCoordinator", err)
 	}
-	if err := e.c.LoadPartition(3, parts, e.topic.parts[3]); err != nil {
+	if err := e.c.LoadPartition(3, parts, e.topic.Partition(3)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.c.Describe(id); !errors.Is(err, txn.ErrTransactionalIDNotFound) {
@@ -329,7 +321,7 @@ func TestTopicMadeElsewhereIsLoaded(t *testing.T) {
 	if _, _, err := e.c.InitProducerID(e.ctx, id, timeout, -1, -1); !errors.Is(err, txn.ErrNotCoordinator) {
 		t.Fatalf("InitProducerID before the load: %v, want ErrNotCoordinator", err)
 	}
-	if err := e.c.LoadPartition(0, parts, e.topic.parts[0]); err != nil {
+	if err := e.c.LoadPartition(0, parts, e.topic.Partition(0)); err != nil {
 		t.Fatal(err)
 	}
 	if pid, epoch := e.init(id); pid != 300 || epoch != 6 {
@@ -346,7 +338,7 @@ func TestCheckPartitionsRemote(t *testing.T) {
 	c := e.c
 	t.Cleanup(c.Close)
 	e.topic.Create(parts)
-	e.topic.lead(0)
+	e.topic.Lead(0)
 	e.load()
 	local, far := idIn(t, "local", 0), idIn(t, "far", 1)
 	pid, epoch := e.init(local)
@@ -375,11 +367,9 @@ func TestConcurrentAddsQueue(t *testing.T) {
 	e := newEnv(t, nil)
 	id := idIn(t, "queue", 0)
 	pid, epoch := e.init(id)
-	p := e.topic.parts[0]
+	p := e.topic.Partition(0)
 	gate := make(chan struct{})
-	p.mu.Lock()
-	p.gate = gate
-	p.mu.Unlock()
+	p.HoldDurability(gate)
 	first := make(chan []error, 1)
 	go func() {
 		first <- e.c.CheckPartitions(context.Background(), id, pid, epoch, []model.TopicPartition{tp("a", 0)}, true)
@@ -397,9 +387,7 @@ func TestConcurrentAddsQueue(t *testing.T) {
 		t.Fatalf("the second add answered %v while the first was in flight", errs)
 	case <-time.After(30 * time.Millisecond):
 	}
-	p.mu.Lock()
-	p.gate = nil
-	p.mu.Unlock()
+	p.HoldDurability(nil)
 	close(gate)
 	if errs := <-first; errs[0] != nil {
 		t.Fatal(errs)
@@ -413,9 +401,7 @@ func TestConcurrentAddsQueue(t *testing.T) {
 	// A context that ends while queued answers CONCURRENT_TRANSACTIONS.
 	gate = make(chan struct{})
 	defer close(gate)
-	p.mu.Lock()
-	p.gate = gate
-	p.mu.Unlock()
+	p.HoldDurability(gate)
 	go e.c.CheckPartitions(context.Background(), id, pid, epoch, []model.TopicPartition{tp("d", 0)}, true)
 	waitFor(t, "the third add", func() bool { return len(e.topic.recordsOf(t, id)) == 4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

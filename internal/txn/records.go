@@ -1,7 +1,6 @@
 package txn
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,36 +92,4 @@ func cmpTP(a, b model.TopicPartition) int {
 		return 1
 	}
 	return int(a.Partition) - int(b.Partition)
-}
-
-// forEachRecord calls fn for each record of the whole batches in data,
-// with its offset, and returns the offset after the last whole batch (-1:
-// none). Control batches are skipped (__transaction_state has none). The
-// coordinator never compresses, so a compressed batch is reported and
-// skipped.
-func forEachRecord(data []byte, fn func(offset int64, key, value []byte)) (next int64, err error) {
-	next = -1
-	for len(data) >= model.BatchHeaderSize {
-		b := model.Batch(data)
-		size := b.Size()
-		if size < model.BatchHeaderSize || size > len(data) {
-			break // a partial batch at the end of a read
-		}
-		b = b[:size]
-		data = data[size:]
-		next = b.LastOffset() + 1
-		if b.IsControl() {
-			continue
-		}
-		if b.Compression() != model.CompressionNone {
-			if err == nil {
-				err = fmt.Errorf("compressed batch at offsets %d-%d", b.BaseOffset(), b.LastOffset())
-			}
-			continue
-		}
-		if rerr := model.EachRecord(b, fn); rerr != nil && err == nil {
-			err = rerr
-		}
-	}
-	return next, err
 }
