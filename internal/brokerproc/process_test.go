@@ -2,11 +2,14 @@ package brokerproc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 func TestProcess(t *testing.T) {
@@ -16,14 +19,16 @@ func TestProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(log); strings.Contains(string(b), "started") {
-			break
+	testutil.Eventually(t, 5*time.Second, func() error {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no output in the log file")
+		if !strings.Contains(string(b), "started") {
+			return fmt.Errorf("the log file holds %q, want %q in it", b, "started")
 		}
-	}
+		return nil
+	})
 	if p.Exited() || p.PeakRSS() <= 0 || p.CPU() < 0 {
 		t.Fatalf("running: exited %v, peak RSS %d, CPU %v", p.Exited(), p.PeakRSS(), p.CPU())
 	}
@@ -39,14 +44,16 @@ func TestProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(log); strings.Contains(string(b), "ready") {
-			break
+	testutil.Eventually(t, 5*time.Second, func() error {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no output in the log file")
+		if !strings.Contains(string(b), "ready") {
+			return fmt.Errorf("the log file holds %q, want %q in it", b, "ready")
 		}
-	}
+		return nil
+	})
 	if err := p.Stop(200 * time.Millisecond); !errors.Is(err, ErrKilled) {
 		t.Fatalf("stop of a process ignoring SIGTERM: %v", err)
 	}

@@ -10,6 +10,13 @@ import (
 // Tests wait for conditions with it instead of sleeping.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 10*time.Millisecond, cond)
+}
+
+// EventuallyEvery is Eventually asking cond every interval: for a
+// condition that costs a process or a page load to ask.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
@@ -19,6 +26,6 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %v: %v", timeout, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }

@@ -210,27 +210,26 @@ func testControllerKills(t *testing.T, brokers, kills int) {
 	if acked < 4*kills {
 		t.Fatalf("only %d of %d changes acknowledged over %d kills", acked, len(ops), kills)
 	}
-	var first map[string][16]byte
-	for i, p := range c.Procs {
-		var got map[string][16]byte
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			md, err := testutil.BrokerMetadata(p.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = map[string][16]byte{}
-			for _, tp := range md.Topics {
-				got[*tp.Topic] = tp.TopicID
-			}
-			if first == nil || mapsEqual(got, first) || time.Now().After(deadline) {
-				break
-			}
+	topicIDs := func(p *testutil.Process) map[string][16]byte {
+		md, err := testutil.BrokerMetadata(p.Addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if first == nil {
-			first = got
-		} else if !mapsEqual(got, first) {
-			t.Fatalf("broker %d holds %v, broker 0 %v", i, got, first)
+		ids := map[string][16]byte{}
+		for _, tp := range md.Topics {
+			ids[*tp.Topic] = tp.TopicID
 		}
+		return ids
+	}
+	// Broker 0's topics are the reference: the others catch up to them.
+	first := topicIDs(c.Procs[0])
+	for i := 1; i < len(c.Procs); i++ {
+		testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if got := topicIDs(c.Procs[i]); !mapsEqual(got, first) {
+				return fmt.Errorf("broker %d holds %v, broker 0 %v", i, got, first)
+			}
+			return nil
+		})
 	}
 	for topic, v := range want {
 		id, exists := first[topic]
@@ -254,15 +253,20 @@ func testControllerKills(t *testing.T, brokers, kills int) {
 // metadata quorum's leader), until one names it.
 func controllerOf(t *testing.T, c *testutil.ProcessCluster) int32 {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, p := range c.Procs {
-			if l, err := testutil.QuorumLeader(p.Addr); err == nil && l >= 0 {
-				return l
+	var leader int32
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var answers []string
+		for i, p := range c.Procs {
+			l, err := testutil.QuorumLeader(p.Addr)
+			if err == nil && l >= 0 {
+				leader = l
+				return nil
 			}
+			answers = append(answers, fmt.Sprintf("broker %d: leader %d, error %v", i, l, err))
 		}
-	}
-	t.Fatal("no active controller for 30 s")
-	return -1
+		return fmt.Errorf("no active controller: %s", strings.Join(answers, "; "))
+	})
+	return leader
 }
 
 func mapsEqual(a, b map[string][16]byte) bool {

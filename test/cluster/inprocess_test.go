@@ -188,20 +188,17 @@ func TestClusterFencesAndReturns(t *testing.T) {
 	}
 	down.Stop(t)
 	survivor := c.Seeds()[(victim.Leader+1)%3]
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		md := metadata(t, ctx, survivor, "fence")
-		p := md.Topics[0].Partitions[victim.Partition]
-		if p.Leader == -1 {
-			if p.ErrorCode != kerr.LeaderNotAvailable.Code || !slices.Contains(p.OfflineReplicas, victim.Leader) || len(md.Brokers) != 2 {
-				t.Fatalf("fenced partition %+v, brokers %d", p, len(md.Brokers))
-			}
-			break
+	var fenced kmsg.MetadataResponse
+	testutil.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, func() error {
+		fenced = metadata(t, ctx, survivor, "fence")
+		if p := fenced.Topics[0].Partitions[victim.Partition]; p.Leader != -1 {
+			return fmt.Errorf("broker %d stopped, partition %d still led by %d", victim.Leader, victim.Partition, p.Leader)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d still leads after 20 s", victim.Leader)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if p := fenced.Topics[0].Partitions[victim.Partition]; p.ErrorCode != kerr.LeaderNotAvailable.Code ||
+		!slices.Contains(p.OfflineReplicas, victim.Leader) || len(fenced.Brokers) != 2 {
+		t.Fatalf("fenced partition %+v, brokers %d", p, len(fenced.Brokers))
 	}
 	down.Restart(t)
 	c.WaitLive(t, 3, 30*time.Second)
@@ -264,15 +261,14 @@ func TestClusterConcurrentCreates(t *testing.T) {
 	if created != 10 {
 		t.Fatalf("%d creations succeeded, want 10", created)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range c.Brokers {
-		for len(b.Server().Metadata().Topics()) != 10 {
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d has %d topics", b.Config.NodeID, len(b.Server().Metadata().Topics()))
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, b := range c.Brokers {
+			if n := len(b.Server().Metadata().Topics()); n != 10 {
+				return fmt.Errorf("broker %d has %d topics", b.Config.NodeID, n)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 // metadata asks the broker at seed for topic, waiting (up to 10 s) until
@@ -284,8 +280,8 @@ func metadata(t *testing.T, ctx context.Context, seed, topic string) kmsg.Metada
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var known kmsg.MetadataResponse
+	testutil.Eventually(t, 10*time.Second, func() error {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(topic)
@@ -294,14 +290,13 @@ func metadata(t *testing.T, ctx context.Context, seed, topic string) kmsg.Metada
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.Topics) == 1 && (resp.Topics[0].ErrorCode == 0 || resp.Topics[0].ErrorCode == kerr.LeaderNotAvailable.Code) {
-			return *resp
+		if len(resp.Topics) != 1 || (resp.Topics[0].ErrorCode != 0 && resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code) {
+			return fmt.Errorf("metadata of %s from %s: %+v", topic, seed, resp.Topics)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metadata of %s from %s: %+v", topic, seed, resp.Topics)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		known = *resp
+		return nil
+	})
+	return known
 }
 
 func sameLeaders(a, b kmsg.MetadataResponse) bool {
@@ -515,17 +510,17 @@ func TestClusterLearnerBroker(t *testing.T) {
 	if !ok {
 		t.Fatal("no quorum")
 	}
-	for deadline := time.Now().Add(10 * time.Second); q.Leader < 0 || len(q.Voters) != 3 || len(q.Observers) != 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("quorum %+v, want 3 voters and the learner", q)
-		}
-		time.Sleep(20 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, func() error {
 		ask := c.Brokers[0]
 		if q.Leader >= 0 {
 			ask = c.Brokers[q.Leader] // only the leader knows every member's progress
 		}
 		q, _ = ask.Server().Metadata().Quorum()
-	}
+		if q.Leader < 0 || len(q.Voters) != 3 || len(q.Observers) != 1 {
+			return fmt.Errorf("quorum %+v, want 3 voters and the learner", q)
+		}
+		return nil
+	})
 	if q.Observers[0].NodeID != 3 {
 		t.Fatalf("observers %+v", q.Observers)
 	}

@@ -57,32 +57,29 @@ func TestClusterReassignsPartitions(t *testing.T) {
 		t.Fatalf("reassigning %v onto %v: %v", st.Replicas, target, err)
 	}
 	produce(200, 300) // writes go on while it copies
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var moved cluster.Partition
+	testutil.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, func() error {
 		listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"moving": {0: {}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		now, _ := c.Brokers[0].Server().Metadata().Partition("moving", 0)
-		if len(listed) == 0 && slices.Equal(now.Replicas, target) {
-			if !slices.Contains(target, now.Leader) || now.LeaderEpoch <= st.LeaderEpoch {
-				t.Fatalf("after the move: %+v", now)
-			}
-			break
+		moved, _ = c.Brokers[0].Server().Metadata().Partition("moving", 0)
+		if len(listed) != 0 || !slices.Equal(moved.Replicas, target) {
+			return fmt.Errorf("the reassignment of %v onto %v did not complete: %+v, listed %+v", st.Replicas, target, moved, listed)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reassignment of %v onto %v did not complete: %+v, listed %+v", st.Replicas, target, now, listed)
-		}
+		return nil
+	})
+	if !slices.Contains(target, moved.Leader) || moved.LeaderEpoch <= st.LeaderEpoch {
+		t.Fatalf("after the move: %+v", moved)
 	}
 	waitIdentical(t, c, "moving", 0, target)
 	dir := filepath.Join(c.Brokers[out].DataDir, "moving-0")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			break
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("broker %d, moved off, still holds %s", out, dir)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d, moved off, still holds %s", out, dir)
-		}
-	}
+		return nil
+	})
 	produce(300, 350)
 	rd := newClient(t, c.Seeds(), kgo.ConsumeTopics("moving"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	for seen := map[string]bool{}; len(seen) < 350; {
@@ -152,14 +149,12 @@ func reassignThrottled(t *testing.T, side string) {
 	if err != nil || resps[0].Err != nil {
 		t.Fatalf("setting the rate: %v, %+v", err, resps)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b := c.Brokers[throttled].Server().Metadata().NodeConfigs(throttled)[side+".replication.throttled.rate"]; b != "" {
-			break
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if c.Brokers[throttled].Server().Metadata().NodeConfigs(throttled)[side+".replication.throttled.rate"] == "" {
+			return fmt.Errorf("broker %d has no %s.replication.throttled.rate yet", throttled, side)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the rate did not reach the broker")
-		}
-	}
+		return nil
+	})
 	target := []int32{st.Replicas[0], st.Replicas[1], spare}
 	if st.Leader == st.Replicas[2] {
 		target = []int32{st.Replicas[2], st.Replicas[0], spare} // the leader stays, and sends
@@ -170,14 +165,12 @@ func reassignThrottled(t *testing.T, side string) {
 	if resps, err := adm.AlterPartitionAssignments(ctx, req); err != nil || resps.Error() != nil {
 		t.Fatalf("reassigning: %v, %v", err, resps.Error())
 	}
-	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if now, _ := c.Brokers[0].Server().Metadata().Partition("throttled", 0); slices.Equal(now.Replicas, target) {
-			break
+	testutil.EventuallyEvery(t, 40*time.Second, 50*time.Millisecond, func() error {
+		if now, _ := c.Brokers[0].Server().Metadata().Partition("throttled", 0); !slices.Equal(now.Replicas, target) {
+			return fmt.Errorf("the throttled reassignment onto %v did not complete: %+v", target, now)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the throttled reassignment did not complete")
-		}
-	}
+		return nil
+	})
 	took := time.Since(start)
 	t.Logf("%d MiB copied at a throttle of %d MiB/s in %v", size>>20, rate>>20, took.Round(time.Millisecond))
 	if took < 3*time.Second {

@@ -23,40 +23,39 @@ import (
 // the same bytes, the leader's.
 func waitIdentical(t *testing.T, c *testutil.Cluster, topic string, partition int32, replicas []int32) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var first []byte
+	testutil.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, func() error {
+		sizes := make([]int, len(replicas))
 		same := true
+		var first []byte
 		for i, r := range replicas {
 			b := testutil.ReplicaBytes(t, c.Brokers[r].DataDir, topic, partition)
+			sizes[i] = len(b)
 			if i == 0 {
 				first = b
 			} else if !bytes.Equal(b, first) {
 				same = false
 			}
 		}
-		if same && len(first) > 0 {
-			return
+		if !same || len(first) == 0 {
+			return fmt.Errorf("%s-%d: replicas %v differ or are empty, sizes %v", topic, partition, replicas, sizes)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s-%d: replicas %v still differ", topic, partition, replicas)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // partitionState is the partition as broker from knows it, once it knows
 // it (brokers learn of a new topic a moment apart).
 func partitionState(t *testing.T, c *testutil.Cluster, from int, topic string, partition int32) cluster.Partition {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st, ok := c.Brokers[from].Server().Metadata().Partition(topic, partition); ok {
-			return st
+	var st cluster.Partition
+	testutil.Eventually(t, 10*time.Second, func() error {
+		var ok bool
+		if st, ok = c.Brokers[from].Server().Metadata().Partition(topic, partition); !ok {
+			return fmt.Errorf("broker %d does not know %s-%d", from, topic, partition)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d does not know %s-%d", from, topic, partition)
-		}
-	}
+		return nil
+	})
+	return st
 }
 
 // Partitions with three replicas: acks=all records reach every in-sync
@@ -117,13 +116,12 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	c.WaitLive(t, 3, 30*time.Second)
 	produce(400, 450)
 	for p := range int32(3) {
-		deadline := time.Now().Add(30 * time.Second)
-		for len(partitionState(t, c, survivor, "rep", p).ISR) != 3 {
-			if time.Now().After(deadline) {
-				t.Fatalf("partition %d: %+v", p, partitionState(t, c, survivor, "rep", p))
+		testutil.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if st := partitionState(t, c, survivor, "rep", p); len(st.ISR) != 3 {
+				return fmt.Errorf("partition %d not fully in sync: %+v", p, st)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		waitIdentical(t, c, "rep", p, []int32{0, 1, 2})
 	}
 
@@ -187,21 +185,21 @@ func TestClusterGroupCoordinatorFailsOver(t *testing.T) {
 	// A fresh client: franz-go keeps a group's coordinator until asked
 	// again.
 	adm = kadm.NewClient(newClient(t, survivors, kgo.RetryTimeout(3*time.Second)))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fetched, err := adm.FetchOffsets(ctx, "g")
-		if err == nil && fetched.Error() == nil {
-			for p := range int32(3) {
-				if o, ok := fetched.Lookup("offs", p); !ok || o.At != int64(10+p) {
-					t.Fatalf("partition %d: offset %+v after the coordinator moved", p, o)
-				}
-			}
-			break
+	var fetched kadm.OffsetResponses
+	testutil.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, func() error {
+		var err error
+		if fetched, err = adm.FetchOffsets(ctx, "g"); err != nil {
+			return fmt.Errorf("fetching offsets after the coordinator stopped: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fetching offsets after the coordinator stopped: %v", err)
+		if err := fetched.Error(); err != nil {
+			return fmt.Errorf("fetching offsets after the coordinator stopped: %w", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	for p := range int32(3) {
+		if o, ok := fetched.Lookup("offs", p); !ok || o.At != int64(10+p) {
+			t.Fatalf("partition %d: offset %+v after the coordinator moved", p, o)
+		}
 	}
 	if moved := adm.FindGroupCoordinators(ctx, "g"); moved["g"].Err != nil || moved["g"].NodeID == coord {
 		t.Fatalf("coordinator after the stop: %+v", moved)
@@ -229,12 +227,12 @@ func TestClusterPreferredLeaders(t *testing.T) {
 			c.Brokers[preferred].Restart(t)
 			c.WaitLive(t, 3, 30*time.Second)
 			led := func() bool { return partitionState(t, c, other, "pref", 0).Leader == preferred }
-			inSync := func() bool { return len(partitionState(t, c, other, "pref", 0).ISR) == 3 }
-			for deadline := time.Now().Add(20 * time.Second); !inSync(); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("not in sync again: %+v", partitionState(t, c, other, "pref", 0))
+			testutil.Eventually(t, 20*time.Second, func() error {
+				if st := partitionState(t, c, other, "pref", 0); len(st.ISR) != 3 {
+					return fmt.Errorf("not in sync again: %+v", st)
 				}
-			}
+				return nil
+			})
 			if !auto {
 				time.Sleep(time.Second) // no balancing without it
 				if led() {
@@ -251,11 +249,12 @@ func TestClusterPreferredLeaders(t *testing.T) {
 					t.Fatalf("electing it again: %+v", res["pref"][0])
 				}
 			}
-			for deadline := time.Now().Add(10 * time.Second); !led(); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the preferred replica %d does not lead: %+v", preferred, partitionState(t, c, other, "pref", 0))
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if st := partitionState(t, c, other, "pref", 0); st.Leader != preferred {
+					return fmt.Errorf("the preferred replica %d does not lead: %+v", preferred, st)
 				}
-			}
+				return nil
+			})
 		})
 	}
 }
@@ -334,14 +333,12 @@ func TestClusterOffsetsTopicWaitsForItsReplicas(t *testing.T) {
 	}
 	c.Brokers[2].Restart(t)
 	c.WaitLive(t, 3, 30*time.Second)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, code := find(); code == 0 {
-			break
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if node, code := find(); code != 0 {
+			return fmt.Errorf("no coordinator with every broker back: node %d, %v", node, kerr.ErrorForCode(code))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no coordinator with every broker back")
-		}
-	}
+		return nil
+	})
 	if st := partitionState(t, c, 0, "__consumer_offsets", 0); len(st.Replicas) != 3 {
 		t.Fatalf("__consumer_offsets made with replicas %v", st.Replicas)
 	}

@@ -63,23 +63,23 @@ func txnTopic(t *testing.T, ctx context.Context, c *testutil.Cluster, name strin
 // with a leader for each partition.
 func txnWaitLeaders(t *testing.T, c *testutil.Cluster, topic string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range c.Brokers {
-		for b.Server() != nil {
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, b := range c.Brokers {
+			if b.Server() == nil {
+				continue // stopped
+			}
 			tp, ok := b.Server().Metadata().Topic(topic)
-			led := ok
-			for _, st := range tp.States {
-				led = led && st.Leader >= 0
+			if !ok {
+				return fmt.Errorf("broker %d does not know %s", b.Config.NodeID, topic)
 			}
-			if led {
-				break
+			for p, st := range tp.States {
+				if st.Leader < 0 {
+					return fmt.Errorf("broker %d knows no leader of %s-%d", b.Config.NodeID, topic, p)
+				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d does not know the leaders of %s", b.Config.NodeID, topic)
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 // txnStateTopic makes __transaction_state and __consumer_offsets exist
@@ -169,27 +169,24 @@ func readValues(t *testing.T, ctx context.Context, seeds []string, topic string,
 func checkStable(t *testing.T, ctx context.Context, seeds []string, topic string) {
 	t.Helper()
 	adm := kadm.NewClient(txnClient(t, seeds))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
 		hw, err1 := adm.ListEndOffsets(ctx, topic)
 		lso, err2 := adm.ListCommittedOffsets(ctx, topic)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("%s: listing offsets: %v %v", topic, err1, err2)
+		}
 		var open []string
-		if err1 == nil && err2 == nil {
-			hw.Each(func(o kadm.ListedOffset) {
-				l, ok := lso.Lookup(topic, o.Partition)
-				if o.Err != nil || !ok || l.Err != nil || l.Offset != o.Offset {
-					open = append(open, fmt.Sprintf("%d: hw %d (%v), lso %d (%v)", o.Partition, o.Offset, o.Err, l.Offset, l.Err))
-				}
-			})
+		hw.Each(func(o kadm.ListedOffset) {
+			l, ok := lso.Lookup(topic, o.Partition)
+			if o.Err != nil || !ok || l.Err != nil || l.Offset != o.Offset {
+				open = append(open, fmt.Sprintf("%d: hw %d (%v), lso %d (%v)", o.Partition, o.Offset, o.Err, l.Offset, l.Err))
+			}
+		})
+		if len(open) > 0 {
+			return fmt.Errorf("%s not stable: %v", topic, open)
 		}
-		if err1 == nil && err2 == nil && len(open) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not stable after 10 s: %v %v %v", topic, err1, err2, open)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // describeTxn is a transactional id's state at its coordinator.

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -71,7 +72,7 @@ func TestClusterCLI(t *testing.T) {
 		Offline         []string `json:"offline_partitions"`
 		UnderReplicated []string `json:"under_replicated_partitions"`
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 20*time.Second, 200*time.Millisecond, func() error {
 		r = strand("health", "--format", "json")
 		h.Offline, h.UnderReplicated = nil, nil
 		if err := json.Unmarshal([]byte(r.stdout), &h); err != nil {
@@ -85,14 +86,12 @@ func TestClusterCLI(t *testing.T) {
 		}
 		// Every replicated partition has lost its replica on broker 2.
 		replicated := slices.Contains(h.UnderReplicated, "replicated-0") && slices.Contains(h.UnderReplicated, "replicated-1")
-		if slices.Equal(spreadOffline, alone) && replicated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster health after broker 2's kill lists offline %v (want %v among them), under-replicated %v (want replicated-0 and -1): %v",
+		if !slices.Equal(spreadOffline, alone) || !replicated {
+			return fmt.Errorf("cluster health after broker 2's kill lists offline %v (want %v among them), under-replicated %v (want replicated-0 and -1): %v",
 				h.Offline, alone, h.UnderReplicated, r)
 		}
-	}
+		return nil
+	})
 	if h.Healthy || r.err == nil || !strings.Contains(r.stderr, "not healthy") {
 		t.Fatalf("cluster health with offline partitions: healthy %v, %v", h.Healthy, r)
 	}
@@ -124,11 +123,13 @@ func testClusterConfigCLI(t *testing.T, addr string, broker int32) {
 	// answers: wait for the value wanted.
 	get := func(name, want string, args ...string) (value, source string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if value, source = read(name, args...); value == want || time.Now().After(deadline) {
-				return value, source
+		testutil.EventuallyEvery(t, 10*time.Second, 100*time.Millisecond, func() error {
+			if value, source = read(name, args...); value != want {
+				return fmt.Errorf("%s %v is %s from %s, want %s", name, args, value, source, want)
 			}
-		}
+			return nil
+		})
+		return value, source
 	}
 	b := strconv.Itoa(int(broker))
 	const name = "message.max.bytes" // dynamic in Kafka too, for every broker and for one
@@ -168,14 +169,12 @@ func checkScramEverywhere(t *testing.T, c *cluster) {
 	}
 	for i := range int32(clusterBrokers) {
 		adm := kadm.NewClient(client(t, c.seed(i), kgo.RetryTimeout(3*time.Second)))
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		testutil.EventuallyEvery(t, 10*time.Second, 100*time.Millisecond, func() error {
 			d, err := adm.DescribeUserSCRAMs(ctx, "everywhere")
-			if err == nil && d["everywhere"].Err == nil && len(d["everywhere"].CredInfos) == 1 {
-				break
+			if err != nil || d["everywhere"].Err != nil || len(d["everywhere"].CredInfos) != 1 {
+				return fmt.Errorf("broker %d does not describe the credential: %+v %v", i, d, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d does not describe the credential: %+v %v", i, d, err)
-			}
-		}
+			return nil
+		})
 	}
 }

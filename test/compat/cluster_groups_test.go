@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 	"github.com/strandlog/strand/test/javatest"
 )
@@ -343,16 +344,17 @@ func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
 	// The coordinator moves to a survivor, with every committed offset.
 	for _, b := range survivors {
 		var node int32
-		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			node, err = findCoordinatorAt(ctx, c.seed(b), group)
-			if err == nil && node != coord || time.Now().After(deadline) {
-				break
+		testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
+			var err error
+			if node, err = findCoordinatorAt(ctx, c.seed(b), group); err != nil || node == coord {
+				return fmt.Errorf("broker %d answers FindCoordinator %s with coordinator %d, error %v while broker %d is dead; want a survivor",
+					b, group, node, err, coord)
 			}
-		}
-		if err != nil || node == coord || !slices.Contains(survivors, node) {
-			t.Fatalf("broker %d answers FindCoordinator %s with coordinator %d, error %v while broker %d is dead; want a survivor",
-				b, group, node, err, coord)
+			return nil
+		})
+		if !slices.Contains(survivors, node) {
+			t.Fatalf("broker %d answers FindCoordinator %s with coordinator %d while broker %d is dead; want a survivor",
+				b, group, node, coord)
 		}
 		t.Logf("broker %d names broker %d coordinator %v after the kill", b, node, time.Since(killed).Round(time.Millisecond))
 	}
@@ -454,23 +456,23 @@ func testCoordinatorKilled(t *testing.T, topic string, start clusterMember) {
 // ledger through addr, field for field.
 func checkLedgerKept(t *testing.T, ctx context.Context, addr, group string, before []ledger.Entry) {
 	t.Helper()
-	var missing []ledger.Entry
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 20*time.Second, 200*time.Millisecond, func() error {
 		es, err := grouptest.ReadLedger(ctx, addr, group)
-		missing = missing[:0]
+		if err != nil {
+			return fmt.Errorf("reading the ledger through %s: %w", addr, err)
+		}
+		var missing []ledger.Entry
 		for _, want := range before {
 			if !slices.ContainsFunc(es, func(e ledger.Entry) bool { return reflect.DeepEqual(normalEntry(e), normalEntry(want)) }) {
 				missing = append(missing, want)
 			}
 		}
-		if err == nil && len(missing) == 0 {
-			return
+		if len(missing) > 0 {
+			return fmt.Errorf("the ledger read through %s lacks %d of the %d entries written before the kill: first %+v",
+				addr, len(missing), len(before), missing[0])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ledger read through %s lacks %d of the %d entries written before the kill (error %v): first %+v",
-				addr, len(missing), len(before), err, missing[0])
-		}
-	}
+		return nil
+	})
 }
 
 // normalEntry drops the monotonic clock readings, so that an entry read

@@ -95,36 +95,26 @@ func leadersAt(addr, topic string) (map[int32]int32, error) {
 // them.
 func (c *cluster) waitLeaders(t *testing.T, topic string, ask []int32, timeout time.Duration, ok func(map[int32]int32) bool) map[int32]int32 {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for {
-		var first map[int32]int32
-		why = ""
+	var first map[int32]int32
+	testutil.EventuallyEvery(t, timeout, 50*time.Millisecond, func() error {
+		first = nil
 		for _, b := range ask {
 			l, err := leadersAt(c.seed(b), topic)
 			switch {
 			case err != nil:
-				why = fmt.Sprintf("broker %d: %v", b, err)
+				return fmt.Errorf("%s: broker %d: %w", topic, b, err)
 			case first == nil:
 				first = l
 			case !maps.Equal(first, l):
-				why = fmt.Sprintf("brokers %d and %d list leaders %v and %v", ask[0], b, first, l)
-			}
-			if why != "" {
-				break
+				return fmt.Errorf("%s: brokers %d and %d list leaders %v and %v", topic, ask[0], b, first, l)
 			}
 		}
-		if why == "" && !ok(first) {
-			why = fmt.Sprintf("leaders %v", first)
+		if !ok(first) {
+			return fmt.Errorf("%s: leaders %v, not as wanted", topic, first)
 		}
-		if why == "" {
-			return first
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not as wanted after %v: %s", topic, timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return first
 }
 
 // allLed holds when n partitions are listed, each with a leader.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 // kafka-reassign-partitions.sh moves a partition onto the broker that did
@@ -33,15 +35,16 @@ func TestClusterKafkaReassignPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var replicas []int32
-	for deadline := time.Now().Add(10 * time.Second); len(replicas) != 2; time.Sleep(50 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
 		td, err := adm.ListTopics(ctx, "moved")
 		if err == nil && td["moved"].Err == nil && len(td["moved"].Partitions) == 1 {
 			replicas = td["moved"].Partitions[0].Replicas
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("moved-0 not placed: %v, %+v", err, td)
+		if len(replicas) != 2 {
+			return fmt.Errorf("moved-0 not placed: %v, %+v", err, td)
 		}
-	}
+		return nil
+	})
 	for i := range 100 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -68,29 +71,25 @@ func TestClusterKafkaReassignPartitions(t *testing.T) {
 		t.Fatalf("kafka-reassign-partitions --execute: %v", exec)
 	}
 	var verify result
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 60*time.Second, 500*time.Millisecond, func() error {
 		verify = runKafkaTool(t, tool, "--bootstrap-server", c.seed(replicas[1]), "--reassignment-json-file", file, "--verify")
-		if verify.err == nil && strings.Contains(verify.stdout, "Reassignment of partition moved-0 is completed") {
-			break
+		if verify.err != nil || !strings.Contains(verify.stdout, "Reassignment of partition moved-0 is completed") {
+			return fmt.Errorf("kafka-reassign-partitions --verify: %v", verify)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kafka-reassign-partitions --verify: %v", verify)
-		}
-	}
+		return nil
+	})
 	if !strings.Contains(verify.stdout, "Clearing broker-level throttles") || !strings.Contains(verify.stdout, "Clearing topic-level throttles") {
 		t.Errorf("--verify did not clear the throttles: %v", verify)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 15*time.Second, 200*time.Millisecond, func() error {
 		// The client keeps metadata for a few seconds: ask until it
 		// asks the brokers again.
 		td, err := adm.ListTopics(ctx, "moved")
-		if err == nil && slices.Equal(td["moved"].Partitions[0].Replicas, target) {
-			break
+		if err != nil || !slices.Equal(td["moved"].Partitions[0].Replicas, target) {
+			return fmt.Errorf("after the move: %+v, %v; want replicas %v", td, err, target)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the move: %+v, %v; want replicas %v", td, err, target)
-		}
-	}
+		return nil
+	})
 	configs, err := adm.DescribeTopicConfigs(ctx, "moved")
 	if err != nil {
 		t.Fatal(err)

@@ -262,15 +262,13 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The group's page: its lag, partition by partition as the CLI, and
 	// once samples came, the chart; its hand-offs.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 20*time.Second, 300*time.Millisecond, func() error {
 		do("the group", chromedp.Navigate(base+"/groups/billing"))
-		if count("#lag-chart polyline") > 1 {
-			break
+		if n := count("#lag-chart polyline"); n <= 1 {
+			return fmt.Errorf("no lag chart on the group's page: %d polylines", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no lag chart on the group's page")
-		}
-	}
+		return nil
+	})
 	if total := text("#total-lag"); total != strconv.FormatInt(want.TotalLag, 10) {
 		t.Errorf("group page: total lag %q, the CLI's %d", total, want.TotalLag)
 	}

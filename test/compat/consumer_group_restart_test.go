@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -73,44 +74,41 @@ type consumerGroupSnapshot struct {
 // and members.
 func consumerGroupState(t *testing.T, ctx context.Context, adm *kadm.Client, group string) consumerGroupSnapshot {
 	t.Helper()
-	var last string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	var s consumerGroupSnapshot
+	testutil.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, func() error {
 		ds, err := adm.DescribeConsumerGroups(ctx, group)
 		if err != nil {
-			last = err.Error()
-			continue
+			return fmt.Errorf("consumer group %s not Stable: %w", group, err)
 		}
 		d := ds[group]
 		if d.Err != nil || d.State != "Stable" {
-			last = fmt.Sprintf("%s %v", d.State, d.Err)
-			continue
+			return fmt.Errorf("consumer group %s not Stable: %s %v", group, d.State, d.Err)
 		}
-		s := consumerGroupSnapshot{epoch: d.Epoch, members: map[string]string{}}
+		s = consumerGroupSnapshot{epoch: d.Epoch, members: map[string]string{}}
 		for _, m := range d.Members {
 			s.members[m.ClientID] = m.MemberID
 		}
-		return s
-	}
-	t.Fatalf("consumer group %s never Stable: %s", group, last)
-	return consumerGroupSnapshot{}
+		return nil
+	})
+	return s
 }
 
 // waitLedger waits until the hand-off ledger holds at least n entries of
 // group, and returns them.
 func waitLedger(t *testing.T, ctx context.Context, addr, group string, n int) []ledger.Entry {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		es, err := grouptest.ReadLedger(ctx, addr, group)
-		if err != nil {
+	var es []ledger.Entry
+	testutil.EventuallyEvery(t, 10*time.Second, 200*time.Millisecond, func() error {
+		var err error
+		if es, err = grouptest.ReadLedger(ctx, addr, group); err != nil {
 			t.Fatal(err)
 		}
-		if len(es) >= n {
-			return es
+		if len(es) < n {
+			return fmt.Errorf("the hand-off ledger holds %d entries of %s, want %d", len(es), group, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the hand-off ledger holds %d entries of %s, want %d", len(es), group, n)
-		}
-	}
+		return nil
+	})
+	return es
 }
 
 // sameEntry compares two entries field by field, as their JSON.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 // The real process under kill -9 and SIGTERM: every acknowledged record
@@ -132,14 +134,13 @@ func (p *producer) stop() {
 // waitAcked waits until round has n acknowledged records.
 func waitAcked(t *testing.T, acks *ackLog, round, n int, p *producer) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for acks.count(round) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("round %d: %d of %d records acknowledged after 30s (%d sent, %d failed, first error %v)",
-				round, acks.count(round), n, p.sent.Load(), p.errs.Load(), p.first.Load())
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got := acks.count(round); got < n {
+			return fmt.Errorf("round %d: %d of %d records acknowledged (%d sent, %d failed, first error %v)",
+				round, got, n, p.sent.Load(), p.errs.Load(), p.first.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // verifyDurable reads the whole topic and checks every record is intact,

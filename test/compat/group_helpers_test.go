@@ -386,9 +386,10 @@ func checkCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, 
 // hand-offs of group, and returns its entries.
 func waitHandoffs(t *testing.T, ctx context.Context, addr, group string, n int, what string) []ledger.Entry {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		es, err := grouptest.ReadLedger(ctx, addr, group)
-		if err != nil {
+	var es []ledger.Entry
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		if es, err = grouptest.ReadLedger(ctx, addr, group); err != nil {
 			t.Fatal(err)
 		}
 		got := 0
@@ -397,11 +398,10 @@ func waitHandoffs(t *testing.T, ctx context.Context, addr, group string, n int, 
 				got++
 			}
 		}
-		if got >= n {
-			return es
+		if got < n {
+			return fmt.Errorf("waiting for %s: %d hand-offs in the ledger, want %d", what, got, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %d hand-offs in the ledger, want %d", what, got, n)
-		}
-	}
+		return nil
+	})
+	return es
 }

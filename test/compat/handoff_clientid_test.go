@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -36,16 +38,14 @@ func TestHandoffsOfOneClientID(t *testing.T) {
 	// The members' own logs say when the partitions are spread (the
 	// broker's description names both by the one client id).
 	adm := kadm.NewClient(client(t, b.Addr))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ds, err := adm.DescribeGroups(ctx, group)
 		f, s := first.Log().Owned(), second.Log().Owned()
-		if err == nil && ds[group].State == "Stable" && len(f) > 0 && len(s) > 0 && len(f)+len(s) == 4 {
-			break
+		if err != nil || ds[group].State != "Stable" || len(f) == 0 || len(s) == 0 || len(f)+len(s) != 4 {
+			return fmt.Errorf("the partitions not spread over both members: %v and %v (group %q, %v)", f, s, ds[group].State, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the partitions never spread over both members: %v and %v (%v)", f, s, err)
-		}
-	}
+		return nil
+	})
 	produceKeyed(t, ctx, b.Addr, topic, "b", 200, produced)
 	grouptest.WaitProcessed(t, ctx, produced, first, second)
 

@@ -66,19 +66,17 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	tlsOpt := kgo.DialTLSConfig(files.ClientConfig(t, files.CA, false))
 	asBroker := kgo.SASL(kscram.Auth{User: "broker", Pass: "broker-secret"}.AsSha512Mechanism())
 	adm := kadm.NewClient(client(t, clients[0], tlsOpt, asBroker))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
 		// Both brokers registered, the inter-broker user's credential made.
 		// Asked afresh each time: kadm's BrokerMetadata would answer from
 		// the client's cache, which still lists only broker 0 if it was
 		// filled before broker 1 was unfenced.
 		m, err := inspect.LiveBrokers(ctx, adm)
-		if err == nil && len(m.Brokers) == n {
-			break
+		if err != nil || len(m.Brokers) != n {
+			return fmt.Errorf("the cluster through its client listener: %v %+v, want %d brokers", err, m, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster through its client listener: %v %+v", err, m)
-		}
-	}
+		return nil
+	})
 	for _, topic := range []string{"secure", "secure-librdkafka"} {
 		if r, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic); err != nil || r.Err != nil {
 			t.Fatalf("creating %s: %v %v", topic, err, r.Err)
@@ -110,17 +108,15 @@ func TestClientsOverSecureListeners(t *testing.T) {
 	sasl := []string{"-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + files.CA, "-X", "sasl.mechanisms=SCRAM-SHA-512",
 		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"}
 	var list result
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 20*time.Second, 200*time.Millisecond, func() error {
 		// alice's credential and ACLs reach broker 1 a moment after they
 		// are made.
 		list = run(kcatTimeout, "", "", kcat, append([]string{"-L", "-b", clients[1], "-t", "secure", "-m", "5"}, sasl...)...)
-		if list.err == nil && strings.Contains(list.stdout, "2 partitions") {
-			break
+		if list.err != nil || !strings.Contains(list.stdout, "2 partitions") {
+			return fmt.Errorf("kcat -L as alice: %v", list)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kcat -L as alice: %v", list)
-		}
-	}
+		return nil
+	})
 	for i := range n {
 		// librdkafka prints "broker 0 at host:port".
 		if !regexp.MustCompile(fmt.Sprintf(`broker %d at %s\b`, i, regexp.QuoteMeta(clients[i]))).MatchString(list.stdout) ||

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +24,14 @@ func TestLogFormatJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
 		out := b.Output.String()
-		if strings.Contains(out, `"msg":"created topic"`) {
-			lines = strings.Split(strings.TrimSpace(out), "\n")
-			break
+		if !strings.Contains(out, `"msg":"created topic"`) {
+			return fmt.Errorf("no created topic line in:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no created topic line in:\n%s", out)
-		}
-	}
+		lines = strings.Split(strings.TrimSpace(out), "\n")
+		return nil
+	})
 	for _, l := range lines {
 		var rec struct {
 			Time  time.Time `json:"time"`

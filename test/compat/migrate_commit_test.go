@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
 
@@ -71,12 +73,12 @@ func TestCommitNotOwned(t *testing.T) {
 
 			var rep ledger.Report
 			var r result
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-				rep, r = migrateReport(t, b.Addr, group)
-				if len(rep.CommitsNotOwned) > 0 || time.Now().After(deadline) {
-					break
+			testutil.EventuallyEvery(t, 10*time.Second, 200*time.Millisecond, func() error {
+				if rep, r = migrateReport(t, b.Addr, group); len(rep.CommitsNotOwned) == 0 {
+					return fmt.Errorf("migrate report lists no commit not owned:\n%s", r.stdout)
 				}
-			}
+				return nil
+			})
 			if len(rep.CommitsNotOwned) != 1 || rep.Totals.CommitsNotOwned != 1 {
 				t.Fatalf("migrate report lists %d commits not owned (total %d), want 1:\n%s", len(rep.CommitsNotOwned),
 					rep.Totals.CommitsNotOwned, r.stdout)
@@ -98,9 +100,10 @@ func TestCommitNotOwned(t *testing.T) {
 // members (by client id) owning one partition of topic, and gives them.
 func ownedPartitions(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, clientIDs ...string) map[string]int32 {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	var owned map[string]int32
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ds, err := adm.DescribeGroups(ctx, group)
-		owned := map[string]int32{}
+		owned = map[string]int32{}
 		if g := ds[group]; err == nil && g.State == "Stable" {
 			for _, m := range g.Members {
 				if c, ok := m.Assigned.AsConsumer(); ok {
@@ -112,11 +115,10 @@ func ownedPartitions(t *testing.T, ctx context.Context, adm *kadm.Client, group,
 				}
 			}
 		}
-		if len(owned) == len(clientIDs) {
-			return owned
+		if len(owned) != len(clientIDs) {
+			return fmt.Errorf("group %s not settled with one partition each for %v: %v %+v", group, clientIDs, err, ds[group])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never settled with one partition each for %v: %v %+v", group, clientIDs, err, ds[group])
-		}
-	}
+		return nil
+	})
+	return owned
 }

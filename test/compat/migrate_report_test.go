@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -106,15 +107,16 @@ func TestMigrateReportSkipped(t *testing.T) {
 
 	var rep ledger.Report
 	var r result
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		// v2 reads on (franz-go fetches again once its buffer is polled).
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		v2.PollFetches(pctx)
 		cancel()
-		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.Handoffs >= 4 || time.Now().After(deadline) {
-			break
+		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.Handoffs < 4 {
+			return fmt.Errorf("migrate report: %d hand-offs, want 4\n%s", rep.Totals.Handoffs, r.stdout)
 		}
-	}
+		return nil
+	})
 	skipped := map[int32]int64{}
 	for _, e := range rep.Handoffs {
 		if e.From != nil && e.From.ClientID == "v1" && e.To.ClientID == "v2" {
@@ -190,14 +192,15 @@ func TestMigrateReportFirstStart(t *testing.T) {
 	defer c.Close()
 	var rep ledger.Report
 	var r result
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		c.PollFetches(pctx)
 		cancel()
-		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.FirstStarts >= 2 || time.Now().After(deadline) {
-			break
+		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.FirstStarts < 2 {
+			return fmt.Errorf("migrate report: %d first starts, want 2\n%s", rep.Totals.FirstStarts, r.stdout)
 		}
-	}
+		return nil
+	})
 	if rep.Totals.FirstStarts != 2 || rep.Totals.FirstStartsPast != 200 || rep.Totals.Skipped != 0 || len(rep.Versions) != 0 {
 		t.Fatalf("migrate report: %+v, versions %+v; want 2 first starts past 200 records, nothing skipped\n%s",
 			rep.Totals, rep.Versions, r.stdout)

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -166,11 +167,12 @@ func testMigrateWatch(t *testing.T, protocol string) {
 	}
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); !ok(output()); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("migrate watch never showed %s:\n%s", what, output())
+		testutil.EventuallyEvery(t, 15*time.Second, 50*time.Millisecond, func() error {
+			if out := output(); !ok(out) {
+				return fmt.Errorf("migrate watch has not shown %s:\n%s", what, out)
 			}
-		}
+			return nil
+		})
 	}
 	waitFor("a first view", func(s string) bool { return strings.Contains(s, "SOFTWARE") })
 	stopV2()

@@ -135,15 +135,13 @@ func testRecordCLI(t *testing.T, addr string) {
 	wantCLI(t, cli("old-1\n", "produce", "acks", "--acks", "1"), true, "wrote 1 records")
 	wantCLI(t, cli("old-0\n", "produce", "acks", "--acks", "0"), true, "wrote 1 records")
 	// acks=0 is not answered: wait until the record is there.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 10*time.Second, 50*time.Millisecond, func() error {
 		r := cli("", "consume", "acks", "--exit-at-end", "--format", `%v\n`)
-		if r.err == nil && r.stdout == "old-all\nold-1\nold-0\n" {
-			break
+		if r.err != nil || r.stdout != "old-all\nold-1\nold-0\n" {
+			return fmt.Errorf("records written with acks all, 1 and 0: %v", r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("records written with acks all, 1 and 0: %v", r)
-		}
-	}
+		return nil
+	})
 	tailDone := make(chan result, 1)
 	go func() {
 		tailDone <- cli("", "consume", "acks", "--from", "end", "--num", "1", "--format", `%v\n`, "--timeout", "30s")

@@ -676,33 +676,21 @@ func waitIdentical(t *testing.T, c *testutil.ProcessCluster, p, leader int32, re
 	if len(replicas) != 3 {
 		t.Fatalf("partition %d has replicas %v", p, replicas)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var first []byte
-		same := true
-		for i, r := range replicas {
+	testutil.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, func() error {
+		var sizes []int
+		var logs [][]byte
+		for _, r := range replicas {
 			b := testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)
-			if i == 0 {
-				first = b
-			} else if !bytes.Equal(b, first) {
-				same = false
+			logs = append(logs, b)
+			sizes = append(sizes, len(b))
+		}
+		for _, l := range logs[1:] {
+			if !bytes.Equal(l, logs[0]) {
+				return fmt.Errorf("partition %d (leader %d): replicas %v differ, sizes %v%s", p, leader, replicas, sizes, divergence(replicas, logs))
 			}
 		}
-		if same {
-			return
-		}
-		if time.Now().After(deadline) {
-			var sizes []int
-			var logs [][]byte
-			for _, r := range replicas {
-				b := testutil.ReplicaBytes(t, c.Procs[r].DataDir, topic, p)
-				logs = append(logs, b)
-				sizes = append(sizes, len(b))
-			}
-			t.Fatalf("partition %d (leader %d): replicas %v differ after 30 s, sizes %v%s", p, leader, replicas, sizes, divergence(replicas, logs))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // divergence describes where replicas' logs first differ: the batch there

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 const (
@@ -142,7 +144,7 @@ func (w *txnWorkload) check(t *testing.T, ctx context.Context, seeds []string) {
 	// Every transaction ended (one a failed producer left open is ended
 	// by its successor, or by the coordinator past its timeout): the last
 	// stable offsets reach the ends.
-	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 45*time.Second, 200*time.Millisecond, func() error {
 		ends, err1 := adm.ListEndOffsets(ctx, txnTopic)
 		stable, err2 := adm.ListCommittedOffsets(ctx, txnTopic)
 		same := err1 == nil && err2 == nil
@@ -150,13 +152,11 @@ func (w *txnWorkload) check(t *testing.T, ctx context.Context, seeds []string) {
 			s, ok := stable.Lookup(txnTopic, o.Partition)
 			same = same && ok && s.Offset == o.Offset
 		})
-		if same {
-			break
+		if !same {
+			return fmt.Errorf("transactions still open after the producer stopped: ends %v, stable %v (%v, %v)", ends, stable, err1, err2)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transactions still open 45 s after the producer stopped: ends %v, stable %v (%v, %v)", ends, stable, err1, err2)
-		}
-	}
+		return nil
+	})
 	rd := newClient(t, seeds, kgo.ConsumeTopics(txnTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	seen := map[int]map[int]bool{}
