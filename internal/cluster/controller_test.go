@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster/raft"
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/testutil/poll"
 )
 
 // The active controller unfences a broker once it has registered and
@@ -31,11 +32,12 @@ func TestControllerLiveness(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: brokers %+v", what, stores[1].Brokers())
+		poll.Until(t, 10*time.Second, 5*time.Millisecond, func() error {
+			if !ok() {
+				return fmt.Errorf("waiting for %s: brokers %+v", what, stores[1].Brokers())
 			}
-		}
+			return nil
+		})
 	}
 	for node, s := range stores {
 		if _, err := s.EnsureClusterID("c1"); err != nil {
@@ -96,11 +98,12 @@ func TestControllerFencesADeadProcessAtOnce(t *testing.T) {
 			return err
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); stores[1].LiveBrokers() != 3; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("brokers not unfenced: %+v", stores[1].Brokers())
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if stores[1].LiveBrokers() != 3 {
+			return fmt.Errorf("brokers not unfenced: %+v", stores[1].Brokers())
 		}
-	}
+		return nil
+	})
 	var others []int32
 	for n := int32(1); n <= 3; n++ {
 		if n != stores[1].Controller() {
@@ -286,11 +289,12 @@ func startVoters(t *testing.T, net *raft.MemNetwork) (map[int32]string, *Store) 
 
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !ok() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-	}
+		return nil
+	})
 }
 
 // A process started for a member on an empty disk (its log lost) stops its

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster/raft"
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/testutil/poll"
 )
 
 // Three brokers change the metadata at once over a lossy, reordering
@@ -100,17 +101,15 @@ func TestImagesConverge(t *testing.T) {
 	// One more change through each broker: once it applies there, that
 	// broker has everything committed before it.
 	for n := int32(1); n <= 3; n++ {
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			if err := store(n).SetBrokerConfigs(map[string]string{"log.retention.ms": fmt.Sprint(n)}); err == nil {
-				break
+		poll.Until(t, 20*time.Second, 0, func() error {
+			if err := store(n).SetBrokerConfigs(map[string]string{"log.retention.ms": fmt.Sprint(n)}); err != nil {
+				return fmt.Errorf("broker %d takes no change: %w", n, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d takes no change", n)
-			}
-		}
+			return nil
+		})
 	}
 	var images []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	poll.Until(t, 10*time.Second, 10*time.Millisecond, func() error {
 		images = images[:0]
 		for n := int32(1); n <= 3; n++ {
 			s := store(n)
@@ -119,13 +118,11 @@ func TestImagesConverge(t *testing.T) {
 			s.mu.RUnlock()
 			images = append(images, string(b))
 		}
-		if images[0] == images[1] && images[1] == images[2] || time.Now().After(deadline) {
-			break
+		if images[0] != images[1] || images[1] != images[2] {
+			return fmt.Errorf("images differ:\n%s\n%s\n%s", images[0], images[1], images[2])
 		}
-	}
-	if images[0] != images[1] || images[1] != images[2] {
-		t.Fatalf("images differ:\n%s\n%s\n%s", images[0], images[1], images[2])
-	}
+		return nil
+	})
 	for _, a := range created {
 		tp, ok := stores[1].Topic(a.topic)
 		if !ok || tp.ID != a.id {

@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/testutil/poll"
 )
 
 // bigBatch is one batch of a 64 KiB record.
@@ -71,13 +73,12 @@ func TestWritebackWithoutFsync(t *testing.T) {
 			}
 			// Each chunk is started, and each but the last waited for.
 			want := 2*chunks - 1
-			deadline := time.Now().Add(5 * time.Second)
-			for wb.total() < want && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if n := wb.total(); n < want {
-				t.Fatalf("%d writebacks after %d chunks appended, want at least %d", n, chunks, want)
-			}
+			poll.Until(t, 5*time.Second, 5*time.Millisecond, func() error {
+				if n := wb.total(); n < want {
+					return fmt.Errorf("%d writebacks after %d chunks appended, want at least %d", n, chunks, want)
+				}
+				return nil
+			})
 		})
 	}
 }
@@ -93,20 +94,16 @@ func TestWritebackErrorFailsTheLog(t *testing.T) {
 	defer l.Close()
 	// Appends fill the first chunk and go on until the failed writeback
 	// of that chunk, which runs in the background, fails the log.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, 5*time.Millisecond, func() error {
 		_, err := l.Append(bigBatch(t), AppendOptions{LeaderEpoch: -1})
 		if errors.Is(err, ErrStorage) {
-			return
+			return nil
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("appends still succeed after a failed writeback")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("appends still succeed after a failed writeback")
+	})
 }
 
 func TestWritebackOfAnOSFile(t *testing.T) {

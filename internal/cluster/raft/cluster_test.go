@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/testutil/poll"
 )
 
 // TestReplicationUnderFaults runs 3 and 5 voters over a network that loses
@@ -46,18 +47,14 @@ func TestReplicationUnderFaults(t *testing.T) {
 			// check-quorum to depose it and the others to elect anew.
 			time.Sleep(150 * time.Millisecond)
 			c.net.Partition([]uint64{lead})
-			deadline := time.Now().Add(5 * time.Second)
-			for newLead := uint64(0); newLead == 0 || newLead == lead; {
-				if time.Now().After(deadline) {
-					t.Fatal("no new leader while the old one was cut off")
-				}
-				time.Sleep(10 * time.Millisecond)
+			poll.Until(t, 5*time.Second, 10*time.Millisecond, func() error {
 				for _, tn := range c.running() {
 					if tn.id != lead && tn.node.Status().Role == "leader" {
-						newLead = tn.id
+						return nil
 					}
 				}
-			}
+				return errors.New("no new leader while the old one was cut off")
+			})
 			time.Sleep(200 * time.Millisecond)
 			c.net.Heal()
 			wg.Wait()
@@ -257,13 +254,12 @@ func TestLearnerJoin(t *testing.T) {
 			results := c.proposeMany(ctx, "a", c.voters, 10)
 
 			c.addJoiner(4)
-			deadline := time.Now().Add(10 * time.Second)
-			for !slices.Contains(c.node(c.waitLeader(time.Second)).Status().Learners, 4) {
-				if time.Now().After(deadline) {
-					t.Fatal("node 4 was not added as a learner")
+			poll.Until(t, 10*time.Second, 10*time.Millisecond, func() error {
+				if !slices.Contains(c.node(c.waitLeader(time.Second)).Status().Learners, 4) {
+					return errors.New("node 4 was not added as a learner")
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return nil
+			})
 			state := c.waitConverged(10 * time.Second)
 			c.checkState(state)
 			if _, _, restores, _ := c.nodes[4].sm.state(); (restores > 0) != (tc.snapshot < 1<<40) {
@@ -329,13 +325,12 @@ func TestLostQuorum(t *testing.T) {
 		}
 		if i == 0 {
 			// Check-quorum makes a leader without followers step down.
-			deadline := time.Now().Add(2 * time.Second)
-			for n.Leader() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the isolated node still sees a leader")
+			poll.Until(t, 2*time.Second, 10*time.Millisecond, func() error {
+				if l := n.Leader(); l != 0 {
+					return fmt.Errorf("the isolated node still sees leader %d", l)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return nil
+			})
 		} else if !errors.Is(err, ErrNoLeader) {
 			t.Errorf("Propose with no leader: %v, want ErrNoLeader", err)
 		}
@@ -503,11 +498,12 @@ func TestLeaderContact(t *testing.T) {
 	// A follower has no contact to measure until the new leader's first
 	// message reaches it.
 	for _, tn := range c.running() {
-		for deadline := time.Now().Add(10 * time.Second); c.node(tn.id).LeaderContact().IsZero(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d never heard from leader %d", tn.id, lead)
+		poll.Until(t, 10*time.Second, 5*time.Millisecond, func() error {
+			if c.node(tn.id).LeaderContact().IsZero() {
+				return fmt.Errorf("node %d never heard from leader %d", tn.id, lead)
 			}
-		}
+			return nil
+		})
 	}
 
 	// The leader and one follower on one side, three on the other.

@@ -8,6 +8,7 @@ package raft
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/internal/log/vfs"
+	"github.com/strandlog/strand/internal/testutil/poll"
 )
 
 var testLogger = slog.New(slog.DiscardHandler)
@@ -271,9 +273,9 @@ func (c *tcluster) running() []tnode {
 // knows it.
 func (c *tcluster) waitLeader(timeout time.Duration) uint64 {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var lead uint64
+	var lead uint64
+	poll.Until(c.t, timeout, 5*time.Millisecond, func() error {
+		lead = 0
 		agreed := true
 		for _, tn := range c.running() {
 			l := tn.node.Leader()
@@ -282,13 +284,12 @@ func (c *tcluster) waitLeader(timeout time.Duration) uint64 {
 			}
 			agreed = agreed && l != 0 && l == lead
 		}
-		if agreed && lead != 0 && c.node(lead) != nil && c.node(lead).Status().Role == "leader" {
-			return lead
+		if !agreed || lead == 0 || c.node(lead) == nil || c.node(lead).Status().Role != "leader" {
+			return errors.New("no leader the running nodes agree on")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.t.Fatalf("no leader within %v", timeout)
-	return 0
+		return nil
+	})
+	return lead
 }
 
 // propose proposes data through node id, retrying retriable errors (each
@@ -317,18 +318,14 @@ func (c *tcluster) propose(ctx context.Context, id uint64, data string) (uint64,
 // committed log and holds the same state, and returns that state.
 func (c *tcluster) waitConverged(timeout time.Duration) []smEntry {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for time.Now().Before(deadline) {
-		why = c.converged()
-		if why == "" {
-			entries, _, _, _ := c.running()[0].sm.state()
-			return entries
+	poll.Until(c.t, timeout, 10*time.Millisecond, func() error {
+		if why := c.converged(); why != "" {
+			return errors.New("not converged: " + why)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.t.Fatalf("not converged within %v: %s", timeout, why)
-	return nil
+		return nil
+	})
+	entries, _, _, _ := c.running()[0].sm.state()
+	return entries
 }
 
 func (c *tcluster) converged() string {
