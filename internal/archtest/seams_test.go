@@ -160,3 +160,47 @@ func TestOneCoordinatorRuntime(t *testing.T) {
 		t.Errorf("server types with LoadEnd: %v; want one adapter of coordinator.Partition", got)
 	}
 }
+
+// TestOneBatchWalk: batches laid end to end in a buffer are walked with
+// model.BatchReader, which says why a walk ended; a loop of its own that
+// tests for a header's worth of bytes left is a walk written again. The
+// log's scanHeaders walks a file, reading headers only, and is the one
+// exception.
+func TestOneBatchWalk(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			strings.HasPrefix(path, "../model/") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if fn, ok := n.(*ast.FuncDecl); ok && path == "../log/segment.go" && fn.Name.Name == "scanHeaders" {
+				return false
+			}
+			loop, ok := n.(*ast.ForStmt)
+			if !ok || loop.Cond == nil {
+				return true
+			}
+			ast.Inspect(loop.Cond, func(c ast.Node) bool {
+				if id, ok := c.(*ast.Ident); ok && (id.Name == "BatchHeaderSize" || id.Name == "BatchLengthOverhead") {
+					t.Errorf("%s: a loop over batches of its own; walk them with model.BatchReader", fset.Position(loop.Pos()))
+				}
+				return true
+			})
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d files: the check reads the wrong directory", files)
+	}
+}

@@ -53,13 +53,8 @@ func Replay(p Partition, readBytes int, apply func(Record)) (int, error) {
 // batch at the end is where a read stopped, not a fault.
 func eachRecord(data []byte, fn func(Record)) (next int64, err error) {
 	next = -1
-	for len(data) >= model.BatchHeaderSize {
-		b := model.Batch(data)
-		size := b.Size()
-		if size < model.BatchHeaderSize || size > len(data) {
-			break
-		}
-		b, data = b[:size], data[size:]
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
 		next = b.LastOffset() + 1
 		if b.Compression() != model.CompressionNone {
 			err = errors.Join(err, fmt.Errorf("%w at offsets %d-%d", ErrCompressed, b.BaseOffset(), b.LastOffset()))

@@ -554,14 +554,9 @@ func lastBatch(p *replica.Partition, end int64) (model.Batch, error) {
 		return nil, err
 	}
 	var last model.Batch
-	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
-		b := model.Batch(data[pos:])
-		n := b.Size()
-		if n < model.BatchHeaderSize || n > len(data)-pos {
-			break
-		}
-		last = b[:n]
-		pos += n
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		last = b
 	}
 	if last == nil {
 		return nil, fmt.Errorf("%s: no batch ends at %d", p.TP, end)
@@ -611,12 +606,11 @@ func (l *sourceLoop) sourceBatchAt(mp *mirrorPart, offset int64) (model.Batch, b
 				l.r.refresh()
 				return nil, false, err
 			}
-			data := log.WholeBatches(rp.RecordBatches)
-			if len(data) == 0 {
+			b, ok := model.NewBatchReader(rp.RecordBatches).Next()
+			if !ok {
 				return nil, true, nil // nothing there now: differs
 			}
-			b := model.Batch(data)
-			return b[:b.Size()], true, nil
+			return b, true, nil
 		}
 	}
 	return nil, false, fmt.Errorf("%s: the source's answer names no partition", mp.p.TP)
@@ -684,23 +678,21 @@ func listOffsets(ctx context.Context, cl *kgo.Client, parts map[string][]int32, 
 
 // skipBelow drops the whole batches that end below offset.
 func skipBelow(data []byte, offset int64) []byte {
-	for len(data) >= model.BatchHeaderSize {
-		b := model.Batch(data)
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
 		if b.LastOffset() >= offset {
-			break
+			return data[r.Pos()-len(b):]
 		}
-		data = data[b.Size():]
 	}
-	return data
+	return r.Rest()
 }
 
 // maxProducerID is the largest producer id of whole batches, -1 for none.
 func maxProducerID(data []byte) int64 {
 	id := int64(-1)
-	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
-		b := model.Batch(data[pos:])
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
 		id = max(id, b.ProducerID())
-		pos += b.Size()
 	}
 	return id
 }

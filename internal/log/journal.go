@@ -348,17 +348,12 @@ func (l *Log) applyJournal(records []journalRecord) (bool, error) {
 // short or fails its CRC.
 func wholeValidBatches(data []byte) []model.Batch {
 	var out []model.Batch
-	for pos := 0; len(data)-pos >= model.BatchHeaderSize; {
-		n, err := batchSize(data[pos:], 0)
-		if err != nil || n > len(data)-pos {
-			break
-		}
-		b := model.Batch(data[pos : pos+n])
-		if checkCRC(b) != nil || b.LastOffset() < b.BaseOffset() {
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		if _, err := batchSize(b, 0); err != nil || checkCRC(b) != nil || b.LastOffset() < b.BaseOffset() {
 			break
 		}
 		out = append(out, b)
-		pos += n
 	}
 	return out
 }

@@ -448,33 +448,40 @@ func (l *Log) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 func splitAndValidate(data []byte, opts *validateOptions) ([]batchRef, []BatchInfo, error) {
 	var refs []batchRef
 	var infos []BatchInfo
-	for pos := 0; pos < len(data); {
-		if len(data)-pos < model.BatchHeaderSize {
-			return nil, nil, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(data)-pos)
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		// The batch is whole, so only its magic can be refused here.
+		if _, err := batchSize(b, 0); err != nil {
+			return nil, nil, err
 		}
-		n, err := batchSize(data[pos:], 0)
+		bi, err := validateBatch(b, opts)
 		if err != nil {
 			return nil, nil, err
 		}
-		if n > len(data)-pos {
-			if opts.maxBatchBytes > 0 && n > opts.maxBatchBytes {
-				return nil, nil, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrMessageTooLarge, n, opts.maxBatchBytes)
-			}
-			return nil, nil, fmt.Errorf("%w: batch of %d bytes, only %d present", ErrCorruptMessage, n, len(data)-pos)
-		}
-		bi, err := validateBatch(data[pos:pos+n], opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		refs = append(refs, batchRef{pos: pos, size: n, base: 0, last: int64(bi.lastOffsetDelta), maxTs: bi.maxTimestamp})
+		refs = append(refs, batchRef{pos: r.Pos() - len(b), size: len(b), base: 0, last: int64(bi.lastOffsetDelta), maxTs: bi.maxTimestamp})
 		infos = append(infos, BatchInfo{
 			Count: bi.count, ProducerID: bi.producerID, ProducerEpoch: bi.producerEpoch,
 			BaseSequence: bi.baseSequence, Transactional: bi.transactional, Control: bi.control,
 			MaxTimestamp: bi.maxTimestamp,
 		})
-		pos += n
 	}
-	return refs, infos, nil
+	if r.Stop() == model.EndOfBatches {
+		return refs, infos, nil
+	}
+	rest := r.Rest()
+	if len(rest) < model.BatchHeaderSize {
+		return nil, nil, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(rest))
+	}
+	// A length below a header's, then a wrong magic, are named before the
+	// size: a batch cut short is too large when it claims more than the
+	// limit, else corrupt.
+	if _, err := batchSize(rest, 0); err != nil {
+		return nil, nil, err
+	}
+	if n := r.Claimed(); opts.maxBatchBytes > 0 && n > opts.maxBatchBytes {
+		return nil, nil, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrMessageTooLarge, n, opts.maxBatchBytes)
+	}
+	return nil, nil, fmt.Errorf("%w: batch of %d bytes, only %d present", ErrCorruptMessage, r.Claimed(), len(rest))
 }
 
 func (l *Log) writableLocked() error {

@@ -9,15 +9,12 @@ import (
 // WholeBatches returns the longest prefix of data made of whole batches: a
 // fetch response may end with part of a batch that did not fit.
 func WholeBatches(data []byte) []byte {
-	pos := 0
-	for len(data)-pos >= model.BatchHeaderSize {
-		n := model.Batch(data[pos:]).Size()
-		if n < model.BatchHeaderSize || n > len(data)-pos {
-			break
+	r := model.NewBatchReader(data)
+	for {
+		if _, ok := r.Next(); !ok {
+			return data[:r.Pos()]
 		}
-		pos += n
 	}
-	return data[:pos]
 }
 
 // AppendReplicated writes batches fetched from the partition's leader as
@@ -48,18 +45,12 @@ func (l *Log) appendReplicated(data []byte, source []EpochEntry, follower bool) 
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	var refs []batchRef
 	next := int64(-1)
-	for pos := 0; pos < len(data); {
-		if len(data)-pos < model.BatchHeaderSize {
-			return res, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(data)-pos)
-		}
-		n, err := batchSize(data[pos:], 0)
-		if err != nil {
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		// The batch is whole, so only its magic can be refused here.
+		if _, err := batchSize(b, 0); err != nil {
 			return res, err
 		}
-		if n > len(data)-pos {
-			return res, fmt.Errorf("%w: batch of %d bytes, only %d present", ErrCorruptMessage, n, len(data)-pos)
-		}
-		b := model.Batch(data[pos : pos+n])
 		if err := checkCRC(b); err != nil {
 			return res, err
 		}
@@ -67,9 +58,20 @@ func (l *Log) appendReplicated(data []byte, source []EpochEntry, follower bool) 
 		if last < base || base < next {
 			return res, fmt.Errorf("%w: batch [%d, %d] after offset %d", ErrInvalidRecord, base, last, next)
 		}
-		refs = append(refs, batchRef{pos: pos, size: n, base: base, last: last, maxTs: b.MaxTimestamp()})
+		refs = append(refs, batchRef{pos: r.Pos() - len(b), size: len(b), base: base, last: last, maxTs: b.MaxTimestamp()})
 		next = last + 1
-		pos += n
+	}
+	if r.Stop() != model.EndOfBatches {
+		rest := r.Rest()
+		if len(rest) < model.BatchHeaderSize {
+			return res, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(rest))
+		}
+		// A length below a header's, then a wrong magic, are named
+		// before the bytes that are missing.
+		if _, err := batchSize(rest, 0); err != nil {
+			return res, err
+		}
+		return res, fmt.Errorf("%w: batch of %d bytes, only %d present", ErrCorruptMessage, r.Claimed(), len(rest))
 	}
 	if len(refs) == 0 {
 		return res, nil

@@ -57,17 +57,17 @@ func (w *batchWalk) Next(ctx context.Context) (model.Batch, error) {
 // when they hold none (a batch cut short is dropped: the next fetch
 // starts at it).
 func (w *batchWalk) take() (model.Batch, error) {
+	r := model.NewBatchReader(w.pending)
 	for {
-		size, err := wholeBatchSize(w.pending)
+		b, err := nextBatch(r)
 		if err != nil {
 			return nil, fmt.Errorf("%s/%d after offset %d: %w", w.topic, w.partition, w.next-1, err)
 		}
-		if size == 0 {
+		if b == nil {
 			w.pending = nil
 			return nil, nil
 		}
-		b := model.Batch(w.pending[:size:size])
-		w.pending = w.pending[size:]
+		w.pending = r.Rest()
 		// A fetch from the middle of a batch starts with that batch; one
 		// wholly before w.next was returned already.
 		if b.LastOffset() >= w.next {
@@ -76,23 +76,22 @@ func (w *batchWalk) take() (model.Batch, error) {
 	}
 }
 
-// wholeBatchSize is the size of the batch at the front of buf, or 0 when
-// buf does not hold it whole.
-func wholeBatchSize(buf []byte) (int, error) {
-	if len(buf) < model.BatchLengthOverhead {
-		return 0, nil
-	}
-	b := model.Batch(buf)
-	if n := b.Length(); n < model.BatchHeaderSize-model.BatchLengthOverhead {
-		return 0, fmt.Errorf("batch at offset %d: length %d is shorter than a header", b.BaseOffset(), n)
-	}
-	if len(buf) < b.Size() {
-		return 0, nil
+// nextBatch is r's next whole batch, or nil when the rest does not hold
+// one whole. A length below a header's, or a format other than v2, is an
+// error.
+func nextBatch(r *model.BatchReader) (model.Batch, error) {
+	b, ok := r.Next()
+	if !ok {
+		if r.Stop() == model.MalformedBatch {
+			rest := model.Batch(r.Rest())
+			return nil, fmt.Errorf("batch at offset %d: length %d is shorter than a header", rest.BaseOffset(), rest.Length())
+		}
+		return nil, nil
 	}
 	if m := b.Magic(); m != model.BatchMagic {
-		return 0, fmt.Errorf("batch at offset %d: record format v%d (only v2 is compared)", b.BaseOffset(), m)
+		return nil, fmt.Errorf("batch at offset %d: record format v%d (only v2 is compared)", b.BaseOffset(), m)
 	}
-	return b.Size(), nil
+	return b, nil
 }
 
 // fetch reads from w.next on. An empty answer ends the walk: nothing is
@@ -133,12 +132,12 @@ func (w *batchWalk) fetch(ctx context.Context) error {
 // when there is none.
 func lastWholeOffset(data []byte) (int64, error) {
 	last := int64(-1)
+	r := model.NewBatchReader(data)
 	for {
-		size, err := wholeBatchSize(data)
-		if err != nil || size == 0 {
+		b, err := nextBatch(r)
+		if err != nil || b == nil {
 			return last, err
 		}
-		last = model.Batch(data).LastOffset()
-		data = data[size:]
+		last = b.LastOffset()
 	}
 }

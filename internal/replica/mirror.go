@@ -74,19 +74,15 @@ func (p *Partition) AppendMirrored(data []byte) (MirrorAppend, func() error, err
 	}
 	epoch := p.LeaderEpoch()
 	var source []log.EpochEntry // where the source's epoch changes
-	for pos := 0; pos+model.BatchHeaderSize <= len(data); {
-		b := model.Batch(data[pos:])
-		n := b.Size()
-		if n < model.BatchHeaderSize || n > len(data)-pos {
-			break // the log refuses what is left
-		}
+	// The log refuses a rest that is not whole batches.
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
 		if se := b.PartitionLeaderEpoch(); se != res.LastSourceEpoch {
 			source = append(source, log.EpochEntry{Epoch: se, StartOffset: b.BaseOffset()})
 			res.LastSourceEpoch = se
 		}
 		res.Records += int64(b.RecordCount())
 		b.SetPartitionLeaderEpoch(epoch)
-		pos += n
 	}
 	lres, err := p.log.AppendMirrored(data, source)
 	if err != nil || lres.BaseOffset < 0 {

@@ -352,21 +352,20 @@ func (p *Partition) wakeFollowers() {
 
 // checkCRCs verifies the CRC-32C of each batch in data.
 func checkCRCs(data []byte) error {
-	for pos := 0; pos < len(data); {
-		if len(data)-pos < model.BatchHeaderSize {
-			return fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(data)-pos)
-		}
-		b := model.Batch(data[pos:])
-		n := b.Size()
-		if n < model.BatchHeaderSize || n > len(data)-pos {
-			return fmt.Errorf("%w: batch of %d bytes, %d present", ErrCorruptMessage, n, len(data)-pos)
-		}
-		if got := crc32.Checksum(data[pos+model.BatchAttributesPos:pos+n], castagnoli); got != b.CRC() {
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		if got := crc32.Checksum(b[model.BatchAttributesPos:], castagnoli); got != b.CRC() {
 			return fmt.Errorf("%w: crc %08x, header says %08x", ErrCorruptMessage, got, b.CRC())
 		}
-		pos += n
 	}
-	return nil
+	switch rest := r.Rest(); {
+	case r.Stop() == model.EndOfBatches:
+		return nil
+	case len(rest) < model.BatchHeaderSize:
+		return fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorruptMessage, len(rest))
+	default:
+		return fmt.Errorf("%w: batch of %d bytes, %d present", ErrCorruptMessage, r.Claimed(), len(rest))
+	}
 }
 
 // SnapshotProducers writes the producer state as of the log end to a

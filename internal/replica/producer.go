@@ -245,13 +245,12 @@ func newProducerState() *producerState {
 // validates a batch before looking at its producer.
 func (s *producerState) check(data []byte, o origin) (batchMeta, bool, error) {
 	var pending map[int64]*producerEntry // state as of the earlier batches of this append
-	for pos := 0; len(data)-pos >= model.BatchHeaderSize; {
-		b := model.Batch(data[pos:])
-		size := b.Size()
-		if size < model.BatchHeaderSize || size > len(data)-pos || b.Magic() != model.BatchMagic {
+	// A rest that is not a whole batch ends the walk: the log refuses it.
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		if b.Magic() != model.BatchMagic {
 			return batchMeta{}, false, nil
 		}
-		pos += size
 		pid := b.ProducerID()
 		if pid < 0 || b.IsControl() {
 			continue
@@ -284,7 +283,7 @@ func (s *producerState) check(data []byte, o origin) (batchMeta, bool, error) {
 		if err != nil || isDup {
 			return dup, isDup, err
 		}
-		if pos < len(data) {
+		if r.Pos() < len(data) {
 			if pending == nil {
 				pending = map[int64]*producerEntry{}
 			}

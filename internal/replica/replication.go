@@ -299,13 +299,11 @@ func (p *Partition) replayLocked(data []byte, what string) {
 	now := p.opts.Now().UnixMilli()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for pos := 0; pos < len(data); {
-		b := model.Batch(data[pos:])
-		n := b.Size()
-		if err := p.producers.replay(b[:n], now); err != nil {
+	r := model.NewBatchReader(data)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
+		if err := p.producers.replay(b, now); err != nil {
 			p.opts.Logger.Warn(what+" batch not applied to the producer state", "partition", p.TP.String(), "err", err)
 		}
-		pos += n
 	}
 	p.log.SetFirstUnstableOffset(p.producers.txns.firstUnstable())
 }

@@ -151,12 +151,9 @@ func (f *fetchPositionsTopic) Read(ctx context.Context, partition int32, offset 
 // eachRecord calls fn with the records of batches from offset on and
 // returns the offset after the last whole batch.
 func eachRecord(batches []byte, offset int64, fn func(key, value []byte)) (int64, error) {
-	for len(batches) >= model.BatchHeaderSize {
-		b := model.Batch(batches)
-		if b.Size() > len(batches) || b.Size() < model.BatchHeaderSize {
-			break // cut by the size limit
-		}
-		batches = batches[b.Size():]
+	// A partial batch at the end was cut by the size limit.
+	r := model.NewBatchReader(batches)
+	for b, ok := r.Next(); ok; b, ok = r.Next() {
 		if b.Compression() != model.CompressionNone || b.IsControl() {
 			offset = b.LastOffset() + 1
 			continue
