@@ -2,13 +2,20 @@
 GO ?= go
 RACE_PKGS := ./internal/...
 
-.PHONY: test fmt-check vet unit race fuzz bench build compat bench-kafka image
+.PHONY: test check fmt-check vet unit race fuzz bench build compat bench-kafka image
 
 # unit and race run side by side: the suite mostly waits (for sessions,
 # processes, timeouts), and used a third of the machine's two cores when
 # they ran one after the other.
 test: fmt-check vet
 	@$(MAKE) --no-print-directory -j2 unit race
+
+# The inner loop, in under two minutes: the packages' own tests, none of
+# which needs a real client (Java, librdkafka, Python), root or a network
+# namespace; -short leaves out the long modes. `make test` stays what CI
+# runs, complete.
+check: fmt-check vet
+	$(GO) test -count=1 -short ./internal/... ./cmd/...
 
 # ./strand, which `strand version` says was built from which commit (Go
 # stamps it from git; not in a linked worktree or with -buildvcs=false).

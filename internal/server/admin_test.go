@@ -50,6 +50,9 @@ type apiGroup struct {
 // reads it) and the ledger's reader say, for a live group and once it is
 // empty; /metrics parses with Prometheus's own parser.
 func TestAdminAPI(t *testing.T) {
+	// Slow: a live group of each protocol is waited for, then waited for to empty.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	for _, protocol := range []string{"classic", "consumer"} {
 		t.Run(protocol, func(t *testing.T) { testAdminAPI(t, protocol) })
 	}

@@ -45,6 +45,9 @@ func (s *servedBy) counts() map[int32]int {
 // for both: the follower serves what its high watermark, learnt on its
 // next fetch from the leader, covers.
 func TestFetchFromClosestReplica(t *testing.T) {
+	// Slow: three brokers, and each read from a follower waits for its next fetch from the leader.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	c := testutil.StartCluster(t, 3, 0, func(i int, cfg *config.Broker) {
 		cfg.Rack = fmt.Sprintf("rack-%d", i)
 		cfg.ReplicaSelector = config.RackAwareSelector

@@ -49,6 +49,9 @@ func storedLog(t *testing.T, dataDir, topic string) (start, end, firstSegment in
 // batch), catches up and rejoins the in-sync set, holding the leader's
 // log from the same start to the same end, byte for byte.
 func TestFollowerRestartsAtLeaderLogStart(t *testing.T) {
+	// Slow: a follower of three stops, comes back and is waited for to rejoin the in-sync set.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	c := testutil.StartCluster(t, 3, 0, func(_ int, cfg *config.Broker) {
 		cfg.ReplicaLagTime = time.Second
 	})

@@ -285,6 +285,9 @@ func TestGroupAssignsEveryPartitionOnce(t *testing.T) {
 }
 
 func TestGroupMemberCrashMovesPartitions(t *testing.T) {
+	// Slow: a crashed member is removed only after its session timeout.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	b := groupBroker(t)
 	ctx := groupCtx(t)
 	adm := adminFor(t, b)

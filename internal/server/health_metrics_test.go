@@ -23,6 +23,9 @@ import (
 // alone says so and counts the second topic's partition offline and one
 // broker down, and exactly one broker is the active controller.
 func TestHealthMetrics(t *testing.T) {
+	// Slow: a broker of three stops, and the followers' lag (1 s) must pass before the metrics can say so.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	c := testutil.StartCluster(t, 3, 0, func(_ int, cfg *config.Broker) {
 		cfg.AdminListen = "127.0.0.1:0"
 		cfg.ReplicaLagTime = time.Second
@@ -107,7 +110,7 @@ func TestConnectionMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("counted"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), testMetadataAge, kgo.DefaultProduceTopic("counted"),
 		kgo.ConsumeTopics("counted"))
 	if err != nil {
 		t.Fatal(err)

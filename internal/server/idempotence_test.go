@@ -126,10 +126,13 @@ func checkExactlyOnce(t *testing.T, recs []*kgo.Record, prefixes []string, n int
 }
 
 func TestIdempotentProduceManyInFlight(t *testing.T) {
+	// Slow: producers with many requests in flight each write for a few seconds.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.DefaultPartitions = 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), testMetadataAge,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(500), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerLinger(0))
 	if err != nil {
@@ -282,6 +285,9 @@ func (p *cutProxy) handle(client net.Conn) {
 }
 
 func TestIdempotentProduceThroughConnectionCuts(t *testing.T) {
+	// Slow: a proxy cuts the connections a hundred times while producers retry through it.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	proxy := startCutProxy(t, 100)
 	b := testutil.StartBroker(t, func(c *config.Broker) {
 		c.DefaultPartitions = 3
@@ -290,7 +296,7 @@ func TestIdempotentProduceThroughConnectionCuts(t *testing.T) {
 	proxy.serve(b.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.ln.Addr().String()), kgo.AllowAutoTopicCreation(),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.ln.Addr().String()), kgo.AllowAutoTopicCreation(), testMetadataAge,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(200), kgo.ProducerBatchMaxBytes(1024), kgo.ProducerLinger(0),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
@@ -385,7 +391,7 @@ func TestIdempotentStateSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic = "restart"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), testMetadataAge,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1024),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
 	if err != nil {

@@ -19,6 +19,9 @@ import (
 // TestLedgerTopic: a group's first assignment reaches __strand_handoffs,
 // an internal topic that clients read but may not write.
 func TestLedgerTopic(t *testing.T) {
+	// Slow: a group's first assignment is waited for, then its entry in the ledger topic.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.GroupInitialRebalanceDelay = 0 })
 	createTopic(t, b.Addr, "t", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

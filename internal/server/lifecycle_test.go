@@ -121,6 +121,7 @@ func TestNewFailsCleanly(t *testing.T) {
 // behind, and the data directory is released: the same directory starts on
 // a free address.
 func TestListenerTaken(t *testing.T) {
+	// Slow: each case starts and fails a broker and checks that no goroutine is left, so it runs alone.
 	for _, tc := range []struct {
 		name      string
 		clustered bool

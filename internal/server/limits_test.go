@@ -52,6 +52,7 @@ func TestConnectionLimits(t *testing.T) {
 // TestIdleConnectionsClosed: a connection that sends nothing for
 // connections.max.idle.ms is closed; one that keeps sending is not.
 func TestIdleConnectionsClosed(t *testing.T) {
+	// Slow: connections.max.idle.ms (1 s) is waited out: timing matters, so it runs alone.
 	b := testutil.StartBroker(t, func(c *config.Broker) { c.ConnectionsMaxIdle = time.Second })
 	busy, idle, broker := dialRaw(t, b.Addr), dialRaw(t, b.Addr), dialRaw(t, b.Addr)
 	idle.do(kmsg.NewPtrApiVersionsRequest())

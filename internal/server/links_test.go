@@ -154,6 +154,9 @@ func records(topic string, n int, prefix string) []*kgo.Record {
 // start, survive a restart of the mirror's broker, and stop when their
 // source topic goes.
 func TestLinkMirrorsByteForByte(t *testing.T) {
+	// Slow: eight steps, each waiting for the mirror to catch up, one of them a restart of the mirror's broker.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst, admin := startLinkTarget(t)
 	srcCl := newClient(t, src.Addr, kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(time.Millisecond))
@@ -335,6 +338,9 @@ func TestLinkMirrorsByteForByte(t *testing.T) {
 // and never over a group that runs here, so a consumer that moves starts
 // exactly where it stopped.
 func TestLinkCopiesGroupOffsets(t *testing.T) {
+	// Slow: six waits for the link's offset sync to copy a group's commits, or to keep from copying them.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst, admin := startLinkTarget(t)
 	srcCl, dstCl := newClient(t, src.Addr), newClient(t, dst.Addr)
@@ -506,6 +512,9 @@ func TestLinkCopiesGroupOffsets(t *testing.T) {
 // leader stops, the new leader carries on mirroring from its own end, with
 // no gap and no duplicate.
 func TestLinkMirrorLeaderFailover(t *testing.T) {
+	// Slow: a three-broker target whose mirror leader stops: the new leader and its catching up are waited for.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst := testutil.StartCluster(t, 3, 0, func(_ int, c *config.Broker) {
 		c.AdminListen = "127.0.0.1:0"
@@ -575,6 +584,9 @@ func TestLinkMirrorLeaderFailover(t *testing.T) {
 // transaction timeout has passed, so read_committed consumers of the
 // promoted topic are not stuck.
 func TestLinkPromoteWithOpenSourceTransaction(t *testing.T) {
+	// Slow: a promotion waits out the link's transaction timeout.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst, admin := startLinkTarget(t)
 	srcCl := newClient(t, src.Addr)
@@ -661,6 +673,9 @@ func metricValue(t *testing.T, admin, series string) string {
 // A source that goes away is retried and reported, in the status and in
 // /metrics; when it comes back the mirror carries on, exact.
 func TestLinkSourceUnreachable(t *testing.T) {
+	// Slow: the source stops and comes back; the link's retries and the mirror's catching up are waited for.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst, admin := startLinkTarget(t)
 	srcCl := newClient(t, src.Addr)
@@ -830,6 +845,10 @@ func TestLinkSourceSecurity(t *testing.T) {
 // share in one step, says so, and goes on with the source's new records,
 // exact again.
 func TestLinkSourceUncleanElection(t *testing.T) {
+	// Slow: the source's partition loses its leader twice and the mirror's broker restarts; each step waits for
+	// the metadata to move and the mirror to catch up.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	// Node 0 alone votes, so the source keeps its metadata quorum while
 	// nodes 1 and 2, which hold the partition, go down in turn.
 	src := testutil.StartCluster(t, 3, 1, nil)
@@ -920,6 +939,10 @@ func TestLinkSourceUncleanElection(t *testing.T) {
 // copied back to the source once it has no member there, so that its
 // consumers can go back at the exact offset.
 func TestLinkReverseOffsetSync(t *testing.T) {
+	// Slow: waits for commits to be copied here, for the group to leave the source, and for them to be copied
+	// back.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	dst, admin := startLinkTarget(t)
 	srcCl, dstCl := newClient(t, src.Addr), newClient(t, dst.Addr)
@@ -988,6 +1011,9 @@ func TestLinkReverseOffsetSync(t *testing.T) {
 // bytes a second, fetched at most R bytes at a time, takes at least about
 // (B-R)/R: every fetch but the last waits for its bytes' turn.
 func TestLinkByteRate(t *testing.T) {
+	// Slow: a capped rate takes the time it caps to.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src := testutil.StartBroker(t, nil)
 	_, admin := startLinkTarget(t)
 	srcCl := newClient(t, src.Addr)
@@ -1464,6 +1490,9 @@ func TestLinkAutoPromoteGroup(t *testing.T) {
 // When the source cannot be reached, a passed-through member's requests
 // fail with an error it retries, and the link's status says so.
 func TestLinkPassThroughSourceLost(t *testing.T) {
+	// Slow: the link's retries against a source that went away are waited for.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	src, dst, admin := passThroughLink(t, 1, nil)
 	consumer := newClient(t, dst.Addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
 	status := func() link.Status {

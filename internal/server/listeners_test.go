@@ -146,6 +146,9 @@ func TestListeners(t *testing.T) {
 // through one broker apply at the other. A stranger without a certificate
 // of the truststore is refused by the controller listener.
 func TestInterBrokerSecurity(t *testing.T) {
+	// Slow: two brokers speaking TLS and SCRAM to each other; replication and ACLs are waited for on each.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	files := testutil.NewTLSFiles(t)
 	cl := testutil.StartCluster(t, 2, 0, func(_ int, c *config.Broker) {
 		c.ListenerName, c.ListenerProtocol = "CLIENT", "SASL_SSL"

@@ -24,8 +24,13 @@ import (
 const migrationGroup = "orders-processor"
 
 func TestMigrationPlaybook(t *testing.T) {
+	// Slow: for each balancer the playbook's canary, rollback and scale-over wait for rebalances, and for a 3 s
+	// session timeout after the canary's crash.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	for _, bal := range []kgo.GroupBalancer{kgo.CooperativeStickyBalancer(), kgo.RangeBalancer()} {
 		t.Run(bal.ProtocolName(), func(t *testing.T) {
+			t.Parallel()
 			b := testutil.StartBroker(t, func(c *config.Broker) {
 				c.GroupInitialRebalanceDelay = 100 * time.Millisecond
 				c.GroupMinSessionTimeout = 500 * time.Millisecond

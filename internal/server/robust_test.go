@@ -436,16 +436,22 @@ func fetchAll(t testing.TB, c *rawConn, topic string, partition int32) []gotReco
 }
 
 // newClient returns a franz-go client for the broker, closed at the end of
-// the test.
+// the test. Its metadata may be asked again after 100 ms (testMetadataAge).
 func newClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), testMetadataAge}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// testMetadataAge lets a client ask for metadata again 100 ms after the
+// last answer. A topic created on the way is first answered
+// LEADER_NOT_AVAILABLE, as Kafka answers it, and franz-go may then wait its
+// default minimum age, 5 s, before it asks again.
+var testMetadataAge = kgo.MetadataMinAge(100 * time.Millisecond)
 
 // checkServes proves the broker still works for a real client: it produces
 // to and consumes back a fresh topic, and checks that the records of

@@ -176,6 +176,7 @@ func TestConsoleBehindSASLAndTLS(t *testing.T) {
 // that re-authenticates on its connection keeps being served, as the same
 // principal only; one that does not is closed at its next request.
 func TestSASLReauthentication(t *testing.T) {
+	// Slow: an authentication lasts a second here, and is waited out: timing matters, so it runs alone.
 	b := saslBroker(t, "SASL_PLAINTEXT", func(c *config.Broker) { c.ConnectionsMaxReauth = time.Second })
 	auth := func(c *rawConn, user string) *kmsg.SASLAuthenticateResponse {
 		t.Helper()

@@ -15,7 +15,7 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("round-trip"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), testMetadataAge, kgo.DefaultProduceTopic("round-trip"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -661,6 +661,9 @@ func TestTxnKgo(t *testing.T) {
 // partition led elsewhere is NOT_LEADER_OR_FOLLOWER, and one naming a
 // coordinator epoch above every __transaction_state leader's is refused.
 func TestTxnClusterRequests(t *testing.T) {
+	// Slow: two brokers, and transactions whose markers cross between them.
+	// It waits more than it works, so it runs beside the other slow tests.
+	t.Parallel()
 	cl := testutil.StartCluster(t, 2, 0, func(_ int, c *config.Broker) {
 		c.DefaultPartitions = 4
 		c.TransactionStatePartitions = 4
