@@ -10,16 +10,15 @@ import (
 	"testing"
 )
 
-// selectorUses returns, for each non-test file of the package in dir, the
-// qualified names (pkg.Name) it uses whose package is pkg.
-func selectorUses(t *testing.T, dir, pkg string) map[string][]string {
+// parseDir parses the non-test files of the package in dir, by file name.
+func parseDir(t *testing.T, dir string) map[string]*ast.File {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	uses := map[string][]string{}
+	files := map[string]*ast.File{}
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -29,6 +28,17 @@ func selectorUses(t *testing.T, dir, pkg string) map[string][]string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files[name] = f
+	}
+	return files
+}
+
+// selectorUses returns, for each non-test file of the package in dir, the
+// qualified names (pkg.Name) it uses whose package is pkg.
+func selectorUses(t *testing.T, dir, pkg string) map[string][]string {
+	t.Helper()
+	uses := map[string][]string{}
+	for name, f := range parseDir(t, dir) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if sel, ok := n.(*ast.SelectorExpr); ok {
 				if id, ok := sel.X.(*ast.Ident); ok && id.Name == pkg {
@@ -100,21 +110,8 @@ func TestLogConfigOnlyStores(t *testing.T) {
 // receiver types that have it.
 func declarations(t *testing.T, dir string) (types map[string]ast.Expr, methods map[string][]string) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
 	types, methods = map[string]ast.Expr{}, map[string][]string{}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseDir(t, dir) {
 		for _, d := range f.Decls {
 			switch d := d.(type) {
 			case *ast.GenDecl:

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/strandlog/strand/internal/coordinator"
 )
 
 // Config holds the coordinator's settings, under Kafka's broker config
@@ -166,7 +168,7 @@ func (c Config) withDefaults() Config {
 		c.InitialRebalanceDelay = 0
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = coordinator.RealClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -189,17 +191,9 @@ type Watcher interface {
 	Handoff(group string, h Handoff)
 }
 
-// Clock is the time source of the coordinator; tests use a fake one.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has passed.
-	AfterFunc(d time.Duration, f func()) Stopper
-}
+// Clock is the time source of the coordinator (the coordinator runtime's;
+// tests use its ManualClock).
+type Clock = coordinator.Clock
 
 // Stopper cancels an AfterFunc.
-type Stopper interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                              { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }
+type Stopper = coordinator.Stopper

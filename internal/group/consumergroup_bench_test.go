@@ -23,7 +23,7 @@ func newBenchGroup(b *testing.B, n int, parts int32) *benchGroup {
 	topics := &fakeTopics{}
 	topics.add("t", parts)
 	cfg := group.Defaults()
-	cfg.Clock = newFakeClock()
+	cfg.Clock = coordinator.NewManualClock()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.OffsetsPartitions = 1
 	cfg.Topics = topics

@@ -5,8 +5,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,74 +13,6 @@ import (
 	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/group"
 )
-
-// fakeClock is a manual clock: timers run, in the caller's goroutine, when
-// Advance passes them.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) group.Stopper {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves the clock by d, running every timer that falls due in
-// time order (including timers those set).
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = end
-			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.stopped })
-			c.mu.Unlock()
-			return
-		}
-		next.stopped = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-	}
-}
 
 // offsetsRecords decodes everything written to __consumer_offsets, in
 // order per partition.
@@ -171,7 +101,7 @@ func partitionRecords(t *testing.T, p *coordinator.MemPartition, partition int32
 // env is a coordinator on a fake clock and an in-memory topic.
 type env struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *coordinator.ManualClock
 	topic *coordinator.MemTopic
 	cfg   group.Config
 	c     *group.Coordinator
@@ -185,7 +115,7 @@ const (
 
 func newEnv(t *testing.T, edit func(*group.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), topic: &coordinator.MemTopic{}}
+	e := &env{t: t, clock: coordinator.NewManualClock(), topic: &coordinator.MemTopic{}}
 	e.cfg = group.Defaults()
 	e.cfg.InitialRebalanceDelay = delay
 	e.cfg.OffsetsPartitions = 5

@@ -17,7 +17,7 @@ import (
 type classicBenchGroup struct {
 	b     *testing.B
 	c     *group.Coordinator
-	clock *fakeClock
+	clock *coordinator.ManualClock
 	parts int32
 	ids   []string
 	gen   int32
@@ -26,7 +26,7 @@ type classicBenchGroup struct {
 func newClassicBenchGroup(b *testing.B, n int, parts int32) *classicBenchGroup {
 	b.Helper()
 	cfg := group.Defaults()
-	clock := newFakeClock()
+	clock := coordinator.NewManualClock()
 	cfg.Clock = clock
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.OffsetsPartitions = 1

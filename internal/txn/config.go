@@ -3,6 +3,8 @@ package txn
 import (
 	"log/slog"
 	"time"
+
+	"github.com/strandlog/strand/internal/coordinator"
 )
 
 // Config holds the coordinator's settings, under Kafka's broker config
@@ -70,7 +72,7 @@ func (c Config) withDefaults() Config {
 		c.MarkerRetryBackoff = d.MarkerRetryBackoff
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = coordinator.RealClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -79,17 +81,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Clock is the time source of the coordinator; tests use a fake one.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has passed.
-	AfterFunc(d time.Duration, f func()) Stopper
-}
+// Clock is the time source of the coordinator (the coordinator runtime's;
+// tests use its ManualClock).
+type Clock = coordinator.Clock
 
 // Stopper cancels an AfterFunc.
-type Stopper interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                              { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }
+type Stopper = coordinator.Stopper

@@ -19,74 +19,6 @@ import (
 	"github.com/strandlog/strand/internal/txn"
 )
 
-// fakeClock is a manual clock: timers run, in the caller's goroutine, when
-// Advance passes them.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) txn.Stopper {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves the clock by d, running every timer that falls due in time
-// order (including timers those set).
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = end
-			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.stopped })
-			c.mu.Unlock()
-			return
-		}
-		next.stopped = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-	}
-}
-
 // memTopic is __transaction_state in memory, with what the tests read
 // and seed it with.
 type memTopic struct{ *coordinator.MemTopic }
@@ -299,7 +231,7 @@ func (f *fakeIDs) NextProducerID() (int64, error) {
 // markers.
 type env struct {
 	t       *testing.T
-	clock   *fakeClock
+	clock   *coordinator.ManualClock
 	topic   *memTopic
 	ids     *fakeIDs
 	markers *fakeMarkers
@@ -322,7 +254,7 @@ func newEnv(t *testing.T, edit func(*txn.Config)) *env {
 
 func newEnvNoLoad(t *testing.T, edit func(*txn.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), topic: &memTopic{&coordinator.MemTopic{}}, ids: &fakeIDs{next: 1000},
+	e := &env{t: t, clock: coordinator.NewManualClock(), topic: &memTopic{&coordinator.MemTopic{}}, ids: &fakeIDs{next: 1000},
 		markers: &fakeMarkers{}, ctx: context.Background()}
 	e.cfg = txn.Defaults()
 	e.cfg.StatePartitions = parts
