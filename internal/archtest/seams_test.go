@@ -201,3 +201,40 @@ func TestOneBatchWalk(t *testing.T) {
 		t.Fatalf("read %d files: the check reads the wrong directory", files)
 	}
 }
+
+// TestAdaptersHoldWhatTheyUse: the server's adapters (what it hands the
+// coordinators, the links, the admin API) hold the parts of the server
+// they use, not the server: what each reaches is in its fields. Two types
+// are the server's own parts, not adapters: a client connection (conn) and
+// the topic admin, which reconciles as it changes topics.
+func TestAdaptersHoldWhatTheyUse(t *testing.T) {
+	holders := 0
+	for name, f := range parseDir(t, "../server") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				return false
+			}
+			for _, fl := range st.Fields.List {
+				star, ok := fl.Type.(*ast.StarExpr)
+				if !ok {
+					continue
+				}
+				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Server" {
+					holders++
+					if ts.Name.Name != "topicAdmin" && ts.Name.Name != "conn" {
+						t.Errorf("server/%s: %s holds the whole *Server; give it what it uses", name, ts.Name.Name)
+					}
+				}
+			}
+			return false
+		})
+	}
+	if holders == 0 {
+		t.Fatal("no type holds *Server, not even topicAdmin: the check reads the wrong directory")
+	}
+}

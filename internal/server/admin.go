@@ -19,6 +19,9 @@ import (
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/ledger/reader"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
+	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // startAdmin opens the admin HTTP listener, when configured. When it
@@ -35,12 +38,21 @@ func (s *Server) startAdmin() error {
 		return err
 	}
 	s.adminClient = cl
-	cfg := admin.Config{Listen: s.cfg.AdminListen, Groups: s.groups, Cluster: adminClusterGroups{kadm.NewClient(cl)},
-		Partitions: adminPartitions{s}, Health: adminHealth{s}, Metrics: s.metrics, Logger: s.logger.With("component", "admin"),
-		Links: adminLinks{s}, Connections: adminLocal{s}, Replicas: adminLocal{s},
-		Telemetry: s.broker.Telemetry}
+	cfg := admin.Config{
+		Listen:      s.cfg.AdminListen,
+		Groups:      s.groups,
+		Cluster:     adminClusterGroups{kadm.NewClient(cl)},
+		Partitions:  adminPartitions{self: s.cfg.NodeID, metadata: s.cluster, replicas: s.replicas, peers: s.peers},
+		Health:      adminHealth{cfg: s.cfg, metadata: s.cluster},
+		Metrics:     s.metrics,
+		Logger:      s.logger.With("component", "admin"),
+		Links:       s.adminLinks(),
+		Connections: s.adminLocal(),
+		Replicas:    s.adminLocal(),
+		Telemetry:   s.broker.Telemetry,
+	}
 	if s.ledger != nil {
-		cfg.Ledger = adminLedger{s}
+		cfg.Ledger = adminLedger{addr: s.selfAddr(), clientOpts: s.selfClientOpts()}
 	}
 	var c *console.Console
 	if s.cfg.AdminConsole {
@@ -50,7 +62,7 @@ func (s *Server) startAdmin() error {
 		c, err = console.New(console.Config{Brokers: []string{s.selfAddr()},
 			ClientOpts: s.selfClientOpts(),
 			Actions:    s.cfg.AdminConsoleActions, SampleEvery: s.cfg.AdminConsoleSample, Logger: s.logger.With("component", "console"),
-			Links: adminLinks{s}})
+			Links: s.adminLinks()})
 		if err != nil {
 			s.adminClient.Close()
 			return err
@@ -95,10 +107,15 @@ func (s *Server) AdminAddr() net.Addr {
 
 // adminPartitions reads partitions for the admin listener: from the
 // replica when this broker leads the partition, else from its leader.
-type adminPartitions struct{ s *Server }
+type adminPartitions struct {
+	self     int32
+	metadata *cluster.Store
+	replicas *replica.Manager
+	peers    *peer.Client
+}
 
 func (a adminPartitions) leader(tp model.TopicPartition) (int32, bool) {
-	p, ok := a.s.cluster.Partition(tp.Topic, tp.Partition)
+	p, ok := a.metadata.Partition(tp.Topic, tp.Partition)
 	return p.Leader, ok && p.Leader != cluster.NoLeader
 }
 
@@ -106,12 +123,12 @@ func (a adminPartitions) HighWatermarks(ctx context.Context, tps []model.TopicPa
 	out := make(map[model.TopicPartition]int64, len(tps))
 	remote := map[int32]*kmsg.ListOffsetsRequest{}
 	for _, tp := range tps {
-		if p, ok := a.s.replicas.Get(tp); ok && p.IsLeader() {
+		if p, ok := a.replicas.Get(tp); ok && p.IsLeader() {
 			out[tp] = p.HighWatermark()
 			continue
 		}
 		node, ok := a.leader(tp)
-		if !ok || node == a.s.cfg.NodeID {
+		if !ok || node == a.self {
 			continue
 		}
 		req := remote[node]
@@ -129,7 +146,7 @@ func (a adminPartitions) HighWatermarks(ctx context.Context, tps []model.TopicPa
 		req.Topics = append(req.Topics, rt)
 	}
 	for node, req := range remote {
-		resp, err := a.s.peers.Request(ctx, node, req)
+		resp, err := a.peers.Request(ctx, node, req)
 		if err != nil {
 			continue
 		}
@@ -146,7 +163,7 @@ func (a adminPartitions) HighWatermarks(ctx context.Context, tps []model.TopicPa
 
 func (a adminPartitions) Timestamp(ctx context.Context, tp model.TopicPartition, offset int64) (time.Time, bool) {
 	var header []byte
-	if p, ok := a.s.replicas.Get(tp); ok && p.IsLeader() {
+	if p, ok := a.replicas.Get(tp); ok && p.IsLeader() {
 		sec, err := p.Read(offset, 1, false)
 		if err != nil || sec.Size < model.BatchHeaderSize {
 			return time.Time{}, false
@@ -185,10 +202,10 @@ func consumerFetch(tp model.TopicPartition, offset int64, maxBytes int32, maxWai
 // remoteBatch fetches the batch holding offset from the partition's leader.
 func (a adminPartitions) remoteBatch(ctx context.Context, tp model.TopicPartition, offset int64) []byte {
 	node, ok := a.leader(tp)
-	if !ok || node == a.s.cfg.NodeID {
+	if !ok || node == a.self {
 		return nil
 	}
-	resp, err := a.s.peers.Request(ctx, node, consumerFetch(tp, offset, 1, 0))
+	resp, err := a.peers.Request(ctx, node, consumerFetch(tp, offset, 1, 0))
 	if err != nil {
 		return nil
 	}
@@ -204,10 +221,13 @@ func (a adminPartitions) remoteBatch(ctx context.Context, tp model.TopicPartitio
 
 // adminLedger reads the hand-off ledger through this broker's own
 // listener, as any Kafka client would.
-type adminLedger struct{ s *Server }
+type adminLedger struct {
+	addr       string // this broker's own listener, read as a client would
+	clientOpts []kgo.Opt
+}
 
 func (a adminLedger) Read(ctx context.Context, group string, since time.Time) ([]ledger.Entry, error) {
-	return reader.Read(ctx, []string{a.s.selfAddr()}, group, since, a.s.selfClientOpts()...)
+	return reader.Read(ctx, []string{a.addr}, group, since, a.clientOpts...)
 }
 
 // adminClusterGroups reads the cluster's groups through this broker's
@@ -270,12 +290,20 @@ func (a adminClusterGroups) Read(ctx context.Context, id string) (group.View, bo
 
 // adminLocal is this broker's own figures: its connections, fetch
 // sessions and replicas (admin.Connections, admin.LocalReplicas).
-type adminLocal struct{ s *Server }
+type adminLocal struct {
+	connections   func() map[string]int
+	fetchSessions func() []protocol.FetchSessionStatus
+	replicas      *replica.Manager
+}
 
-func (a adminLocal) Connections() map[string]int { return a.s.Connections() }
+func (s *Server) adminLocal() adminLocal {
+	return adminLocal{connections: s.Connections, fetchSessions: s.FetchSessions, replicas: s.replicas}
+}
+
+func (a adminLocal) Connections() map[string]int { return a.connections() }
 
 func (a adminLocal) FetchSessions() (consumers, followers int) {
-	for _, fs := range a.s.FetchSessions() {
+	for _, fs := range a.fetchSessions() {
 		if fs.Replica >= 0 {
 			followers++
 		} else {
@@ -288,10 +316,9 @@ func (a adminLocal) FetchSessions() (consumers, followers int) {
 // LocalReplicas lists the replicas this broker holds (admin.LocalReplicas).
 func (a adminLocal) LocalReplicas() []admin.ReplicaState {
 	var out []admin.ReplicaState
-	for _, p := range a.s.replicas.Partitions() {
-		l := p.Log()
+	for _, p := range a.replicas.Partitions() {
 		out = append(out, admin.ReplicaState{Topic: p.TP.Topic, Partition: p.TP.Partition, Leader: p.IsLeader(),
-			LogStart: l.StartOffset(), LogEnd: l.EndOffset(), HighWatermark: p.HighWatermark(), SizeBytes: l.Size()})
+			LogStart: p.StartOffset(), LogEnd: p.EndOffset(), HighWatermark: p.HighWatermark(), SizeBytes: p.Size()})
 	}
 	return out
 }
@@ -299,11 +326,14 @@ func (a adminLocal) LocalReplicas() []admin.ReplicaState {
 // adminHealth reports the cluster as this broker's metadata shows it:
 // the controller is the quorum's leader as this broker's member of the
 // quorum knows it.
-type adminHealth struct{ s *Server }
+type adminHealth struct {
+	cfg      config.Broker // the static settings
+	metadata *cluster.Store
+}
 
 func (a adminHealth) Health() admin.HealthReport {
-	st := a.s.cluster
-	r := admin.HealthReport{Status: "ok", NodeID: a.s.cfg.NodeID, ClusterID: st.ClusterID(), Controller: st.Controller(),
+	st := a.metadata
+	r := admin.HealthReport{Status: "ok", NodeID: a.cfg.NodeID, ClusterID: st.ClusterID(), Controller: st.Controller(),
 		DownBrokers: []admin.DownBroker{}}
 	down := map[int32]*admin.DownBroker{}
 	for _, b := range st.Brokers() {
@@ -316,9 +346,9 @@ func (a adminHealth) Health() admin.HealthReport {
 	for i := range r.DownBrokers {
 		down[r.DownBrokers[i].NodeID] = &r.DownBrokers[i]
 	}
-	defaults, err := config.ApplyDynamic(a.s.cfg, st.BrokerConfigs(), st.NodeConfigs(a.s.cfg.NodeID))
+	defaults, err := config.ApplyDynamic(a.cfg, st.BrokerConfigs(), st.NodeConfigs(a.cfg.NodeID))
 	if err != nil {
-		defaults = a.s.cfg // stored configs were checked when set
+		defaults = a.cfg // stored configs were checked when set
 	}
 	for _, t := range st.Topics() { // sorted by name
 		minISR := defaults.Topic.MinInSyncReplicas

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/internal/fetchpos"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/peer"
+	"github.com/strandlog/strand/internal/replica"
 )
 
 // fetchPositionsInterval is how often a broker publishes its consumers'
@@ -36,28 +37,33 @@ const fetchPositionsRetention = 10 * time.Minute
 // own per partition (a read waits for records, which would hold up the
 // other requests to that broker).
 type fetchPositionsTopic struct {
-	s *Server
+	self              int32
+	replicationFactor int16
+	metadata          *cluster.Store
+	topics            *topicAdmin
+	replicas          *replica.Manager
+	newClient         func() *peer.Client // a connection of its own per partition read
 
 	mu      sync.Mutex
 	readers map[int32]*peer.Client
 }
 
 func (f *fetchPositionsTopic) Append(key, value []byte) error {
-	t, ok := f.s.cluster.Topic(fetchpos.Topic)
+	t, ok := f.metadata.Topic(fetchpos.Topic)
 	if !ok {
 		configs := map[string]string{"cleanup.policy": "delete",
 			"retention.ms": fmt.Sprint(fetchPositionsRetention.Milliseconds())}
-		n := int32(max(1, len(f.s.cluster.Brokers())))
+		n := int32(max(1, len(f.metadata.Brokers())))
 		var err error
-		if t, _, err = f.s.topics.createInternal(fetchpos.Topic, n, configs, f.s.cfg.OffsetsTopicReplicationFactor); err != nil {
+		if t, _, err = f.topics.createInternal(fetchpos.Topic, n, configs, f.replicationFactor); err != nil {
 			return err
 		}
 	}
 	// The same partition while it is led here, so that this broker's
 	// records stay in order.
-	parts := leadingPartitions(f.s.replicas, t)
+	parts := leadingPartitions(f.replicas, t)
 	for i := range parts {
-		p := parts[(int(f.s.cfg.NodeID)+i)%len(parts)]
+		p := parts[(int(f.self)+i)%len(parts)]
 		if p == nil {
 			continue
 		}
@@ -73,12 +79,12 @@ func (f *fetchPositionsTopic) Append(key, value []byte) error {
 }
 
 func (f *fetchPositionsTopic) Partitions() int32 {
-	t, _ := f.s.cluster.Topic(fetchpos.Topic)
+	t, _ := f.metadata.Topic(fetchpos.Topic)
 	return t.Partitions
 }
 
 func (f *fetchPositionsTopic) leader(partition int32) (int32, *peer.Client, error) {
-	p, ok := f.s.cluster.Partition(fetchpos.Topic, partition)
+	p, ok := f.metadata.Partition(fetchpos.Topic, partition)
 	if !ok || p.Leader == cluster.NoLeader {
 		return 0, nil, kerr.LeaderNotAvailable
 	}
@@ -89,7 +95,7 @@ func (f *fetchPositionsTopic) leader(partition int32) (int32, *peer.Client, erro
 	}
 	cl := f.readers[partition]
 	if cl == nil {
-		cl = f.s.newPeerClient()
+		cl = f.newClient()
 		f.readers[partition] = cl
 	}
 	return p.Leader, cl, nil

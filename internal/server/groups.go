@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 )
@@ -53,20 +54,20 @@ func (s *Server) groupTimings(group string) (session, heartbeat time.Duration) {
 
 // clusterTopics is the cluster's topics for the consumer groups' assignors
 // (group.Topics).
-type clusterTopics struct{ s *Server }
+type clusterTopics struct{ metadata *cluster.Store }
 
 func (c clusterTopics) Lookup(names []string) map[string]group.TopicInfo {
 	out := make(map[string]group.TopicInfo, len(names))
 	var racks map[int32]string
 	for _, name := range names {
-		t, ok := c.s.cluster.Topic(name)
+		t, ok := c.metadata.Topic(name)
 		if !ok {
 			continue
 		}
 		info := group.TopicInfo{ID: [16]byte(t.ID), Partitions: t.Partitions}
 		if racks == nil {
 			racks = map[int32]string{}
-			for _, b := range c.s.cluster.Brokers() {
+			for _, b := range c.metadata.Brokers() {
 				if b.Rack != "" {
 					racks[b.NodeID] = b.Rack
 				}
@@ -87,10 +88,10 @@ func (c clusterTopics) Lookup(names []string) map[string]group.TopicInfo {
 	return out
 }
 
-func (c clusterTopics) Version() int64 { return c.s.cluster.Version() }
+func (c clusterTopics) Version() int64 { return c.metadata.Version() }
 
 func (c clusterTopics) Names() []string {
-	ts := c.s.cluster.Topics()
+	ts := c.metadata.Topics()
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name

@@ -28,7 +28,7 @@ func (s *Server) newLinks(logger *slog.Logger) *link.Manager {
 		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.selfAddr()), kgo.ClientID(link.LocalClientID)},
 			s.selfClientOpts()...)...)
 	}}
-	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{s}, Local: s.linkLocal.get,
+	cfg := link.Config{Self: s.cfg.NodeID, Store: s.cluster, Mirrors: linkMirrors{defaultReplicationFactor: s.cfg.DefaultReplicationFactor, metadata: s.cluster, topics: s.topics}, Local: s.linkLocal.get,
 		Logger: logger, MetadataInterval: s.cfg.LinkMetadataInterval, DisconnectGrace: s.cfg.GroupMemberDisconnectGrace,
 		DisconnectGraceStatic: s.cfg.GroupMemberDisconnectGraceStatic}
 	if s.ledger != nil {
@@ -97,13 +97,17 @@ func (c *lazyClient) close() {
 // configs this broker supports. It does not reconcile: the reconciler
 // follows every metadata change (Store.Changes), and it stops links' work
 // while it runs, which must never wait for that work.
-type linkMirrors struct{ s *Server }
+type linkMirrors struct {
+	defaultReplicationFactor int16
+	metadata                 *cluster.Store
+	topics                   *topicAdmin
+}
 
 // supported keeps the source's topic configs that Strand has and takes:
 // a source may set configs of a newer or another Kafka.
 func (a linkMirrors) supported(configs map[string]string) map[string]string {
 	out := map[string]string{}
-	defaults := a.s.topics.defaults()
+	defaults := a.topics.defaults()
 	for k, v := range configs {
 		if _, err := config.TopicConfig(defaults, map[string]string{k: v}); err == nil {
 			out[k] = v
@@ -113,74 +117,82 @@ func (a linkMirrors) supported(configs map[string]string) map[string]string {
 }
 
 func (a linkMirrors) CreateMirror(name string, id cluster.TopicID, partitions int32, linkName string, configs map[string]string) error {
-	factor := max(1, min(a.s.cfg.DefaultReplicationFactor, int16(a.s.cluster.LiveBrokers())))
+	factor := max(1, min(a.defaultReplicationFactor, int16(a.metadata.LiveBrokers())))
 	spec := cluster.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: factor, Configs: a.supported(configs), ID: id,
 		Mirror: &cluster.TopicMirror{Link: linkName, State: cluster.MirrorActive}}
-	a.s.topics.mu.Lock()
-	defer a.s.topics.mu.Unlock()
-	_, err := a.s.cluster.CreateTopic(spec)
+	a.topics.mu.Lock()
+	defer a.topics.mu.Unlock()
+	_, err := a.metadata.CreateTopic(spec)
 	return err
 }
 
 func (a linkMirrors) GrowMirror(name string, partitions int32) error {
-	a.s.topics.mu.Lock()
-	defer a.s.topics.mu.Unlock()
-	return a.s.cluster.SetPartitions(name, partitions, nil)
+	a.topics.mu.Lock()
+	defer a.topics.mu.Unlock()
+	return a.metadata.SetPartitions(name, partitions, nil)
 }
 
 func (a linkMirrors) SetMirrorConfigs(name string, configs map[string]string) error {
 	want := a.supported(configs)
-	t, ok := a.s.cluster.Topic(name)
+	t, ok := a.metadata.Topic(name)
 	if !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
 	}
 	if maps.Equal(t.Configs, want) {
 		return nil
 	}
-	a.s.topics.mu.Lock()
-	defer a.s.topics.mu.Unlock()
-	return a.s.cluster.SetTopicConfigs(name, want)
+	a.topics.mu.Lock()
+	defer a.topics.mu.Unlock()
+	return a.metadata.SetTopicConfigs(name, want)
 }
 
 // adminLinks is the admin API's view of the links.
-type adminLinks struct{ s *Server }
+type adminLinks struct {
+	links    *link.Manager
+	metadata *cluster.Store
+	logger   *slog.Logger
+}
 
-func (a adminLinks) List() []cluster.Link { return a.s.links.List() }
+func (s *Server) adminLinks() adminLinks {
+	return adminLinks{links: s.links, metadata: s.cluster, logger: s.logger}
+}
+
+func (a adminLinks) List() []cluster.Link { return a.links.List() }
 
 func (a adminLinks) Create(ctx context.Context, l cluster.Link) (cluster.Link, error) {
-	out, err := a.s.links.Create(ctx, a.s.cluster, l)
+	out, err := a.links.Create(ctx, a.metadata, l)
 	if err == nil {
-		a.s.logger.Info("cluster link created", "link", l.Name, "source", strings.Join(l.Source.BootstrapServers, ","))
+		a.logger.Info("cluster link created", "link", l.Name, "source", strings.Join(l.Source.BootstrapServers, ","))
 	}
 	return out, err
 }
 
 func (a adminLinks) SetPaused(name string, paused bool) error {
-	return a.s.links.SetPaused(a.s.cluster, name, paused)
+	return a.links.SetPaused(a.metadata, name, paused)
 }
 
-func (a adminLinks) Lag() []link.PartitionLag { return a.s.links.Lag() }
+func (a adminLinks) Lag() []link.PartitionLag { return a.links.Lag() }
 
 func (a adminLinks) Alter(name string, patch []byte) (cluster.Link, error) {
-	l, err := a.s.links.Alter(a.s.cluster, name, patch)
+	l, err := a.links.Alter(a.metadata, name, patch)
 	if err == nil {
-		a.s.logger.Info("cluster link altered", "link", name)
+		a.logger.Info("cluster link altered", "link", name)
 	}
 	return l, err
 }
 
-func (a adminLinks) Delete(name string) error { return a.s.cluster.DeleteLink(name) }
+func (a adminLinks) Delete(name string) error { return a.metadata.DeleteLink(name) }
 
 func (a adminLinks) Status(ctx context.Context, name string) (link.Status, error) {
-	return a.s.links.Status(ctx, name)
+	return a.links.Status(ctx, name)
 }
 
 func (a adminLinks) Promote(ctx context.Context, name string, topics []string, failover bool, timeout time.Duration) (link.PromoteReport, error) {
-	return a.s.links.Promote(ctx, name, topics, failover, timeout)
+	return a.links.Promote(ctx, name, topics, failover, timeout)
 }
 
 func (a adminLinks) PromoteGroup(ctx context.Context, name, group string) (link.GroupPromotion, error) {
-	return a.s.links.PromoteGroup(ctx, a.s.cluster, name, group)
+	return a.links.PromoteGroup(ctx, a.metadata, name, group)
 }
 
 // fetchObservers tells each observer of consumers' fetches.

@@ -171,7 +171,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	// The coordinator replays __consumer_offsets before the broker serves.
 	// The hand-off ledger (with it, consumers' fetches are observed).
 	var observer group.FetchObserver
-	gcfg := groupConfig(cfg, logger, clusterTopics{s: s})
+	gcfg := groupConfig(cfg, logger, clusterTopics{metadata: s.cluster})
 	gcfg.GroupTimings = s.groupTimings
 	if cfg.AdminListen != "" {
 		s.metrics = admin.NewMetrics()
@@ -187,7 +187,8 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if cfg.HandoffLedger {
 		observer = s.groups
 		if s.clustered() {
-			s.positions = &fetchPositionsTopic{s: s}
+			s.positions = &fetchPositionsTopic{self: cfg.NodeID, replicationFactor: cfg.OffsetsTopicReplicationFactor,
+				metadata: s.cluster, topics: s.topics, replicas: s.replicas, newClient: s.newPeerClient}
 			s.positionPublisher = fetchpos.NewPublisher(s.groups, s.positions, cfg.NodeID, fetchPositionsInterval, logger)
 			observer = s.positionPublisher
 		}

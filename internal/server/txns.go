@@ -15,6 +15,8 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
+	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -40,7 +42,8 @@ func txnConfig(cfg config.Broker, logger *slog.Logger) txn.Config {
 // coordinators asked through the peer client.
 func (s *Server) newTxnCoordinator(logger *slog.Logger) *txn.Coordinator {
 	return txn.New(txnConfig(s.cfg, logger), s.coordinatorTopic(txn.StateTopic, stateTopicConfigs, s.cfg.TransactionStateReplicationFactor), s.cluster,
-		markerWriter{s: s, logger: logger.With("component", "txn")}, remoteCoordinators{s: s})
+		markerWriter{self: s.cfg.NodeID, metadata: s.cluster, peers: s.peers, broker: s.broker, logger: logger.With("component", "txn")},
+		remoteCoordinators{self: s.cfg.NodeID, metadata: s.cluster, peers: s.peers})
 }
 
 // syncTxnCoordinator makes the transaction coordinator serve exactly the
@@ -90,8 +93,11 @@ const (
 // so a partition whose leader moved (NOT_LEADER_OR_FOLLOWER) goes to the
 // new one.
 type markerWriter struct {
-	s      *Server
-	logger *slog.Logger
+	self     int32
+	metadata *cluster.Store
+	peers    *peer.Client
+	broker   *protocol.Broker // writes the markers of the partitions led here
+	logger   *slog.Logger
 }
 
 // markerOutcome sorts a partition's answer to a marker.
@@ -140,11 +146,11 @@ func (m markerWriter) WriteMarkers(ctx context.Context, pid int64, epoch int16, 
 // round writes marker to every partition of tps once and returns those to
 // try again, with their errors.
 func (m markerWriter) round(ctx context.Context, marker replica.Marker, tps []model.TopicPartition) map[model.TopicPartition]error {
-	self := m.s.cfg.NodeID
+	self := m.self
 	failed := map[model.TopicPartition]error{}
 	byLeader := map[int32][]model.TopicPartition{}
 	for _, tp := range tps {
-		st, ok := m.s.cluster.Partition(tp.Topic, tp.Partition)
+		st, ok := m.metadata.Partition(tp.Topic, tp.Partition)
 		switch {
 		case !ok:
 			m.logger.Info("transaction marker skipped: partition gone", "partition", tp.String(), "producer", marker.ProducerID)
@@ -160,7 +166,7 @@ func (m markerWriter) round(ctx context.Context, marker replica.Marker, tps []mo
 		wg.Go(func() {
 			var errs []error
 			if node == self {
-				errs = m.s.broker.WriteMarkers(marker, tps)
+				errs = m.broker.WriteMarkers(marker, tps)
 			} else {
 				errs = m.remote(ctx, node, marker, tps)
 			}
@@ -215,7 +221,7 @@ func (m markerWriter) remote(ctx context.Context, node int32, marker replica.Mar
 	req.Markers = append(req.Markers, rm)
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	raw, err := m.s.peers.Request(ctx, node, req)
+	raw, err := m.peers.Request(ctx, node, req)
 	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("writing the marker at broker %d: %w", node, err)
@@ -269,7 +275,11 @@ func requestTopics[T any](tps []model.TopicPartition, entry func(topic string, p
 // AddPartitionsToTxn v5 to the coordinator (the leader of the id's
 // __transaction_state partition, FindCoordinator's rule), VerifyOnly for
 // the older protocol's verification, adding for KIP-890's.
-type remoteCoordinators struct{ s *Server }
+type remoteCoordinators struct {
+	self     int32
+	metadata *cluster.Store
+	peers    *peer.Client
+}
 
 func (r remoteCoordinators) CheckPartitions(ctx context.Context, id string, pid int64, epoch int16,
 	tps []model.TopicPartition, add bool) []error {
@@ -280,7 +290,7 @@ func (r remoteCoordinators) CheckPartitions(ctx context.Context, id string, pid 
 		}
 		return errs
 	}
-	t, ok := r.s.cluster.Topic(txn.StateTopic)
+	t, ok := r.metadata.Topic(txn.StateTopic)
 	if !ok || t.Partitions <= 0 {
 		return all(fmt.Errorf("%w: %s is not known here yet", txn.ErrNotCoordinator, txn.StateTopic))
 	}
@@ -288,7 +298,7 @@ func (r remoteCoordinators) CheckPartitions(ctx context.Context, id string, pid 
 	switch node := t.States[i].Leader; node {
 	case cluster.NoLeader:
 		return all(fmt.Errorf("%w: %s-%d has no leader", txn.ErrNotCoordinator, txn.StateTopic, i))
-	case r.s.cfg.NodeID:
+	case r.self:
 		// Led here, and about to be loaded (syncCoordinators).
 		return all(fmt.Errorf("%w: %s-%d", txn.ErrCoordinatorLoadInProgress, txn.StateTopic, i))
 	default:
@@ -311,7 +321,7 @@ func (r remoteCoordinators) ask(ctx context.Context, node int32, id string, pid 
 	req.Transactions = append(req.Transactions, rt)
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	raw, err := r.s.peers.Request(ctx, node, req)
+	raw, err := r.peers.Request(ctx, node, req)
 	if err != nil {
 		err = fmt.Errorf("%w: asking the coordinator, broker %d: %v", txn.ErrNotCoordinator, node, err)
 		for i := range errs {
