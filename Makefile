@@ -50,9 +50,11 @@ RUN ?= .
 compat:
 	$(GO) test -count=1 -v -run='$(RUN)' ./test/compat/
 
-# The concurrent packages again under the race detector.
+# The concurrent packages again under the race detector, with the lock
+# order of LOCKS.md checked (internal/lockrank: a lock taken out of order
+# panics, naming both).
 race:
-	$(GO) test -count=1 -short -race $(RACE_PKGS)
+	$(GO) test -count=1 -short -race -tags lockrank $(RACE_PKGS)
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 FUZZTIME ?= 30s

@@ -9,10 +9,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -105,14 +105,14 @@ type Store struct {
 	registered  atomic.Bool // a registration of this process has applied
 	be          backend
 
-	mu      sync.RWMutex
+	mu      lockrank.RWMutex[lockrank.Metadata]
 	im      image
 	version int64 // bumped on every applied record; metadata caches compare it
 
 	changed chan struct{} // a token after each apply: see Changes
 
 	// The block of producer ids being handed out: [pidNext, pidEnd).
-	pidMu           sync.Mutex
+	pidMu           lockrank.Mutex[lockrank.ProducerIDs]
 	pidNext, pidEnd int64
 }
 

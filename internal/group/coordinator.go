@@ -3,9 +3,9 @@ package group
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -23,7 +23,7 @@ type Coordinator struct {
 	fetchers fetchIndex
 	conns    connIndex
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Coordinator]
 	groups map[string]*group
 	// writers has one entry per __consumer_offsets partition (nil until
 	// the topic exists): the partition's writer while this broker leads it

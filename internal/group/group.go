@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"net"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -153,7 +153,7 @@ type group struct {
 	c  *Coordinator
 	id string
 
-	mu sync.Mutex
+	mu lockrank.Mutex[lockrank.GroupOrTxn]
 	// classicGroup is the classic protocol's state. Its state is also the
 	// group's life: Empty while the group is a consumer group, Dead once
 	// deleted.

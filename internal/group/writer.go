@@ -3,9 +3,9 @@ package group
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -32,7 +32,7 @@ import (
 type writer struct {
 	part coordinator.Partition
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.GroupWriter]
 	queue  []pendingWrite
 	closed bool
 	wake   chan struct{}

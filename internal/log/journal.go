@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -122,7 +123,7 @@ type journal struct {
 	// tails bounds the memory of the logs' tails (tail.go).
 	tails tailBudget
 
-	mu   sync.Mutex // serialises writes; guards the fields below
+	mu   lockrank.Mutex[lockrank.LogSync] // serialises writes; guards the fields below
 	file vfs.File
 	name string
 	size int64

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -47,7 +48,7 @@ type Log struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu      sync.RWMutex
+	mu      lockrank.RWMutex[lockrank.Log]
 	cfg     Config
 	segs    []*segment
 	next    int64 // log end offset
@@ -67,8 +68,8 @@ type Log struct {
 	firstUnstable int64                       // oldest unstable transaction's first offset, -1 for none
 	markerRemoval func([]RemovedMarker) error // told before transaction markers are removed; nil keeps them
 
-	syncMu   sync.Mutex    // with no syncer
-	syncDone chan struct{} // syncMu: closed when the fsync in flight ends
+	syncMu   lockrank.Mutex[lockrank.LogSync] // with no syncer
+	syncDone chan struct{}                    // syncMu: closed when the fsync in flight ends
 	// synced: every offset below is durable, in the segments or in the
 	// journal. fileSynced: every offset below is durable in the segments
 	// themselves; it is the recovery point the checkpoint records.
@@ -93,7 +94,7 @@ type Log struct {
 	// appends keep the active segment's tail in memory (tail.go).
 	tailInMemory atomic.Bool
 
-	compactMu sync.Mutex // one compaction at a time
+	compactMu lockrank.Mutex[lockrank.LogCompaction] // one compaction at a time
 
 	// mu: what of the active segment went to the background writer
 	// (writeback.go), for logs that do not fsync every append.

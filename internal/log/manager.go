@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -38,7 +39,7 @@ type Manager struct {
 	dir  string
 	opts ManagerOptions
 
-	mu   sync.Mutex
+	mu   lockrank.Mutex[lockrank.LogManager]
 	logs map[model.TopicPartition]*Log
 
 	syncer *fileSyncer // nil when each log syncs alone

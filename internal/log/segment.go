@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -33,7 +34,7 @@ type segment struct {
 	openedAt   time.Time
 	sinceIndex int64 // Log.mu: bytes appended since the last offset index entry
 
-	loadMu sync.Mutex
+	loadMu lockrank.Mutex[lockrank.Segment]
 	idx    *offsetIndex // loadMu to load; Log.mu to change
 	tidx   *timeIndex
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 )
 
@@ -39,7 +40,7 @@ type fileSyncer struct {
 	// their own errors.
 	broken atomic.Bool
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.FileSyncer]
 	pending  []*syncRequest
 	building bool          // a round is taking its requests' bytes; the next waits
 	built    chan struct{} // closed when the building round is done with that
@@ -48,7 +49,7 @@ type fileSyncer struct {
 	// round of a log deleted meanwhile may still seal one after close:
 	// sealMu and closed keep it from sending on the closed channel (the
 	// file is then left for the next start).
-	sealMu    sync.Mutex
+	sealMu    lockrank.Mutex[lockrank.FileSyncer]
 	sealed    chan *sealedJournal
 	closed    bool
 	retiring  sync.WaitGroup

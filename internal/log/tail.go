@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log/vfs"
 )
 
@@ -63,7 +64,7 @@ type tailFile struct {
 	vfs.File
 	budget *tailBudget
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Segment]
 	written int64  // the file's length
 	buf     []byte // the bytes from written on; nil holds no budget
 }

@@ -3,9 +3,9 @@ package replica
 import (
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -61,7 +61,7 @@ type Manager struct {
 	logs *log.Manager
 	opts Options
 
-	mu    sync.RWMutex
+	mu    lockrank.RWMutex[lockrank.ReplicaManager]
 	parts map[model.TopicPartition]*Partition
 }
 

@@ -6,10 +6,10 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/log/vfs"
 	"github.com/strandlog/strand/internal/model"
@@ -33,17 +33,17 @@ type Partition struct {
 	// ordinary partition (mirror.go). Read without a lock on every append.
 	mirror atomic.Pointer[string]
 
-	appendMu  sync.Mutex
+	appendMu  lockrank.Mutex[lockrank.PartitionAppend]
 	producers *producerState // appendMu, but producers.txns: mu (see txn.go)
 
-	snapMu  sync.Mutex // after appendMu when both are held
-	snapEnd int64      // snapMu: end offset of the newest snapshot written, -1 for none
+	snapMu  lockrank.Mutex[lockrank.PartitionSnapshot] // after appendMu when both are held
+	snapEnd int64                                      // snapMu: end offset of the newest snapshot written, -1 for none
 	// restarts counts the log's restarts (startAtLocked), which change it
 	// holding appendMu and snapMu: a snapshot taken under appendMu before
 	// one must not be written after it.
 	restarts uint64
 
-	mu sync.Mutex // after appendMu when both are held; guards producers.txns too
+	mu lockrank.Mutex[lockrank.Partition] // after appendMu when both are held; guards producers.txns too
 	hw int64
 	// applied is the log end up to which appends have been applied to the
 	// producer state (the transactions open and decided); the high

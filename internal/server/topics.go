@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/replica"
 )
 
@@ -22,7 +22,7 @@ import (
 // that a concurrent SetBrokerConfigs is replacing.
 type topicAdmin struct {
 	s  *Server
-	mu sync.Mutex
+	mu lockrank.Mutex[lockrank.TopicAdmin]
 }
 
 // defaults returns the topic defaults in force.

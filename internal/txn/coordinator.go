@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -100,7 +101,7 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background goroutines
 
-	mu   sync.Mutex
+	mu   lockrank.Mutex[lockrank.Coordinator]
 	txns map[string]*txn // the ids of the served partitions
 	// parts has one entry per __transaction_state partition once the
 	// topic is known (nil before): the partition while this broker

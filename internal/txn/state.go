@@ -3,9 +3,9 @@ package txn
 import (
 	"math"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -87,7 +87,7 @@ type txn struct {
 	id   string
 	home *served // the leadership of its partition it belongs to; fixed
 
-	mu sync.Mutex
+	mu lockrank.Mutex[lockrank.GroupOrTxn]
 	meta
 	// pending: a record of t is being made durable; no other transition
 	// may start (requests answer ErrConcurrentTransactions, as Kafka's

@@ -1,0 +1,49 @@
+package lockrank
+
+// The ranks, in LOCKS.md's order. Locks of one rank never nest with each
+// other.
+type (
+	// GroupOrTxn is one consumer group's group.mu, or one transactional
+	// id's txn.mu.
+	GroupOrTxn struct{}
+	// Coordinator is group.Coordinator.mu or txn.Coordinator.mu.
+	Coordinator struct{}
+	// TopicAdmin is server.topicAdmin.mu: topic creation, deletion and
+	// config changes.
+	TopicAdmin struct{}
+	// ProducerIDs is cluster.Store.pidMu: a producer id block's
+	// allocation, across a proposal to the metadata quorum.
+	ProducerIDs struct{}
+	// GroupWriter is group.writer.mu.
+	GroupWriter struct{}
+	// ReplicaManager is replica.Manager.mu.
+	ReplicaManager struct{}
+	// LogManager is log.Manager.mu.
+	LogManager struct{}
+	// LogCompaction is log.Log.compactMu: its marker-removal callback
+	// enters the replica.
+	LogCompaction struct{}
+	// PartitionAppend is replica.Partition.appendMu.
+	PartitionAppend struct{}
+	// PartitionSnapshot is replica.Partition.snapMu.
+	PartitionSnapshot struct{}
+	// Partition is replica.Partition.mu.
+	Partition struct{}
+	// LogSync is log.Log.syncMu or log.journal.mu.
+	LogSync struct{}
+	// FileSyncer is log.fileSyncer.mu or log.fileSyncer.sealMu.
+	FileSyncer struct{}
+	// Log is log.Log.mu.
+	Log struct{}
+	// Segment is log.segment.loadMu or log.tailFile.mu.
+	Segment struct{}
+	// Metadata is cluster.Store.mu, a leaf: nothing is called under it.
+	Metadata struct{}
+)
+
+// order lists the ranks' names from the first taken to the last.
+var order = []string{
+	"GroupOrTxn", "Coordinator", "TopicAdmin", "ProducerIDs", "GroupWriter", "ReplicaManager", "LogManager",
+	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
+	"Metadata",
+}
