@@ -36,8 +36,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# The lock-order checker's own build is vetted too (make test runs it).
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags lockrank ./internal/lockrank/
 
 # Includes test/compat: real clients (kcat, kafka-python, the Java client,
 # franz-go) against the real binary. .ci/run installs those clients; outside

@@ -22,3 +22,16 @@ func Missing(t testing.TB, msg string) {
 	}
 	t.Skipf("SKIP: %s (run .ci/run as root to install it)", msg)
 }
+
+// NeedRoot skips the test when it does not run as root, saying what needs
+// root, or fails it under CI, which runs as root.
+func NeedRoot(t testing.TB, what string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if UnderCI() {
+		t.Fatalf("%s needs root: CI is set, so it must run as root", what)
+	}
+	t.Skipf("SKIP: %s needs root", what)
+}

@@ -31,6 +31,7 @@ type NetCluster struct {
 // lists n live brokers. It needs root (ip netns, veth pairs, a bridge).
 func StartNetCluster(t testing.TB, n int, extra ...string) *NetCluster {
 	t.Helper()
+	NeedRoot(t, "a cluster in network namespaces (ip netns, veth pairs, a bridge)")
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatalf("network namespaces need iproute2's ip: %v", err)
 	}

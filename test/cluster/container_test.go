@@ -32,9 +32,7 @@ func TestContainerImage(t *testing.T) {
 	if err != nil {
 		testutil.Missing(t, "buildah (apt-get install buildah), to build the container image")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("building and entering an image needs root")
-	}
+	testutil.NeedRoot(t, "building and entering an image")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	root := filepath.Join("..", "..")
