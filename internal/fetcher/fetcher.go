@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/peer"
@@ -55,7 +56,7 @@ type Config struct {
 type Fetcher struct {
 	cfg Config
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Subsystem]
 	loops  map[int32]*leaderLoop
 	closed bool
 	wg     sync.WaitGroup
@@ -136,7 +137,7 @@ type leaderLoop struct {
 	wake   chan struct{}
 	logger *slog.Logger
 
-	mu    sync.Mutex
+	mu    lockrank.Mutex[lockrank.Worker]
 	parts map[model.TopicPartition]*following
 
 	// The fetch session with the leader (KIP-227), used by run alone: its

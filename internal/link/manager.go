@@ -14,6 +14,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -91,7 +92,7 @@ type Assignment struct {
 type Manager struct {
 	cfg     Config
 	logger  *slog.Logger
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Subsystem]
 	runners map[string]*runner
 	closed  bool
 	// stopping counts the runners stopping in the background.
@@ -103,7 +104,7 @@ type Manager struct {
 	// reserved is the largest producer id known reserved in the metadata
 	// for the mirrored producers; reserveMu serialises reservations.
 	reserved  atomic.Int64
-	reserveMu sync.Mutex
+	reserveMu lockrank.Mutex[lockrank.Subsystem]
 }
 
 // New returns a Manager; Set starts its work.
@@ -216,7 +217,7 @@ type runner struct {
 	wg     sync.WaitGroup
 	wake   chan struct{} // a token: read the source's metadata now
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Worker]
 	link     cluster.Link
 	parts    map[model.TopicPartition]*mirrorPart // led here
 	leaders  map[model.TopicPartition]sourcePartition

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
@@ -27,7 +27,7 @@ type mirrorPart struct {
 	// runner sets it, the loop reads it.
 	sourceEpoch atomic.Int32
 
-	mu sync.Mutex // guards what follows: the loop writes, status reads
+	mu lockrank.Mutex[lockrank.Worker] // guards what follows: the loop writes, status reads
 	// lastSourceEpoch is the source's leader epoch of the last batch
 	// mirrored (-1: unknown), sent as LastFetchedEpoch so that the source
 	// says when it truncated what was mirrored (KIP-320's check).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -44,7 +44,7 @@ import (
 
 // passThrough is a runner's forwarded members.
 type passThrough struct {
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.LinkPassThrough]
 	members map[memberKey]*passMember
 	// lastErr is the last failure to reach the source's coordinator,
 	// cleared by a success.

@@ -3,6 +3,9 @@ package lockrank
 // The ranks, in LOCKS.md's order. Locks of one rank never nest with each
 // other.
 type (
+	// ConfigChange is protocol.configMu: a config change's
+	// read-modify-write.
+	ConfigChange struct{}
 	// GroupOrTxn is one consumer group's group.mu, or one transactional
 	// id's txn.mu.
 	GroupOrTxn struct{}
@@ -11,9 +14,17 @@ type (
 	// TopicAdmin is server.topicAdmin.mu: topic creation, deletion and
 	// config changes.
 	TopicAdmin struct{}
+	// Subsystem is the lock of one of the broker's parts: link.Manager.mu
+	// or reserveMu, fetcher.Fetcher.mu, server.Server.mu.
+	Subsystem struct{}
 	// ProducerIDs is cluster.Store.pidMu: a producer id block's
 	// allocation, across a proposal to the metadata quorum.
 	ProducerIDs struct{}
+	// LinkPassThrough is link.passThrough.mu.
+	LinkPassThrough struct{}
+	// Worker is the lock of one worker of a part: link.runner.mu,
+	// link.mirrorPart.mu, fetcher.leaderLoop.mu, quota.Manager.mu.
+	Worker struct{}
 	// GroupWriter is group.writer.mu.
 	GroupWriter struct{}
 	// ReplicaManager is replica.Manager.mu.
@@ -43,7 +54,8 @@ type (
 
 // order lists the ranks' names from the first taken to the last.
 var order = []string{
-	"GroupOrTxn", "Coordinator", "TopicAdmin", "ProducerIDs", "GroupWriter", "ReplicaManager", "LogManager",
+	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
+	"GroupWriter", "ReplicaManager", "LogManager",
 	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
 	"Metadata",
 }

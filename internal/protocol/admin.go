@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/logging"
 )
 
@@ -51,7 +51,7 @@ const maxPartitionsPerRequest = 10000
 // configMu serialises the read-modify-write of config overrides
 // (AlterConfigs, IncrementalAlterConfigs), so that concurrent changes to one
 // resource are not lost.
-var configMu sync.Mutex
+var configMu lockrank.Mutex[lockrank.ConfigChange]
 
 // nodeConfigAdmin is implemented by a TopicAdmin that keeps dynamic configs
 // per broker (Kafka's BROKER resource named by a node id), apart from the

@@ -3,11 +3,11 @@ package quota
 import (
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Kind is what a quota bounds.
@@ -48,7 +48,7 @@ type Manager struct {
 	cfg Config
 	src Source
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Worker]
 	epoch   int64
 	table   map[string]float64 // by entity key and quota key: see lookup
 	loaded  bool

@@ -26,6 +26,7 @@ import (
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/link"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/logging"
 	"github.com/strandlog/strand/internal/oauth"
@@ -93,7 +94,7 @@ type Server struct {
 	cancel     context.CancelFunc
 	ctx        context.Context
 
-	mu    sync.Mutex
+	mu    lockrank.Mutex[lockrank.Subsystem]
 	conns map[net.Conn]struct{}
 
 	failed chan error // the first error the broker cannot serve past
