@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 // The Kafka Reader against franz-go's fake cluster: the requests are
@@ -32,20 +36,37 @@ func fakeKafka(t *testing.T, opts ...kgo.Opt) (*kfake.Cluster, *kgo.Client) {
 }
 
 // produce writes n records to each partition in batches of 10, the
-// values the same for the same arguments.
-func produce(t *testing.T, cl *kgo.Client, n int) {
+// values the same for the same arguments. The batches are made here and
+// sent to each partition's leader as they are, so that their bounds do not
+// depend on how a client batches on a loaded machine.
+func produce(t *testing.T, c *kfake.Cluster, cl *kgo.Client, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for p := range int32(3) {
 		for i := 0; i < n; i += 10 {
-			var recs []*kgo.Record
+			var recs []model.KeyValue
 			for j := i; j < min(n, i+10); j++ {
-				recs = append(recs, &kgo.Record{Partition: p, Key: fmt.Appendf(nil, "k%d", j), Value: fmt.Appendf(nil, "v%d-%d", p, j),
-					Timestamp: time.UnixMilli(1_700_000_000_000 + int64(j))})
+				recs = append(recs, model.KeyValue{Key: fmt.Appendf(nil, "k%d", j), Value: fmt.Appendf(nil, "v%d-%d", p, j)})
 			}
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatal(err)
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 5000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic, rt.TopicID = "t", topics["t"].ID // newer versions name the topic by its id
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, model.EncodeBatch(recs, 1_700_000_000_000+int64(i), model.NoProducer)
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := cl.Broker(int(c.LeaderFor("t", p))).Request(ctx, req)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
+			}
+			if err != nil {
+				t.Fatalf("producing to partition %d: %v", p, err)
 			}
 		}
 	}
@@ -53,7 +74,7 @@ func produce(t *testing.T, cl *kgo.Client, n int) {
 
 func TestKafkaReaderComparesAClusterWithItself(t *testing.T) {
 	c, cl := fakeKafka(t)
-	produce(t, cl, 45)
+	produce(t, c, cl, 45)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := CompareTopic(ctx, cl, cl, "t", Options{FetchBytes: 256})
@@ -95,8 +116,8 @@ func TestKafkaReaderTellsTwoClustersApart(t *testing.T) {
 	// Without a producer id the same records make the same batches.
 	ca, a := fakeKafka(t, kgo.DisableIdempotentWrite())
 	cb, b := fakeKafka(t, kgo.DisableIdempotentWrite())
-	produce(t, a, 20)
-	produce(t, b, 20)
+	produce(t, ca, a, 20)
+	produce(t, cb, b, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := CompareTopic(ctx, a, b, "t", Options{})
