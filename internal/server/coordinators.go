@@ -76,8 +76,6 @@ func (c coordinatorPartition) Append(batch []byte) (int64, func() error, error) 
 		return -1, nil, fmt.Errorf("%s: %w: %v", c.p.TP, coordinator.ErrNotLeader, err)
 	case err != nil:
 		return -1, nil, err
-	case wait == nil:
-		return res.BaseOffset, nil, nil
 	}
 	end := res.LastOffset + 1
 	return res.BaseOffset, func() error {
