@@ -20,24 +20,18 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/internal/config"
-	"github.com/strandlog/strand/internal/log"
 	"github.com/strandlog/strand/internal/logging"
 	"github.com/strandlog/strand/internal/server"
 )
 
-// serveOptions are serve's flags that are not a setting of one broker
-// config: Kafka's listener syntax (it sets the listeners and the
-// controller's listener), the fsync policy, and the process's own options.
+// serveOptions are serve's flags that are not a broker setting: the
+// process's own options, and what the flags in Kafka's syntax give.
 type serveOptions struct {
-	configFile    string
-	fsync         string
-	fsyncInterval int64
-	logLevel      string
-	logFormat     string
-	cpuProfile    string
-	listeners     string
-	advertised    string
-	protocolMap   string
+	configFile  string
+	logLevel    string
+	logFormat   string
+	cpuProfile  string
+	kafkaSyntax map[string]*string
 }
 
 // bindServeFlags declares serve's flags on f: the broker's settings, each
@@ -46,12 +40,7 @@ type serveOptions struct {
 // restore) declare the same.
 func bindServeFlags(f *pflag.FlagSet, cfg *config.Broker, o *serveOptions) {
 	f.StringVar(&o.configFile, "config", "", "file of `flag = value` lines")
-	bindSettings(f, cfg)
-	f.StringVar(&o.listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with CONTROLLER:// the metadata quorum's listener and the others for clients and brokers (overrides --listen)")
-	f.StringVar(&o.advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port,... what each listener tells clients to connect to (overrides --advertise)")
-	f.StringVar(&o.protocolMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listeners not named after their protocol")
-	f.StringVar(&o.fsync, "fsync", cfg.Topic.FlushPolicy.String(), "when writes reach the disk: every-append (before acknowledging), interval, or never (left to the OS)")
-	f.Int64Var(&o.fsyncInterval, "fsync-interval-ms", cfg.Topic.FlushInterval.Milliseconds(), "with --fsync=interval, how often")
+	o.kafkaSyntax = bindSettings(f, cfg)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json, one object per line")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
@@ -66,7 +55,8 @@ func (o *serveOptions) settings(f *pflag.FlagSet, cfg *config.Broker) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	return unused, config.ApplyListeners(cfg, o.listeners, o.advertised, o.protocolMap)
+	k := o.kafkaSyntax
+	return unused, config.ApplyListeners(cfg, *k["listeners"], *k["advertised.listeners"], *k["listener.security.protocol.map"])
 }
 
 func serveCommand() *cobra.Command {
@@ -87,11 +77,6 @@ wins over the file. docs/settings.md lists every setting.`,
 			if err != nil {
 				return err
 			}
-			p, err := log.ParseFlushPolicy(o.fsync)
-			if err != nil {
-				return err
-			}
-			cfg.Topic.FlushPolicy, cfg.Topic.FlushInterval = p, msDuration(o.fsyncInterval)
 			logger, err := newLogger(os.Stderr, o.logLevel, o.logFormat)
 			if err != nil {
 				return err
@@ -117,13 +102,6 @@ wins over the file. docs/settings.md lists every setting.`,
 	}
 	bindServeFlags(cmd.Flags(), &cfg, &o)
 	return cmd
-}
-
-func msDuration(ms int64) time.Duration {
-	if ms < 0 {
-		return -1
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // fileValue is a config file's setting: the flag it sets, and the key and
@@ -167,8 +145,9 @@ func applyEnvAndFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (unu
 
 // readConfigFile reads file's "key = value" lines: the settings it gives,
 // by flag, and the Kafka configs it gives that Strand does not act on.
-// Settings that have no flag (min.insync.replicas, log.cleanup.policy, the
-// other topic defaults without one) it sets in cfg.
+// Settings that change at run time, given under their Kafka names
+// (min.insync.replicas, log.cleanup.policy, log.flush.interval.messages),
+// it sets in cfg in Kafka's syntax, unless their flag was given.
 func readConfigFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (map[string]fileValue, []string, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -176,6 +155,7 @@ func readConfigFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (map[
 	}
 	defer f.Close()
 	values := map[string]fileValue{}
+	static, staticLines := map[string]string{}, map[string]int{}
 	var unused []string
 	var errs []error
 	sc := bufio.NewScanner(f)
@@ -193,9 +173,11 @@ func readConfigFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (map[
 		fv := fileValue{key: k, value: v, flagValue: v, line: n}
 		flag := k
 		if flags.Lookup(k) == nil {
-			if set, err := config.SetStatic(cfg, k, v); set {
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s:%d: %w", file, n, err))
+			if flag, ok := config.FileStatic(k); ok {
+				// Kafka's syntax for a setting that changes at run
+				// time; its flag, given, wins.
+				if flag == "" || !flags.Lookup(flag).Changed {
+					static[k], staticLines[k] = v, n
 				}
 				continue
 			}
@@ -224,6 +206,13 @@ func readConfigFile(flags *pflag.FlagSet, file string, cfg *config.Broker) (map[
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := config.SetStatic(cfg, static); err != nil {
+		var ve *config.ValueError
+		if errors.As(err, &ve) {
+			err = fmt.Errorf("%s:%d: %w", file, staticLines[ve.Name], err)
+		}
+		errs = append(errs, err)
 	}
 	return values, unused, errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/strandlog/strand/internal/config"
 )
 
@@ -81,7 +83,7 @@ func TestConfigFileErrors(t *testing.T) {
 			want: []string{path + ":3: unknown setting \"num.partition\"; did you mean num.partitions?",
 				path + ":4: unknown setting \"log.retention.msx\"; did you mean log.retention.ms?"}},
 		{file: "retension-ms = 5\n", want: []string{path + ":1: unknown setting \"retension-ms\"; did you mean retention-ms?"}},
-		{file: "log.retention.ms = 1d\n", want: []string{path + `:1: log.retention.ms = "1d": not a whole number of milliseconds`}},
+		{file: "log.retention.ms = 1d\n", want: []string{path + `:1: Invalid value 1d for configuration log.retention.ms: Not a number of type LONG`}},
 		{file: "\nretention-ms = 1d\n", want: []string{path + `:2: retention-ms = "1d": not a whole number of milliseconds`}},
 		{file: "num.partitions = six\n", want: []string{path + `:1: num.partitions = "six": not a whole number`}},
 		{file: "log.retention.hours = 1d\n", want: []string{path + `:1: log.retention.hours = "1d": not a whole number`}},
@@ -115,5 +117,82 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 	if got := cmd.Flags().Lookup("default-partitions").Value.String(); got != "3" {
 		t.Errorf("num.partitions gave --default-partitions %s", got)
+	}
+}
+
+// TestFsyncSettings: --fsync and --fsync-interval-ms are the flags of
+// log.flush.interval.messages and log.flush.interval.ms, so a config
+// file's Kafka lines for them take effect, a flag given on the command
+// line or in the environment wins over them, and DescribeConfigs says what
+// is in force.
+func TestFsyncSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	kafkaLines := "log.flush.interval.ms = 250\nlog.flush.interval.messages = 10000\n"
+	for _, tc := range []struct {
+		name, file, env string
+		args            []string
+		messages, ms    string // as DescribeConfigs gives them
+	}{
+		{name: "built-in", messages: "1", ms: "9223372036854775807"},
+		{name: "Kafka's lines", file: kafkaLines, messages: "9223372036854775807", ms: "250"},
+		{name: "the flag wins", file: kafkaLines, args: []string{"--fsync", "every-append"}, messages: "1", ms: "9223372036854775807"},
+		{name: "the environment wins", file: kafkaLines, env: "never", messages: "9223372036854775807", ms: "9223372036854775807"},
+		{name: "flags", args: []string{"--fsync", "interval", "--fsync-interval-ms", "40"}, messages: "9223372036854775807", ms: "40"},
+		{name: "flag names in the file", file: "fsync = interval\nfsync-interval-ms = 40\n", messages: "9223372036854775807", ms: "40"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("STRAND_FSYNC", tc.env)
+			}
+			args := tc.args
+			if tc.file != "" {
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", path)
+			}
+			cfg, o := config.Defaults(), serveOptions{}
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+			bindServeFlags(fs, &cfg, &o)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := o.settings(fs, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{"log.flush.interval.messages": tc.messages, "log.flush.interval.ms": tc.ms} {
+				d, _ := config.LookupBrokerDef(name)
+				if got := d.Get(cfg); got != want {
+					t.Errorf("%s = %s, want %s", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestKafkaSyntaxFlags: --listeners, --advertised-listeners and
+// --listener-security-protocol-map, declared by their settings' rows, set
+// the listeners.
+func TestKafkaSyntaxFlags(t *testing.T) {
+	cfg, o := config.Defaults(), serveOptions{}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	bindServeFlags(fs, &cfg, &o)
+	if err := fs.Parse([]string{"--listeners", "CLIENT://127.0.0.1:9192,INTERNAL://127.0.0.1:9193",
+		"--advertised-listeners", "CLIENT://c.example:9192", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+		"--inter-broker-listener-name", "INTERNAL"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.settings(fs, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"listeners": "CLIENT://127.0.0.1:9192,INTERNAL://127.0.0.1:9193",
+		"advertised.listeners": "CLIENT://c.example:9192,INTERNAL://127.0.0.1:9193"} {
+		d, _ := config.LookupBrokerDef(name)
+		if got := d.Get(cfg); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
 	}
 }

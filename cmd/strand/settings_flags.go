@@ -13,17 +13,24 @@ import (
 )
 
 // bindSettings gives fs a flag for every broker setting that has one
-// (config.BrokerDefs), each writing into b and defaulting to b's value.
-// The flags are the binary's: config knows the settings, not the command
-// line.
-func bindSettings(fs *pflag.FlagSet, b *config.Broker) {
+// (config.BrokerDefs), each writing into b and defaulting to b's value,
+// and a flag for each that Kafka's syntax also sets: what those are given
+// it returns by setting name, for config.ApplyListeners. The flags are the
+// binary's: config knows the settings, not the command line.
+func bindSettings(fs *pflag.FlagSet, b *config.Broker) (kafkaSyntax map[string]*string) {
+	kafkaSyntax = map[string]*string{}
 	for i := range config.BrokerDefs {
 		d := &config.BrokerDefs[i]
+		if d.KafkaFlag != "" {
+			kafkaSyntax[d.Name] = fs.String(d.KafkaFlag, "", "Kafka's "+d.Name+", in Kafka's syntax. "+d.Doc)
+		}
 		if d.Flag == "" {
 			continue
 		}
 		usage := d.Doc + " (" + d.Name + ")"
 		switch v := d.Field(b).(type) {
+		case pflag.Value:
+			fs.Var(v, d.Flag, usage)
 		case *string:
 			fs.StringVar(v, d.Flag, *v, usage)
 		case *bool:
@@ -48,6 +55,7 @@ func bindSettings(fs *pflag.FlagSet, b *config.Broker) {
 			panic(fmt.Sprintf("config: broker config %s has a field of type %T", d.Name, v))
 		}
 	}
+	return kafkaSyntax
 }
 
 // msFlag is a duration flag given in milliseconds; a negative one is -1,

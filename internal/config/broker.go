@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -220,75 +219,23 @@ type Broker struct {
 	BrokerSessionTimeout time.Duration
 }
 
-// Defaults is the embedded single-node default: ./strand-data, 127.0.0.1:9092,
-// Kafka's topic defaults with fsync on every acknowledged write.
+// Defaults is the embedded single-node default: every setting's Default
+// in BrokerDefs (./strand-data, 127.0.0.1:9092, ...) and the log's topic
+// defaults, fsync on every acknowledged write.
 func Defaults() Broker {
-	return Broker{
-		DataDir:                           "strand-data",
-		Listen:                            "127.0.0.1:9092",
-		AdminListen:                       "127.0.0.1:9644",
-		AdminConsole:                      true,
-		ListenerProtocol:                  "PLAINTEXT",
-		ControllerListenerNames:           "CONTROLLER",
-		ControllerProtocol:                "PLAINTEXT",
-		ConnectionsMaxIdle:                10 * time.Minute,
-		SASLMechanisms:                    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
-		QueuedMaxRequestBytes:             512 << 20,
-		SSLClientAuth:                     "none",
-		QuotaWindowNum:                    11,
-		OAuthSubClaim:                     "sub",
-		OAuthClockSkew:                    30 * time.Second,
-		QuotaWindowSize:                   time.Second,
-		AdminConsoleSample:                10 * time.Second,
-		LinkMetadataInterval:              5 * time.Second,
-		NodeID:                            0,
-		DefaultPartitions:                 1,
-		DefaultReplicationFactor:          1,
-		OffsetsTopicReplicationFactor:     3,
-		TransactionStateReplicationFactor: 3,
-		ReplicaLagTime:                    30 * time.Second,
-		LeaderThrottleRate:                math.MaxInt64,
-		FollowerThrottleRate:              math.MaxInt64,
-		AutoLeaderRebalance:               true,
-		LeaderImbalanceCheck:              300 * time.Second,
-		AutoCreateTopics:                  true,
-		MaxRequestBytes:                   100 << 20,
-		SocketSendBufferBytes:             256 << 10,
-		TelemetryMaxBytes:                 1 << 20,
-		Topic:                             replica.Defaults(),
-		RetentionCheck:                    5 * time.Minute,
-
-		GroupInitialRebalanceDelay: 3 * time.Second,
-		GroupMinSessionTimeout:     6 * time.Second,
-		GroupMaxSessionTimeout:     30 * time.Minute,
-		GroupMaxSize:               math.MaxInt32,
-
-		GroupConsumerSessionTimeout:    45 * time.Second,
-		GroupConsumerHeartbeatInterval: 5 * time.Second,
-
-		GroupConsumerMinSessionTimeout:    45 * time.Second,
-		GroupConsumerMaxSessionTimeout:    60 * time.Second,
-		GroupConsumerMinHeartbeatInterval: 5 * time.Second,
-		GroupConsumerMaxHeartbeatInterval: 15 * time.Second,
-		GroupConsumerMaxSize:              math.MaxInt32,
-		GroupConsumerAssignors:            []string{"uniform", "range"},
-		GroupConsumerMigrationPolicy:      "bidirectional",
-		GroupMemberDisconnectGrace:        2 * time.Second,
-		HandoffLedger:                     true,
-		HandoffLedgerRetention:            7 * 24 * time.Hour,
-		OffsetsTopicPartitions:            50,
-		OffsetsRetention:                  7 * 24 * time.Hour,
-		OffsetsRetentionCheck:             10 * time.Minute,
-		OffsetMetadataMaxBytes:            4096,
-
-		TransactionVersion:         2,
-		TransactionStatePartitions: 50,
-		TransactionMaxTimeout:      15 * time.Minute,
-		TransactionalIDExpiration:  7 * 24 * time.Hour,
-		TransactionAbortCheck:      10 * time.Second,
-
-		BrokerSessionTimeout: 9 * time.Second,
+	// The controller listener's protocol has no setting of its own:
+	// listener.security.protocol.map gives it.
+	b := Broker{Topic: replica.Defaults(), ControllerProtocol: "PLAINTEXT"}
+	for i := range BrokerDefs {
+		d := &BrokerDefs[i]
+		if d.Default == "" || d.Field == nil || d.Topic != nil {
+			continue
+		}
+		if err := d.setField(&b, d.Default); err != nil {
+			panic("config: the default of " + d.Name + ": " + err.Error())
+		}
 	}
+	return b
 }
 
 // AdvertisedAddr returns the address clients of the first listener are
@@ -314,96 +261,46 @@ func splitAdvertised(addr string) (string, int32, error) {
 	return host, int32(p), nil
 }
 
-// Validate reports the first bad setting.
 // The replica selectors of replica.selector.class, by Kafka's class names.
 const (
 	RackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 	LeaderSelector    = "org.apache.kafka.common.replica.LeaderSelector"
 )
 
+// Validate reports the first bad setting: one outside its bounds in
+// BrokerDefs, then those that depend on each other.
 func (b Broker) Validate() error {
+	for i := range BrokerDefs {
+		if err := BrokerDefs[i].check(&b); err != nil {
+			return err
+		}
+	}
+	// What one setting's bounds cannot say: the ones that depend on
+	// another, and the values a number takes outside a range.
 	switch {
 	case b.DataDir == "":
-		return fmt.Errorf("data directory: must be set")
-	case b.NodeID < 0:
-		return fmt.Errorf("node id %d: must not be negative", b.NodeID)
-	case b.DefaultPartitions <= 0:
-		return fmt.Errorf("default partitions %d: must be positive", b.DefaultPartitions)
-	case b.DefaultReplicationFactor <= 0:
-		return fmt.Errorf("default replication factor %d: must be positive", b.DefaultReplicationFactor)
-	case b.OffsetsTopicReplicationFactor <= 0 || b.TransactionStateReplicationFactor <= 0:
-		return fmt.Errorf("internal topics' replication factors %d, %d: must be positive",
-			b.OffsetsTopicReplicationFactor, b.TransactionStateReplicationFactor)
-	case b.ReplicaLagTime <= 0:
-		return fmt.Errorf("replica lag time %v: must be positive", b.ReplicaLagTime)
-	case b.BrokerSessionTimeout <= 0:
-		return fmt.Errorf("broker session timeout %v: must be positive", b.BrokerSessionTimeout)
-	case b.ReplicaSelector != "" && b.ReplicaSelector != RackAwareSelector && b.ReplicaSelector != LeaderSelector:
-		return fmt.Errorf("replica.selector.class %q: must be %s or %s", b.ReplicaSelector, RackAwareSelector, LeaderSelector)
-	case b.MaxRequestBytes < 1024:
-		return fmt.Errorf("max request size %d: must be at least 1024", b.MaxRequestBytes)
+		return fmt.Errorf("log.dirs (--data-dir): must be set")
 	case b.SocketSendBufferBytes != -1 && b.SocketSendBufferBytes < 1024:
 		return fmt.Errorf("socket send buffer %d: must be -1 (the system's default) or at least 1024", b.SocketSendBufferBytes)
-	case b.TelemetryMaxBytes < 1:
-		return fmt.Errorf("telemetry.max.bytes %d: must be at least 1", b.TelemetryMaxBytes)
-	case b.GroupInitialRebalanceDelay < 0:
-		return fmt.Errorf("group initial rebalance delay %v: must not be negative", b.GroupInitialRebalanceDelay)
-	case b.GroupConsumerMinSessionTimeout <= 0 || b.GroupConsumerSessionTimeout < b.GroupConsumerMinSessionTimeout ||
-		b.GroupConsumerSessionTimeout > b.GroupConsumerMaxSessionTimeout:
+	case b.GroupConsumerSessionTimeout < b.GroupConsumerMinSessionTimeout || b.GroupConsumerSessionTimeout > b.GroupConsumerMaxSessionTimeout:
 		return fmt.Errorf("group.consumer.session.timeout.ms %v: must be within group.consumer.min/max.session.timeout.ms, %v-%v",
 			b.GroupConsumerSessionTimeout, b.GroupConsumerMinSessionTimeout, b.GroupConsumerMaxSessionTimeout)
-	case b.GroupConsumerMinHeartbeatInterval <= 0 || b.GroupConsumerHeartbeatInterval < b.GroupConsumerMinHeartbeatInterval ||
-		b.GroupConsumerHeartbeatInterval > b.GroupConsumerMaxHeartbeatInterval:
+	case b.GroupConsumerHeartbeatInterval < b.GroupConsumerMinHeartbeatInterval || b.GroupConsumerHeartbeatInterval > b.GroupConsumerMaxHeartbeatInterval:
 		return fmt.Errorf("group.consumer.heartbeat.interval.ms %v: must be within group.consumer.min/max.heartbeat.interval.ms, %v-%v",
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerMinHeartbeatInterval, b.GroupConsumerMaxHeartbeatInterval)
 	case b.GroupConsumerHeartbeatInterval >= b.GroupConsumerSessionTimeout:
 		return fmt.Errorf("group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v",
 			b.GroupConsumerHeartbeatInterval, b.GroupConsumerSessionTimeout)
-	case b.GroupConsumerMaxSize <= 0:
-		return fmt.Errorf("group.consumer.max.size %d: must be positive", b.GroupConsumerMaxSize)
-	case b.HandoffLedgerRetention <= 0:
-		return fmt.Errorf("group.handoff.ledger.retention.ms %v: must be positive", b.HandoffLedgerRetention)
-	case b.MaxConnections < 0 || b.MaxConnectionsPerIP < 0:
-		return fmt.Errorf("max.connections %d, max.connections.per.ip %d: must not be negative (0 is no bound)", b.MaxConnections, b.MaxConnectionsPerIP)
-	case b.ConnectionsMaxReauth < 0:
-		return fmt.Errorf("connections.max.reauth.ms %v: must not be negative (0 is no re-authentication)", b.ConnectionsMaxReauth)
-	case b.ConnectionsMaxIdle < 0:
-		return fmt.Errorf("connections.max.idle.ms %v: must not be negative (0 is never)", b.ConnectionsMaxIdle)
-	case b.QuotaWindowNum < 2 || b.QuotaWindowSize <= 0:
-		return fmt.Errorf("quota.window.num %d, quota.window.size.seconds %v: at least 2 windows of a positive size", b.QuotaWindowNum, b.QuotaWindowSize)
 	case b.UsesTLS() && b.SSLKeystore == "":
 		return fmt.Errorf("an SSL listener needs its certificate: ssl.keystore.location (--ssl-cert)")
-	case b.SSLClientAuth != "none" && b.SSLClientAuth != "requested" && b.SSLClientAuth != "required":
-		return fmt.Errorf("ssl.client.auth %q: none, requested or required", b.SSLClientAuth)
 	case b.SSLClientAuth != "none" && b.SSLTruststore == "":
 		return fmt.Errorf("ssl.client.auth %s needs the clients' CA: ssl.truststore.location (--ssl-ca)", b.SSLClientAuth)
-	case b.LinkMetadataInterval <= 0:
-		return fmt.Errorf("strand.link.metadata.interval.ms %v: must be positive", b.LinkMetadataInterval)
-	case b.AdminConsoleSample <= 0:
-		return fmt.Errorf("admin.console.sample.interval.ms %v: must be positive", b.AdminConsoleSample)
-	case b.GroupMemberDisconnectGrace < 0:
-		return fmt.Errorf("group.member.disconnect.grace.ms %v: must not be negative", b.GroupMemberDisconnectGrace)
 	case !knownMigrationPolicy(b.GroupConsumerMigrationPolicy):
 		return fmt.Errorf("group.consumer.migration.policy %q: must be bidirectional, upgrade, downgrade or disabled", b.GroupConsumerMigrationPolicy)
-	case !knownAssignors(b.GroupConsumerAssignors):
-		return fmt.Errorf("group.consumer.assignors %v: each must be uniform or range", b.GroupConsumerAssignors)
-	case b.GroupMinSessionTimeout <= 0 || b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
-		return fmt.Errorf("group session timeouts %v-%v: need 0 < min <= max", b.GroupMinSessionTimeout, b.GroupMaxSessionTimeout)
-	case b.GroupMaxSize <= 0:
-		return fmt.Errorf("group max size %d: must be positive", b.GroupMaxSize)
-	case b.OffsetsTopicPartitions <= 0:
-		return fmt.Errorf("offsets topic partitions %d: must be positive", b.OffsetsTopicPartitions)
-	case b.OffsetsRetention <= 0 || b.OffsetsRetentionCheck <= 0:
-		return fmt.Errorf("offsets retention %v, check interval %v: must be positive", b.OffsetsRetention, b.OffsetsRetentionCheck)
-	case b.OffsetMetadataMaxBytes < 0:
-		return fmt.Errorf("offset metadata max bytes %d: must not be negative", b.OffsetMetadataMaxBytes)
-	case b.TransactionVersion < 0 || b.TransactionVersion > 2:
-		return fmt.Errorf("transaction version %d: must be 0, 1 or 2", b.TransactionVersion)
-	case b.TransactionStatePartitions <= 0:
-		return fmt.Errorf("transaction state partitions %d: must be positive", b.TransactionStatePartitions)
-	case b.TransactionMaxTimeout <= 0 || b.TransactionalIDExpiration <= 0 || b.TransactionAbortCheck <= 0:
-		return fmt.Errorf("transaction max timeout %v, id expiration %v, abort check %v: must be positive",
-			b.TransactionMaxTimeout, b.TransactionalIDExpiration, b.TransactionAbortCheck)
+	case len(b.GroupConsumerAssignors) == 0:
+		return fmt.Errorf("group.consumer.assignors: needs at least one assignor")
+	case b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
+		return fmt.Errorf("group.max.session.timeout.ms %v: must not be below group.min.session.timeout.ms %v", b.GroupMaxSessionTimeout, b.GroupMinSessionTimeout)
 	}
 	if err := b.validateListeners(); err != nil {
 		return err
@@ -418,13 +315,8 @@ func (b Broker) Validate() error {
 	if _, voter := voters[b.NodeID]; voter && b.ControllerListen == "" {
 		return fmt.Errorf("node %d is a controller quorum voter: it needs a controller listener", b.NodeID)
 	}
-	for _, m := range b.SASLMechanisms {
-		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}, m) {
-			return fmt.Errorf("sasl.enabled.mechanisms %q: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
-		}
-		if m == "OAUTHBEARER" && b.OAuthJWKS == "" && !b.OAuthUnsecured {
-			return fmt.Errorf("OAUTHBEARER needs the keys tokens are signed with: sasl.oauthbearer.jwks.endpoint.url (--sasl-oauthbearer-jwks)")
-		}
+	if slices.Contains(b.SASLMechanisms, "OAUTHBEARER") && b.OAuthJWKS == "" && !b.OAuthUnsecured {
+		return fmt.Errorf("OAUTHBEARER needs the keys tokens are signed with: sasl.oauthbearer.jwks.endpoint.url (--sasl-oauthbearer-jwks)")
 	}
 	if _, err := b.AuthorizerKind(); err != nil {
 		return err
@@ -470,16 +362,6 @@ func (b Broker) Voters() (map[int32]string, error) {
 		voters[int32(n)] = addr
 	}
 	return voters, nil
-}
-
-// knownAssignors: the server-side assignors Strand has, at least one.
-func knownAssignors(names []string) bool {
-	for _, n := range names {
-		if n != "uniform" && n != "range" {
-			return false
-		}
-	}
-	return len(names) > 0
 }
 
 // knownMigrationPolicy: Kafka's ConsumerGroupMigrationPolicy names, in any

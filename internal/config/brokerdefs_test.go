@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -278,5 +280,134 @@ func TestCheckGroupConfigs(t *testing.T) {
 	b.GroupConsumerMinSessionTimeout, b.GroupConsumerMinHeartbeatInterval = time.Second, 100*time.Millisecond
 	if err := CheckGroupConfigs(map[string]string{"consumer.session.timeout.ms": "2000", "consumer.heartbeat.interval.ms": "5000"}, b); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("a heartbeat interval over the session timeout: %v", err)
+	}
+}
+
+// TestDefaultsFromBrokerDefs: Defaults is each row's Default, written as
+// the row reads back, and within the row's own bounds.
+func TestDefaultsFromBrokerDefs(t *testing.T) {
+	b := Defaults()
+	withDefault := 0
+	for i := range BrokerDefs {
+		d := &BrokerDefs[i]
+		if d.Field == nil || d.Topic != nil {
+			if d.Default != "" || d.Min != nil || d.Max != nil || d.OneOf != nil {
+				t.Errorf("%s: a default or bounds without a field of its own", d.Name)
+			}
+			continue
+		}
+		if d.Default != "" {
+			withDefault++
+		}
+		if got := fieldGetter(d.Name, d.Field)(b); got != d.Default {
+			t.Errorf("%s: Defaults() has %q, its row says %q", d.Name, got, d.Default)
+		}
+		if err := d.check(&b); err != nil {
+			t.Errorf("%s: its default is outside its bounds: %v", d.Name, err)
+		}
+	}
+	if withDefault < 50 {
+		t.Fatalf("only %d settings have a default", withDefault)
+	}
+	// Where each row's field is: no two rows write one field.
+	fields := map[any]string{}
+	for i := range BrokerDefs {
+		if d := &BrokerDefs[i]; d.Field != nil {
+			f := d.Field(&b)
+			if other, dup := fields[f]; dup {
+				t.Errorf("%s and %s write the same field", other, d.Name)
+			}
+			fields[f] = d.Name
+		}
+	}
+}
+
+// TestValidateBoundsFromBrokerDefs: Validate refuses, naming the setting,
+// a value just outside each row's Min, Max or OneOf.
+func TestValidateBoundsFromBrokerDefs(t *testing.T) {
+	checked := 0
+	for i := range BrokerDefs {
+		d := &BrokerDefs[i]
+		var outside []string
+		if d.Min != nil {
+			outside = append(outside, strconv.FormatInt(*d.Min-1, 10))
+		}
+		if d.Max != nil {
+			outside = append(outside, strconv.FormatInt(*d.Max+1, 10))
+		}
+		if d.OneOf != nil {
+			outside = append(outside, "bogus")
+		}
+		for _, v := range outside {
+			b := Defaults()
+			if err := d.setField(&b, v); err != nil {
+				t.Fatalf("%s = %s: %v", d.Name, v, err)
+			}
+			err := b.Validate()
+			if err == nil || !strings.Contains(err.Error(), d.Name) {
+				t.Errorf("%s = %s: Validate() = %v, want it refused by name", d.Name, v, err)
+			}
+			checked++
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d bounds checked", checked)
+	}
+	// A duration below its name's unit is compared as it is.
+	b := Defaults()
+	b.QuotaWindowSize = 500 * time.Millisecond
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "quota.window.size.seconds") {
+		t.Errorf("a 500ms quota window: %v", err)
+	}
+	b = Defaults()
+	b.ReplicaLagTime = 100 * time.Millisecond
+	if err := b.Validate(); err != nil {
+		t.Errorf("a 100ms replica lag time: %v", err)
+	}
+}
+
+// TestFileSettingAliases: Kafka's other names for a setting go to its flag,
+// in the flag's unit.
+func TestFileSettingAliases(t *testing.T) {
+	for _, tc := range []struct{ key, value, flag, flagValue string }{
+		{"log.retention.hours", "24", "retention-ms", "86400000"},
+		{"log.retention.minutes", "-1", "retention-ms", "-1"},
+		{"log.roll.hours", "1", "segment-ms", "3600000"},
+		{"broker.id", "4", "node-id", "4"},
+		{"security.inter.broker.protocol", "SSL", "inter-broker-listener-name", "SSL"},
+		{"advertised.listeners", "SSL://k:9093", "advertised-listeners", "SSL://k:9093"},
+		{"listener.security.protocol.map", "A:SSL", "listener-security-protocol-map", "A:SSL"},
+		{"offsets.retention.minutes", "60", "offsets-retention", "1h0m0s"},
+		{"log.retention.ms", "5", "retention-ms", "5"},
+	} {
+		flag, v, ok, err := FileSetting(tc.key, tc.value)
+		if !ok || err != nil || flag != tc.flag || v != tc.flagValue {
+			t.Errorf("%s = %s: --%s %q, %v, %v; want --%s %q", tc.key, tc.value, flag, v, ok, err, tc.flag, tc.flagValue)
+		}
+	}
+	if !slices.Contains(FileKeys(), "log.retention.hours") {
+		t.Error("FileKeys lacks the aliases")
+	}
+}
+
+// TestSetStaticFlushSettings: a config file's log.flush.* lines, in either
+// order, read as Kafka reads them.
+func TestSetStaticFlushSettings(t *testing.T) {
+	for _, tc := range []struct {
+		values   map[string]string
+		policy   string
+		interval time.Duration
+	}{
+		{map[string]string{"log.flush.interval.ms": "250", "log.flush.interval.messages": "10000"}, "interval", 250 * time.Millisecond},
+		{map[string]string{"log.flush.interval.messages": "10000"}, "never", time.Second},
+		{map[string]string{"log.flush.interval.messages": "1", "log.flush.interval.ms": "250"}, "every-append", time.Second},
+	} {
+		b := Defaults()
+		if err := SetStatic(&b, tc.values); err != nil {
+			t.Fatal(err)
+		}
+		if b.Topic.FlushPolicy.String() != tc.policy || b.Topic.FlushInterval != tc.interval {
+			t.Errorf("%v: %v every %v, want %s every %v", tc.values, b.Topic.FlushPolicy, b.Topic.FlushInterval, tc.policy, tc.interval)
+		}
 	}
 }

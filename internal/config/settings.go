@@ -2,10 +2,25 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// nameUnit is the unit of a duration setting: the one its name ends with,
+// milliseconds for the others.
+func nameUnit(name string) time.Duration {
+	switch {
+	case strings.HasSuffix(name, ".seconds"):
+		return time.Second
+	case strings.HasSuffix(name, ".minutes"):
+		return time.Minute
+	case strings.HasSuffix(name, ".hours"):
+		return time.Hour
+	}
+	return time.Millisecond
+}
 
 // fieldGetter reads a setting from its field as DescribeConfigs gives it:
 // a duration in the unit the name ends with, a list comma-separated.
@@ -13,15 +28,7 @@ func fieldGetter(name string, field func(b *Broker) any) func(b Broker) string {
 	if field == nil {
 		panic("config: broker config " + name + " has neither Get nor Field")
 	}
-	unit := time.Millisecond
-	switch {
-	case strings.HasSuffix(name, ".seconds"):
-		unit = time.Second
-	case strings.HasSuffix(name, ".minutes"):
-		unit = time.Minute
-	case strings.HasSuffix(name, ".hours"):
-		unit = time.Hour
-	}
+	unit := nameUnit(name)
 	return func(b Broker) string {
 		switch v := field(&b).(type) {
 		case *string:
@@ -48,6 +55,142 @@ func fieldGetter(name string, field func(b *Broker) any) func(b Broker) string {
 	}
 }
 
+// setField parses v, written as fieldGetter writes it, into the setting
+// d's field of b.
+func (d *BrokerDef) setField(b *Broker, v string) error {
+	bits := 0
+	switch f := d.Field(b).(type) {
+	case *string:
+		*f = v
+		return nil
+	case *bool:
+		x, err := strconv.ParseBool(v)
+		*f = x
+		return err
+	case *[]string:
+		*f = nil
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*f = append(*f, item)
+			}
+		}
+		return nil
+	case *int16:
+		bits = 16
+	case *int32:
+		bits = 32
+	case *int, *int64, *time.Duration:
+		bits = 64
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+	if err != nil {
+		return err
+	}
+	switch f := d.Field(b).(type) {
+	case *int16:
+		*f = int16(n)
+	case *int32:
+		*f = int32(n)
+	case *int:
+		*f = int(n)
+	case *int64:
+		*f = n
+	case *time.Duration:
+		*f = -1
+		if n >= 0 {
+			*f = time.Duration(n) * nameUnit(d.Name)
+		}
+	default:
+		return fmt.Errorf("config: broker config %s has a field of type %T", d.Name, f)
+	}
+	return nil
+}
+
+// number reads d's field in b as a number, with the scale of its name's
+// unit (a duration is in nanoseconds); ok is false for a field that is not
+// a number.
+func (d *BrokerDef) number(b *Broker) (n, scale int64, ok bool) {
+	switch f := d.Field(b).(type) {
+	case *int:
+		return int64(*f), 1, true
+	case *int16:
+		return int64(*f), 1, true
+	case *int32:
+		return int64(*f), 1, true
+	case *int64:
+		return *f, 1, true
+	case *time.Duration:
+		return int64(*f), int64(nameUnit(d.Name)), true
+	}
+	return 0, 0, false
+}
+
+// check reports a value of d in b outside its bounds (Min, Max, OneOf).
+func (d *BrokerDef) check(b *Broker) error {
+	if d.Field == nil || d.Topic != nil {
+		return nil
+	}
+	bad := func(why string) error {
+		name := d.Name
+		if d.Flag != "" {
+			name += " (--" + d.Flag + ")"
+		}
+		return fmt.Errorf("%s %q: %s", name, d.Get(*b), why)
+	}
+	if n, scale, ok := d.number(b); ok {
+		if d.Min != nil && n < *d.Min*scale {
+			return bad(fmt.Sprintf("must be at least %d", *d.Min))
+		}
+		if d.Max != nil && n > *d.Max*scale {
+			return bad(fmt.Sprintf("must be at most %d", *d.Max))
+		}
+	}
+	if d.OneOf == nil {
+		return nil
+	}
+	var values []string
+	switch f := d.Field(b).(type) {
+	case *string:
+		values = []string{*f}
+	case *[]string:
+		values = *f
+	}
+	for _, v := range values {
+		if !slices.Contains(d.OneOf, v) && len(values) == 1 {
+			return bad("must be " + d.valid())
+		} else if !slices.Contains(d.OneOf, v) {
+			return bad("each must be " + d.valid())
+		}
+	}
+	return nil
+}
+
+// valid says in words which values d takes, "" when any of its type.
+func (d *BrokerDef) valid() string {
+	switch {
+	case d.OneOf != nil:
+		var names []string
+		for _, v := range d.OneOf {
+			if v == "" {
+				v = "empty"
+			}
+			names = append(names, v)
+		}
+		if len(names) == 1 {
+			return names[0]
+		}
+		what := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+		return what
+	case d.Min != nil && d.Max != nil:
+		return fmt.Sprintf("%d to %d", *d.Min, *d.Max)
+	case d.Min != nil:
+		return fmt.Sprintf("at least %d", *d.Min)
+	case d.Max != nil:
+		return fmt.Sprintf("at most %d", *d.Max)
+	}
+	return ""
+}
+
 // typeNames are Kafka's names of the config types.
 var typeNames = map[Type]string{TypeBoolean: "boolean", TypeString: "string", TypeInt: "int", TypeShort: "short",
 	TypeLong: "long", TypeDouble: "double", TypeList: "list", TypeClass: "class", TypePassword: "password"}
@@ -58,32 +201,42 @@ func SettingsMarkdown() string {
 	var b strings.Builder
 	b.WriteString(`# Broker settings
 
-Every setting of ` + "`strand serve`" + `, from one table in the code (` + "`internal/config/brokerdefs.go`" + `):
-the name that DescribeConfigs and AlterConfigs use (Kafka's, where Kafka has the setting), the flag that
-sets it (also ` + "`STRAND_<FLAG>`" + ` in the environment and a ` + "`flag = value`" + ` line in the ` + "`--config`" + ` file), its
-type, its default, and whether it changes at run time (` + "`kafka-configs.sh --alter`" + `, ` + "`strand cluster config\nset`" + `). Durations take Go's syntax on flags (` + "`2s`" + `, ` + "`500ms`" + `), or milliseconds for the flags that end in
-` + "`-ms`" + `; DescribeConfigs gives them in the unit their name ends with. The topic configs' defaults are the
-` + "`log.*`" + ` settings and the few others marked as such. ` + "`--listeners`" + ` and ` + "`--advertised-listeners`" + ` take Kafka's
-listener syntax, ` + "`--fsync`" + ` and ` + "`--fsync-interval-ms`" + ` choose when writes reach the disk, and ` + "`--log-level`" + `
-and ` + "`--log-format`" + ` shape the log; ` + "`strand serve --help`" + ` lists them all.
+Every setting of ` + "`strand serve`" + `, from one table in the code (` + "`internal/config/brokerdefs.go`" + `, and
+` + "`topic.go`" + ` for the topic configs' defaults), one row per setting: the name that DescribeConfigs and
+AlterConfigs use (Kafka's, where Kafka has the setting), the flag that sets it (also ` + "`STRAND_<FLAG>`" + ` in the
+environment and a ` + "`flag = value`" + ` line in the ` + "`--config`" + ` file), its type, its default, the values
+` + "`strand serve`" + ` takes (numbers in the unit of the name), and whether it changes at run time
+(` + "`kafka-configs.sh --alter`" + `, ` + "`strand cluster config set`" + `). Durations take Go's syntax on flags (` + "`2s`" + `,
+` + "`500ms`" + `), or milliseconds for the flags that end in ` + "`-ms`" + `; DescribeConfigs gives them in the unit their name
+ends with. The topic configs' defaults are the ` + "`log.*`" + ` settings and the few others marked as such.
+` + "`--fsync`" + ` (every-append, interval or never) and ` + "`--fsync-interval-ms`" + ` are the flags of
+` + "`log.flush.interval.messages`" + ` and ` + "`log.flush.interval.ms`" + `. ` + "`--listeners`" + `, ` + "`--advertised-listeners`" + ` and
+` + "`--listener-security-protocol-map`" + ` take those settings in Kafka's listener syntax; ` + "`--config`" + `, ` + "`--log-level`" + `
+and ` + "`--log-format`" + ` are the process's own. ` + "`strand serve --help`" + ` lists them all.
 
 The ` + "`--config`" + ` file takes the flags' names or the settings' names, as a Kafka ` + "`server.properties`" + `
-has them (` + "`log.retention.ms = 86400000`" + `, also ` + "`log.retention.hours`" + `, ` + "`listeners = SSL://0.0.0.0:9093`" + `,
-` + "`ssl.keystore.type = PEM`" + `), with durations in the unit of the name. A setting that has no flag but changes at
-run time (` + "`min.insync.replicas`" + `, ` + "`log.cleanup.policy`" + `, the replication throttle rates) is set in the file
-under its name, as the broker's static value: DescribeConfigs gives it as STATIC_BROKER_CONFIG, and a value
-set at run time overrides it.
+has them (` + "`log.retention.ms = 86400000`" + `, also ` + "`log.retention.hours`" + ` and ` + "`broker.id`" + `,
+` + "`listeners = SSL://0.0.0.0:9093`" + `, ` + "`ssl.keystore.type = PEM`" + `), with durations in the unit of the name. A
+setting that changes at run time (` + "`min.insync.replicas`" + `, ` + "`log.cleanup.policy`" + `, ` + "`log.flush.interval.messages`" + `,
+the replication throttle rates) is read in the file under its name as Kafka reads it, as the broker's
+static value: DescribeConfigs gives it as STATIC_BROKER_CONFIG, a value set at run time overrides it, and
+its flag, given on the command line or in the environment, wins over the file.
 
 This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + ` writes it again.
 
-| Setting | Flag | Type | Default | Run time | Description |
-|---|---|---|---|---|---|
+| Setting | Flag | Type | Default | Valid values | Run time | Description |
+|---|---|---|---|---|---|---|
 `)
 	defaults := Defaults()
 	for _, d := range BrokerDefs {
 		flag, dynamic := "", ""
-		if d.Flag != "" {
-			flag = "`--" + d.Flag + "`"
+		for _, f := range []string{d.Flag, d.KafkaFlag} {
+			if f != "" && flag != "" {
+				flag += ", "
+			}
+			if f != "" {
+				flag += "`--" + f + "`"
+			}
 		}
 		if d.Dynamic() {
 			dynamic = "yes"
@@ -92,7 +245,7 @@ This file is generated: ` + "`STRAND_WRITE_DOCS=1 go test ./internal/config`" + 
 		if def != "" {
 			def = "`" + def + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, flag, typeNames[d.Type], def, dynamic,
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", d.Name, flag, typeNames[d.Type], def, d.valid(), dynamic,
 			strings.ReplaceAll(d.Doc, "|", "\\|"))
 	}
 	b.WriteString(`
@@ -126,96 +279,92 @@ Kafka's nor Strand's stops ` + "`strand serve`" + `, with the line and the setti
 	return b.String()
 }
 
-// SetStatic sets broker config name in b from a config file, when it is
-// one that has no flag of its own but can change while the broker runs (a
-// topic config's broker-wide default such as min.insync.replicas or
-// log.cleanup.policy, a replication throttle rate): the value is the
-// broker's static one (STATIC_BROKER_CONFIG), which the cluster's dynamic
-// configs override, as Kafka's server.properties is. ok is false for any
-// other name.
-func SetStatic(b *Broker, name, value string) (ok bool, err error) {
+// FileStatic says whether a config file line under name gives the static
+// value of a setting that changes at run time, in Kafka's syntax
+// (min.insync.replicas, log.cleanup.policy, log.flush.interval.messages):
+// SetStatic applies those together. flag is the setting's flag, if it has
+// one: given on the command line, it wins over the file.
+func FileStatic(name string) (flag string, ok bool) {
 	d, found := LookupBrokerDef(name)
-	if !found || d.Flag != "" || !d.Dynamic() {
-		return false, nil
+	if !found || !d.Dynamic() {
+		return "", false
 	}
-	if d.Topic != nil {
-		err = d.Topic.Set(&b.Topic, value)
-	} else {
-		err = d.Set(b, value)
-	}
-	if err != nil {
-		return true, &ValueError{Name: name, Value: value, Err: err}
-	}
-	return true, nil
+	return d.Flag, true
 }
 
-// kafkaFileKeys are config file keys under Kafka's names that are not one
-// setting's name: they go to the flag named, the value as it is, or
-// scaled to milliseconds.
-var kafkaFileKeys = map[string]struct {
-	flag  string
-	scale time.Duration // the value's unit, for a -ms flag; 0 to pass it as it is
-}{
-	"advertised.listeners":           {"advertised-listeners", 0},
-	"broker.id":                      {"node-id", 0},
-	"listener.security.protocol.map": {"listener-security-protocol-map", 0},
-	"security.inter.broker.protocol": {"inter-broker-listener-name", 0},
-	"log.retention.hours":            {"retention-ms", time.Hour},
-	"log.retention.minutes":          {"retention-ms", time.Minute},
-	"log.roll.hours":                 {"segment-ms", time.Hour},
+// SetStatic sets in b the static values a config file gives of settings
+// that change at run time (FileStatic), as the cluster's dynamic configs
+// are applied (ApplyDynamic): the topic defaults in the order of
+// TopicDefs, so that log.flush.interval.ms sees
+// log.flush.interval.messages' outcome. DescribeConfigs gives them as
+// STATIC_BROKER_CONFIG, and a value set at run time overrides them, as
+// Kafka's server.properties is.
+func SetStatic(b *Broker, values map[string]string) error {
+	nb, err := ApplyDynamic(*b, nil, values)
+	if err == nil {
+		*b = nb
+	}
+	return err
+}
+
+// lookupAlias finds the setting a config file key is another name of.
+func lookupAlias(key string) (*BrokerDef, Alias, bool) {
+	for i := range BrokerDefs {
+		for _, a := range BrokerDefs[i].Aliases {
+			if a.Key == key {
+				return &BrokerDefs[i], a, true
+			}
+		}
+	}
+	return nil, Alias{}, false
 }
 
 // FileSetting reads a config file line given under a setting's Kafka name
-// (log.retention.ms = 86400000) as the flag that sets it and the flag's
+// (log.retention.hours = 24) as the flag that sets it and the flag's
 // value (--retention-ms 86400000; a duration in the name's unit becomes a
 // Go duration for a flag that takes one). ok is false for a key that is no
 // setting's name; a setting the file cannot set (one changed only at run
 // time) is an error that says how it is set.
 func FileSetting(key, value string) (flag, flagValue string, ok bool, err error) {
-	if k, found := kafkaFileKeys[key]; found {
-		if k.scale == 0 {
-			return k.flag, value, true, nil
-		}
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return "", "", true, fmt.Errorf("%s = %q: not a whole number", key, value)
-		}
-		if n < 0 {
-			return k.flag, "-1", true, nil
-		}
-		return k.flag, strconv.FormatInt((time.Duration(n) * k.scale).Milliseconds(), 10), true, nil
-	}
 	if key == "ssl.keystore.type" || key == "ssl.truststore.type" {
 		if !strings.EqualFold(value, "PEM") {
 			return "", "", true, fmt.Errorf("%s = %q: only PEM files are read", key, value)
 		}
 		return "", "", true, nil
 	}
-	d, found := LookupBrokerDef(key)
+	d, alias, found := lookupAlias(key)
+	if !found {
+		d, found = LookupBrokerDef(key)
+	}
 	switch {
 	case !found:
 		return "", "", false, nil
+	case d.KafkaFlag != "":
+		return d.KafkaFlag, value, true, nil
 	case d.Flag == "" && d.Dynamic():
 		return "", "", true, fmt.Errorf("%s has no flag: the file sets it with SetStatic", key)
 	case d.Flag == "":
 		return "", "", true, fmt.Errorf("%s is not set in a config file: %s", key, d.Doc)
 	}
-	var probe Broker
-	if _, isDuration := d.Field(&probe).(*time.Duration); !isDuration || strings.HasSuffix(d.Flag, "-ms") {
+	if _, isDuration := d.Field(&Broker{}).(*time.Duration); !isDuration {
 		return d.Flag, value, true, nil
 	}
-	unit := "ms"
+	unit := alias.Unit
+	if unit == 0 {
+		unit = nameUnit(key)
+	}
+	msFlag := strings.HasSuffix(d.Flag, "-ms")
+	if msFlag && unit == time.Millisecond {
+		return d.Flag, value, true, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 	switch {
-	case strings.HasSuffix(key, ".seconds"):
-		unit = "s"
-	case strings.HasSuffix(key, ".minutes"):
-		unit = "m"
-	case strings.HasSuffix(key, ".hours"):
-		unit = "h"
-	}
-	n, err := strconv.ParseInt(value, 10, 64)
-	if err != nil {
+	case err != nil:
 		return "", "", true, fmt.Errorf("%s = %q: not a whole number", key, value)
+	case msFlag && n < 0:
+		return d.Flag, "-1", true, nil
+	case msFlag:
+		return d.Flag, strconv.FormatInt((time.Duration(n) * unit).Milliseconds(), 10), true, nil
 	}
-	return d.Flag, strconv.FormatInt(n, 10) + unit, true, nil
+	return d.Flag, (time.Duration(n) * unit).String(), true, nil
 }

@@ -85,6 +85,12 @@ type TopicDef struct {
 	Get func(c replica.Config) string
 	// Set parses v into c.
 	Set func(c *replica.Config, v string) error
+	// Flag is strand serve's flag for the broker-wide default, writing
+	// where Field points, and Aliases other config file keys for it (as
+	// BrokerDef's).
+	Flag    string
+	Field   func(c *replica.Config) any
+	Aliases []Alias
 }
 
 const maxLong = math.MaxInt64
@@ -215,7 +221,7 @@ var TopicDefs = []TopicDef{
 		Get: msGet(func(c replica.Config) time.Duration { return c.FileDeleteDelay }),
 		Set: msSet(0, func(c *replica.Config, d time.Duration) { c.FileDeleteDelay = d })},
 	{Name: "flush.messages", BrokerName: "log.flush.interval.messages", Type: TypeLong,
-		Doc: "1 (the default) syncs every acknowledged write to disk before answering; any other value leaves syncing to flush.ms or the OS.",
+		Doc: "1 (the default) syncs every acknowledged write to disk before answering; any other value leaves syncing to flush.ms or the OS. strand serve's --fsync says it in words: every-append (1), interval (every --fsync-interval-ms) or never.",
 		Get: func(c replica.Config) string {
 			if c.FlushPolicy == log.FlushEveryAppend {
 				return "1"
@@ -233,9 +239,10 @@ var TopicDefs = []TopicDef{
 				c.FlushPolicy = log.FlushNever
 			}
 			return nil
-		}},
+		},
+		Flag: "fsync", Field: func(c *replica.Config) any { return &c.FlushPolicy }},
 	{Name: "flush.ms", BrokerName: "log.flush.interval.ms", Type: TypeLong,
-		Doc: "With flush.messages above 1, sync in the background this often.",
+		Doc: "With flush.messages above 1 (--fsync interval), sync in the background this often.",
 		Get: func(c replica.Config) string {
 			if c.FlushPolicy == log.FlushInterval {
 				return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
@@ -251,7 +258,8 @@ var TopicDefs = []TopicDef{
 				c.FlushPolicy, c.FlushInterval = log.FlushInterval, time.Duration(max(n, 1))*time.Millisecond
 			}
 			return nil
-		}},
+		},
+		Flag: "fsync-interval-ms", Field: func(c *replica.Config) any { return &c.FlushInterval }},
 	{Name: "index.interval.bytes", BrokerName: "log.index.interval.bytes", Type: TypeInt,
 		Doc: "Bytes of batches between offset index entries.",
 		Get: func(c replica.Config) string { return strconv.FormatInt(c.IndexIntervalBytes, 10) },
@@ -270,7 +278,8 @@ var TopicDefs = []TopicDef{
 			}
 			c.MaxMessageBytes = int(n)
 			return err
-		}},
+		},
+		Flag: "max-message-bytes", Field: func(c *replica.Config) any { return &c.MaxMessageBytes }},
 	{Name: "message.timestamp.after.max.ms", BrokerName: "log.message.timestamp.after.max.ms", Type: TypeLong,
 		Doc: "How far in the future a record's timestamp may be.",
 		Get: func(c replica.Config) string { return tsWindowGet(c.TimestampAfterMax) },
@@ -324,11 +333,14 @@ var TopicDefs = []TopicDef{
 			n, err := parseLong(v, -1)
 			c.RetentionBytes = n
 			return err
-		}},
+		},
+		Flag: "retention-bytes", Field: func(c *replica.Config) any { return &c.RetentionBytes }},
 	{Name: "retention.ms", BrokerName: "log.retention.ms", Type: TypeLong,
-		Doc: "Delete segments whose newest record is older than this; -1 for no limit.",
-		Get: msGet(func(c replica.Config) time.Duration { return c.RetentionTime }),
-		Set: msSet(-1, func(c *replica.Config, d time.Duration) { c.RetentionTime = d })},
+		Doc:  "Delete segments whose newest record is older than this; -1 for no limit.",
+		Get:  msGet(func(c replica.Config) time.Duration { return c.RetentionTime }),
+		Set:  msSet(-1, func(c *replica.Config, d time.Duration) { c.RetentionTime = d }),
+		Flag: "retention-ms", Field: func(c *replica.Config) any { return &c.RetentionTime },
+		Aliases: []Alias{{Key: "log.retention.hours", Unit: time.Hour}, {Key: "log.retention.minutes", Unit: time.Minute}}},
 	{Name: "segment.bytes", BrokerName: "log.segment.bytes", Type: TypeInt,
 		Doc: "Roll a new segment file at this size.",
 		Get: func(c replica.Config) string { return strconv.FormatInt(c.SegmentBytes, 10) },
@@ -339,11 +351,14 @@ var TopicDefs = []TopicDef{
 			}
 			c.SegmentBytes = n
 			return err
-		}},
+		},
+		Flag: "segment-bytes", Field: func(c *replica.Config) any { return &c.SegmentBytes }},
 	{Name: "segment.ms", BrokerName: "log.roll.ms", Type: TypeLong,
-		Doc: "Roll a new segment file at this age.",
-		Get: msGet(func(c replica.Config) time.Duration { return c.SegmentTime }),
-		Set: msSet(1, func(c *replica.Config, d time.Duration) { c.SegmentTime = d })},
+		Doc:  "Roll a new segment file at this age.",
+		Get:  msGet(func(c replica.Config) time.Duration { return c.SegmentTime }),
+		Set:  msSet(1, func(c *replica.Config, d time.Duration) { c.SegmentTime = d }),
+		Flag: "segment-ms", Field: func(c *replica.Config) any { return &c.SegmentTime },
+		Aliases: []Alias{{Key: "log.roll.hours", Unit: time.Hour}}},
 	{Name: UncleanLeaderElection, BrokerName: UncleanLeaderElection, Type: TypeBoolean,
 		Doc: "Let a replica that is not in sync lead when no in-sync one can, losing what it lacks.",
 		Get: func(c replica.Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },

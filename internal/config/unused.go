@@ -173,9 +173,9 @@ func FileKeys() []string {
 	var keys []string
 	for _, d := range BrokerDefs {
 		keys = append(keys, d.Name)
-	}
-	for k := range kafkaFileKeys {
-		keys = append(keys, k)
+		for _, a := range d.Aliases {
+			keys = append(keys, a.Key)
+		}
 	}
 	for _, d := range UnusedKafkaDefs {
 		keys = append(keys, d.Name)

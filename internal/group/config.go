@@ -2,15 +2,14 @@ package group
 
 import (
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/strandlog/strand/internal/coordinator"
 )
 
 // Config holds the coordinator's settings, under Kafka's broker config
-// names. The zero value of a field is taken literally where Kafka allows
-// zero (InitialRebalanceDelay); Defaults gives Kafka's defaults.
+// names, and its wiring. The settings are taken as given: the broker's
+// configuration (config.BrokerDefs) has their defaults and bounds.
 type Config struct {
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
 	// the first rebalance of an empty group waits for more members, each
@@ -93,76 +92,23 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults returns Kafka 4's defaults.
-func Defaults() Config {
-	return Config{
-		InitialRebalanceDelay:  3 * time.Second,
-		MinSessionTimeout:      6 * time.Second,
-		MaxSessionTimeout:      30 * time.Minute,
-		MaxSize:                math.MaxInt32,
-		OffsetsPartitions:      50,
-		OffsetsRetention:       7 * 24 * time.Hour,
-		OffsetsRetentionCheck:  10 * time.Minute,
-		OffsetMetadataMaxBytes: 4096,
-		NewMemberJoinTimeout:   5 * time.Minute,
-		HistoryEvents:          100,
-		HistoryHandoffs:        1000,
-
-		ConsumerSessionTimeout:    45 * time.Second,
-		ConsumerHeartbeatInterval: 5 * time.Second,
-		ConsumerMaxSize:           math.MaxInt32,
-		ConsumerAssignors:         []string{"uniform", "range"},
-		ConsumerMigrationPolicy:   MigrationBidirectional,
-		DisconnectGrace:           2 * time.Second,
-	}
-}
-
-// withDefaults fills the fields whose zero value means nothing sensible.
+// withDefaults fills the internals left zero. The settings are the
+// broker's (config.BrokerDefs holds their defaults and bounds, and the
+// server gives every one); the zero migration policy is Kafka's default.
 func (c Config) withDefaults() Config {
-	d := Defaults()
-	if c.MaxSessionTimeout <= 0 {
-		c.MaxSessionTimeout = d.MaxSessionTimeout
-	}
-	if c.MaxSize <= 0 {
-		c.MaxSize = d.MaxSize
-	}
-	if c.OffsetsPartitions <= 0 {
-		c.OffsetsPartitions = d.OffsetsPartitions
-	}
-	if c.OffsetsRetention <= 0 {
-		c.OffsetsRetention = d.OffsetsRetention
-	}
-	if c.OffsetsRetentionCheck <= 0 {
-		c.OffsetsRetentionCheck = d.OffsetsRetentionCheck
-	}
-	if c.OffsetMetadataMaxBytes <= 0 {
-		c.OffsetMetadataMaxBytes = d.OffsetMetadataMaxBytes
-	}
 	if c.NewMemberJoinTimeout <= 0 {
-		c.NewMemberJoinTimeout = d.NewMemberJoinTimeout
+		c.NewMemberJoinTimeout = 5 * time.Minute
 	}
 	if c.HistoryEvents <= 0 {
-		c.HistoryEvents = d.HistoryEvents
+		c.HistoryEvents = 100
 	}
 	if c.HistoryHandoffs <= 0 {
-		c.HistoryHandoffs = d.HistoryHandoffs
-	}
-	if c.ConsumerSessionTimeout <= 0 {
-		c.ConsumerSessionTimeout = d.ConsumerSessionTimeout
-	}
-	if c.ConsumerHeartbeatInterval <= 0 {
-		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
-	}
-	if c.ConsumerMaxSize <= 0 {
-		c.ConsumerMaxSize = d.ConsumerMaxSize
-	}
-	if len(c.ConsumerAssignors) == 0 {
-		c.ConsumerAssignors = d.ConsumerAssignors
+		c.HistoryHandoffs = 1000
 	}
 	if p, err := ParseMigrationPolicy(string(c.ConsumerMigrationPolicy)); err == nil {
 		c.ConsumerMigrationPolicy = p
 	} else {
-		c.ConsumerMigrationPolicy = d.ConsumerMigrationPolicy
+		c.ConsumerMigrationPolicy = MigrationBidirectional
 	}
 	if c.InitialRebalanceDelay < 0 {
 		c.InitialRebalanceDelay = 0

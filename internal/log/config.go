@@ -33,6 +33,19 @@ func (p FlushPolicy) String() string {
 	return fmt.Sprintf("FlushPolicy(%d)", int(p))
 }
 
+// Set reads one of the names String returns into p, so that a flag can
+// take a policy.
+func (p *FlushPolicy) Set(s string) error {
+	v, err := ParseFlushPolicy(s)
+	if err == nil {
+		*p = v
+	}
+	return err
+}
+
+// Type names the flag's value.
+func (p *FlushPolicy) Type() string { return "policy" }
+
 // ParseFlushPolicy reads the names String returns.
 func ParseFlushPolicy(s string) (FlushPolicy, error) {
 	for _, p := range []FlushPolicy{FlushEveryAppend, FlushInterval, FlushNever} {

@@ -17,7 +17,7 @@ import (
 var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 func groupConfig(cfg config.Broker, logger *slog.Logger, topics group.Topics) group.Config {
-	g := group.Defaults()
+	var g group.Config
 	g.Topics = topics
 	g.InitialRebalanceDelay = cfg.GroupInitialRebalanceDelay
 	g.MinSessionTimeout, g.MaxSessionTimeout = cfg.GroupMinSessionTimeout, cfg.GroupMaxSessionTimeout

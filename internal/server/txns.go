@@ -27,7 +27,7 @@ import (
 var stateTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 func txnConfig(cfg config.Broker, logger *slog.Logger) txn.Config {
-	t := txn.Defaults()
+	var t txn.Config
 	t.StatePartitions = cfg.TransactionStatePartitions
 	t.MaxTimeout = cfg.TransactionMaxTimeout
 	t.IDExpiration = cfg.TransactionalIDExpiration

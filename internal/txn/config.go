@@ -8,8 +8,8 @@ import (
 )
 
 // Config holds the coordinator's settings, under Kafka's broker config
-// names. Defaults gives Kafka 4's defaults; a zero or negative field takes
-// its default.
+// names, and its wiring. The settings are taken as given: the broker's
+// configuration (config.BrokerDefs) has their defaults and bounds.
 type Config struct {
 	// StatePartitions is transaction.state.log.num.partitions: the
 	// partitions of __transaction_state when the coordinator creates it.
@@ -38,38 +38,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults returns Kafka 4's defaults.
-func Defaults() Config {
-	return Config{
-		StatePartitions:     50,
-		MaxTimeout:          15 * time.Minute,
-		IDExpiration:        7 * 24 * time.Hour,
-		AbortCheckInterval:  10 * time.Second,
-		ExpiryCheckInterval: time.Hour,
-		MarkerRetryBackoff:  100 * time.Millisecond,
-	}
-}
-
-// withDefaults fills the fields whose zero value means nothing sensible.
+// withDefaults fills the internals left zero. The settings are the
+// broker's (config.BrokerDefs holds their defaults and bounds, and the
+// server gives every one).
 func (c Config) withDefaults() Config {
-	d := Defaults()
-	if c.StatePartitions <= 0 {
-		c.StatePartitions = d.StatePartitions
-	}
-	if c.MaxTimeout <= 0 {
-		c.MaxTimeout = d.MaxTimeout
-	}
-	if c.IDExpiration <= 0 {
-		c.IDExpiration = d.IDExpiration
-	}
-	if c.AbortCheckInterval <= 0 {
-		c.AbortCheckInterval = d.AbortCheckInterval
-	}
 	if c.ExpiryCheckInterval <= 0 {
-		c.ExpiryCheckInterval = d.ExpiryCheckInterval
+		c.ExpiryCheckInterval = time.Hour
 	}
 	if c.MarkerRetryBackoff <= 0 {
-		c.MarkerRetryBackoff = d.MarkerRetryBackoff
+		c.MarkerRetryBackoff = 100 * time.Millisecond
 	}
 	if c.Clock == nil {
 		c.Clock = coordinator.RealClock{}

@@ -258,6 +258,7 @@ func newEnvNoLoad(t *testing.T, edit func(*txn.Config)) *env {
 		markers: &fakeMarkers{}, ctx: context.Background()}
 	e.cfg = txn.Defaults()
 	e.cfg.StatePartitions = parts
+	e.cfg.MarkerRetryBackoff = 100 * time.Millisecond // advanceUntil's step
 	e.cfg.Clock = e.clock
 	e.cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if edit != nil {
