@@ -3,12 +3,12 @@ package console
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Bounds on what the sampler keeps: points per group (an hour at the
@@ -41,7 +41,7 @@ type sampler struct {
 	quit    chan struct{}
 	done    chan struct{}
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Leaf]
 	lags   map[string][]lagPoint
 	ends   map[string][2]topicEnds // the last two samples
 	sample int                     // samples taken

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Source reads Topic's partitions for a follower.
@@ -32,7 +33,7 @@ type Follower struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	warnMu   sync.Mutex
+	warnMu   lockrank.Mutex[lockrank.Leaf]
 	lastWarn time.Time
 }
 

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/strandlog/strand/internal/group"
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Output is where a publisher's records go: a partition of Topic that
@@ -35,7 +35,7 @@ type Publisher struct {
 	interval time.Duration
 	logger   *slog.Logger
 
-	mu    sync.Mutex
+	mu    lockrank.Mutex[lockrank.Leaf]
 	spans map[spanKey]*group.Span
 
 	stop, done chan struct{}

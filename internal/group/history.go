@@ -1,10 +1,10 @@
 package group
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -195,7 +195,7 @@ type history struct {
 	// seen is given each event as it is recorded.
 	seen func(Event)
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.History]
 	events   []Event
 	handoffs []*Handoff
 	// fetched is where each client read each partition, since the
@@ -511,7 +511,7 @@ func (c *Coordinator) FetchedElsewhere(spans []Span) {
 // groups' locks. Its lock is taken under group.mu and before history.mu.
 type fetchIndex struct {
 	n        atomic.Int32 // entries, for the common case of none
-	mu       sync.RWMutex
+	mu       lockrank.RWMutex[lockrank.FetchIndex]
 	byClient map[clientKey]map[*group]int // members per group
 	// gone are the groups clients last had members in, for the reads
 	// other brokers report late (FetchedElsewhere); bounded by maxGone.

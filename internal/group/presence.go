@@ -2,9 +2,9 @@ package group
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -81,7 +81,7 @@ type memberRef struct {
 // are open, and the members whose last group request came on each. Its
 // lock comes after any group's.
 type connIndex struct {
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Leaf]
 	open    map[string]bool                   // connection addresses open
 	members map[string]map[memberRef]struct{} // connection address -> members
 }

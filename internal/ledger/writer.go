@@ -2,11 +2,11 @@ package ledger
 
 import (
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -34,7 +34,7 @@ type Writer struct {
 	written atomic.Int64
 	done    chan struct{}
 
-	mu     sync.RWMutex // guards closing the queue against Record
+	mu     lockrank.RWMutex[lockrank.LedgerWriter] // guards closing the queue against Record
 	closed bool
 
 	lastWarn atomic.Int64 // unix ms of the last warning, to rate-limit them

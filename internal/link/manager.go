@@ -236,7 +236,7 @@ type runner struct {
 	groupMatch func(string) bool
 	// throttleMu guards nextFetch: when the link's byte rate lets the next
 	// fetch go.
-	throttleMu sync.Mutex
+	throttleMu lockrank.Mutex[lockrank.Leaf]
 	nextFetch  time.Time
 	// The last group-offset sync: what it did, its failure, when.
 	offsetSync    OffsetSync

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -118,10 +119,13 @@ func acquire(r rank) {
 	id := goroutineID()
 	heldMu.Lock()
 	for _, h := range held[id] {
-		if h.level >= r.level {
+		if h.level >= r.level || slices.Contains(leaves, h.name) {
 			heldMu.Unlock()
 			why := fmt.Sprintf("LOCKS.md orders %s before %s", r.name, h.name)
-			if h.level == r.level {
+			switch {
+			case slices.Contains(leaves, h.name):
+				why = h.name + " is a leaf: no lock is taken under it"
+			case h.level == r.level:
 				why = "locks of one rank never nest"
 			}
 			panic(fmt.Sprintf("lockrank: taking a %s lock while holding a %s lock: %s", r.name, h.name, why))

@@ -69,3 +69,24 @@ func TestOrderChecked(t *testing.T) {
 	<-done
 	log.Unlock()
 }
+
+func TestLeavesTakeNothing(t *testing.T) {
+	var leaf Mutex[Leaf]
+	var meta RWMutex[Metadata]
+	var history Mutex[History]
+	var ledger RWMutex[LedgerWriter]
+
+	// A chain down to a leaf is in order.
+	history.Lock()
+	ledger.RLock()
+	ledger.RUnlock()
+	history.Unlock()
+
+	// Under a leaf nothing is taken, even a lock ranked after it.
+	leaf.Lock()
+	mustPanic(t, "taking a Metadata lock while holding a Leaf lock: Leaf is a leaf", meta.RLock)
+	leaf.Unlock()
+	ledger.Lock()
+	mustPanic(t, "LedgerWriter is a leaf", leaf.Lock)
+	ledger.Unlock()
+}

@@ -14,6 +14,9 @@ type (
 	// TopicAdmin is server.topicAdmin.mu: topic creation, deletion and
 	// config changes.
 	TopicAdmin struct{}
+	// ReconcilerTurn is server.reconciler's turn: it serialises applying
+	// the metadata.
+	ReconcilerTurn struct{}
 	// Subsystem is the lock of one of the broker's parts: link.Manager.mu
 	// or reserveMu, fetcher.Fetcher.mu, server.Server.mu.
 	Subsystem struct{}
@@ -48,14 +51,30 @@ type (
 	Log struct{}
 	// Segment is log.segment.loadMu or log.tailFile.mu.
 	Segment struct{}
+	// FetchIndex is group.fetchIndex.mu, taken under a group's lock and
+	// before History.
+	FetchIndex struct{}
+	// History is group.history.mu; the hand-off ledger and the metrics
+	// are told under it.
+	History struct{}
+	// LedgerWriter is ledger.Writer.mu, a leaf.
+	LedgerWriter struct{}
+	// Leaf is a lock under which no other is taken: group.connIndex.mu,
+	// replica.Throttle.mu, the fetch sessions', logging.Levels.mu,
+	// telemetry.Manager.mu, the link's throttle, and the server's small
+	// helpers.
+	Leaf struct{}
 	// Metadata is cluster.Store.mu, a leaf: nothing is called under it.
 	Metadata struct{}
 )
 
 // order lists the ranks' names from the first taken to the last.
 var order = []string{
-	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
+	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "ReconcilerTurn", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
 	"GroupWriter", "ReplicaManager", "LogManager",
 	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
-	"Metadata",
+	"FetchIndex", "History", "LedgerWriter", "Leaf", "Metadata",
 }
+
+// leaves are the ranks under which no lock at all is taken.
+var leaves = []string{"LedgerWriter", "Leaf", "Metadata"}

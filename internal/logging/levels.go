@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Root names the root logger, as Kafka names log4j's.
@@ -26,7 +27,7 @@ var Components = []string{"admin", "cluster", "console", "fetcher", "group", "le
 type Levels struct {
 	root slog.LevelVar
 
-	mu         sync.Mutex
+	mu         lockrank.Mutex[lockrank.Leaf]
 	components map[string]*component
 }
 

@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // ErrUnknownPeer: the broker is not registered, so it has no address.
@@ -43,7 +44,7 @@ type Client struct {
 	format  *kmsg.RequestFormatter
 	opts    Options
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Leaf]
 	conns  map[int32]*conn
 	closed bool
 }
@@ -100,7 +101,7 @@ func (c *Client) Close() error {
 
 // conn is one connection to a peer, dialled on demand.
 type conn struct {
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Leaf]
 	nc      net.Conn
 	rd      *bufio.Reader
 	addr    string

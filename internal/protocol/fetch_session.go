@@ -1,11 +1,12 @@
 package protocol
 
 import (
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Fetch sessions (KIP-227). A client's full fetch at session epoch 0 opens
@@ -51,11 +52,11 @@ type fetchSession struct {
 	order    []sessionKey
 	parts    map[sessionKey]*sessionPartition
 	lastUsed time.Time
-	mu       sync.Mutex // guards the fields above but id and version, while a request updates or answers
+	mu       lockrank.Mutex[lockrank.Leaf] // guards the fields above but id and version, while a request updates or answers
 }
 
 type fetchSessionCache struct {
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Leaf]
 	next     int32
 	sessions map[int32]*fetchSession
 }

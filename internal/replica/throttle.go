@@ -2,8 +2,9 @@ package replica
 
 import (
 	"math"
-	"sync"
 	"time"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Throttle caps the bytes a second that replication moves for throttled
@@ -15,7 +16,7 @@ import (
 type Throttle struct {
 	rate func() int64 // bytes a second now; <= 0 or MaxInt64 for none
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Leaf]
 	tokens float64 // bytes that may move now; negative once past the rate
 	last   time.Time
 	now    func() time.Time

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/fetchpos"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/replica"
@@ -44,7 +44,7 @@ type fetchPositionsTopic struct {
 	replicas          *replica.Manager
 	newClient         func() *peer.Client // a connection of its own per partition read
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Leaf]
 	readers map[int32]*peer.Client
 }
 
@@ -180,9 +180,11 @@ func eachRecord(batches []byte, offset int64, fn func(key, value []byte)) (int64
 // close closes the readers' connections.
 func (f *fetchPositionsTopic) close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, cl := range f.readers {
+	readers := f.readers
+	f.readers = nil
+	f.mu.Unlock()
+	// Closed after letting go: mu is a leaf, and a client has its own lock.
+	for _, cl := range readers {
 		cl.Close()
 	}
-	f.readers = nil
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,6 +15,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/link"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/protocol"
 )
@@ -67,7 +67,7 @@ func (s *Server) closeLinks() {
 // lazyClient is a client made on first use, closed once.
 type lazyClient struct {
 	make func() (*kgo.Client, error)
-	mu   sync.Mutex
+	mu   lockrank.Mutex[lockrank.Leaf]
 	cl   *kgo.Client
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/strandlog/strand/internal/fetcher"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/link"
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 )
@@ -33,21 +34,21 @@ import (
 //
 // Locking: mu serialises runs; configs is guarded by mu.
 type reconciler struct {
-	mu       chan struct{} // a one-token semaphore
+	mu       lockrank.Mutex[lockrank.ReconcilerTurn]
 	configs  map[string]replica.Config
 	caughtUp atomic.Bool   // the image is caught up: lead what it says, remove what it no longer places here
 	again    chan struct{} // a token: follow the metadata again
 }
 
 func newReconciler() *reconciler {
-	r := &reconciler{mu: make(chan struct{}, 1), configs: map[string]replica.Config{}, again: make(chan struct{}, 1)}
+	r := &reconciler{configs: map[string]replica.Config{}, again: make(chan struct{}, 1)}
 	return r
 }
 
 // reconcile runs one reconciliation and returns what failed.
 func (s *Server) reconcile() error {
-	s.rec.mu <- struct{}{}
-	defer func() { <-s.rec.mu }()
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
 	defaults, err := config.ApplyDynamic(s.cfg, s.cluster.BrokerConfigs(), s.cluster.NodeConfigs(s.cfg.NodeID))
 	if err != nil {
 		// Stored dynamic configs were validated when set; this happens

@@ -2,7 +2,8 @@ package server
 
 import (
 	"context"
-	"sync"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // byteBudget bounds the bytes of requests read and not yet answered: a
@@ -15,7 +16,7 @@ import (
 type byteBudget struct {
 	max int64 // 0: no bound
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Leaf]
 	used    int64
 	waiting int           // readers waiting for room
 	changed chan struct{} // closed when bytes are given back to a waiter

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // tlsHandshakeTimeout bounds a client's TLS handshake: a client that
@@ -61,7 +61,7 @@ type certReloader struct {
 	certFile, keyFile string
 	logger            *slog.Logger
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Leaf]
 	cert    *tls.Certificate
 	mod     time.Time // the files' latest modification when read
 	checked time.Time

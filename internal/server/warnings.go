@@ -1,9 +1,9 @@
 package server
 
 import (
-	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/protocol"
 )
 
@@ -19,7 +19,7 @@ const maxWarnKeys = 4096
 // those it leaves out.
 type warnLimiter struct {
 	now  func() time.Time
-	mu   sync.Mutex
+	mu   lockrank.Mutex[lockrank.Leaf]
 	seen map[warnKey]*warnSeen
 }
 

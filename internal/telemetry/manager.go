@@ -12,8 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/strandlog/strand/internal/lockrank"
 )
 
 // Client is what a broker knows of a client instance: the id it was
@@ -141,7 +142,7 @@ type Config struct {
 type Manager struct {
 	cfg Config
 
-	mu        sync.Mutex
+	mu        lockrank.Mutex[lockrank.Leaf]
 	instances map[[16]byte]*instance
 	points    int       // values kept over all instances
 	swept     time.Time // when expired instances were last dropped
