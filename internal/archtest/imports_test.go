@@ -55,6 +55,9 @@ func TestImportRules(t *testing.T) {
 			return strings.HasPrefix(d, module) && d != module+"/internal/model"
 		}, "the coordinator runtime is interfaces the server implements: it imports only model"},
 		{"internal/group/assign", func(d string) bool { return strings.HasPrefix(d, module) }, "the assignors are pure functions of their spec"},
+		{"internal/share", func(d string) bool {
+			return strings.HasPrefix(d, module) && d != module+"/internal/model" && d != module+"/internal/coordinator"
+		}, "share groups reach their partitions and state through the coordinator runtime's interfaces: share imports only model and the runtime"},
 		{"internal/config", func(d string) bool { return strings.HasPrefix(d, "github.com/spf13/") },
 			"config knows the settings, not the command line: their flags are cmd/strand's"},
 		{"internal/ledger", func(d string) bool {
