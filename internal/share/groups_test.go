@@ -1,0 +1,157 @@
+package share
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+var groupLimits = GroupLimits{SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, MaxSize: 10}
+
+// fakeTopics is the cluster's topics, changed by the tests.
+type fakeTopics map[string]TopicInfo
+
+func (f fakeTopics) lookup(names []string) map[string]TopicInfo {
+	out := map[string]TopicInfo{}
+	for _, n := range names {
+		if t, ok := f[n]; ok {
+			out[n] = t
+		}
+	}
+	return out
+}
+
+func join(t *testing.T, c *Coordinator, member string, now time.Time, topics ...string) HeartbeatAnswer {
+	t.Helper()
+	a, err := c.Heartbeat(Heartbeat{Group: "g", Member: member, Topics: topics}, "client", "/127.0.0.1", now)
+	if err != nil {
+		t.Fatalf("%s joins: %v", member, err)
+	}
+	return a
+}
+
+func beat(t *testing.T, c *Coordinator, member string, epoch int32, now time.Time) HeartbeatAnswer {
+	t.Helper()
+	a, err := c.Heartbeat(Heartbeat{Group: "g", Member: member, Epoch: epoch}, "client", "/127.0.0.1", now)
+	if err != nil {
+		t.Fatalf("%s at epoch %d: %v", member, epoch, err)
+	}
+	return a
+}
+
+func TestShareGroupAssignsEveryPartition(t *testing.T) {
+	topics := fakeTopics{"orders": {ID: [16]byte{1}, Partitions: 3}}
+	c := NewCoordinator(groupLimits, topics.lookup)
+	a := join(t, c, "m0", t0, "orders")
+	if a.Epoch != 1 || !slices.Equal(a.Assignment[[16]byte{1}], []int32{0, 1, 2}) || a.Interval != 5*time.Second {
+		t.Fatalf("first member: %+v", a)
+	}
+	// Eight members on three partitions: each holds one, each partition
+	// read by two or three.
+	epochs := map[string]int32{"m0": a.Epoch}
+	for i := 1; i < 8; i++ {
+		id := fmt.Sprintf("m%d", i)
+		epochs[id] = join(t, c, id, t0, "orders").Epoch
+	}
+	readers := map[int32]int{}
+	for id, e := range epochs {
+		a := beat(t, c, id, e, t0)
+		if a.Assignment == nil {
+			// Told already at its epoch, when it joined last.
+			info, _ := c.Describe("g")
+			for _, m := range info.Members {
+				if m.ID == id {
+					a.Assignment = m.Assignment
+				}
+			}
+		}
+		ps := a.Assignment[[16]byte{1}]
+		if len(ps) != 1 {
+			t.Fatalf("%s holds %v", id, ps)
+		}
+		readers[ps[0]]++
+	}
+	for p := int32(0); p < 3; p++ {
+		if readers[p] < 2 || readers[p] > 3 {
+			t.Fatalf("readers per partition %v", readers)
+		}
+	}
+}
+
+func TestShareGroupEpochsAndFencing(t *testing.T) {
+	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 2}, "b": {ID: [16]byte{2}, Partitions: 1}}
+	c := NewCoordinator(groupLimits, topics.lookup)
+	a1 := join(t, c, "x", t0, "a")
+	// Nothing changed: the same epoch, no assignment sent again.
+	if a := beat(t, c, "x", a1.Epoch, t0); a.Epoch != a1.Epoch || a.Assignment != nil {
+		t.Fatalf("steady heartbeat: %+v", a)
+	}
+	a2 := join(t, c, "y", t0, "a")
+	if a2.Epoch <= a1.Epoch {
+		t.Fatalf("second member's epoch %d after %d", a2.Epoch, a1.Epoch)
+	}
+	// x learns its new assignment at the new epoch.
+	ax := beat(t, c, "x", a1.Epoch, t0)
+	if ax.Epoch != a2.Epoch || len(ax.Assignment[[16]byte{1}]) != 1 {
+		t.Fatalf("x after y joined: %+v", ax)
+	}
+	// An old epoch is fenced, an unknown member refused.
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "x", Epoch: a1.Epoch}, "", "", t0); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "z", Epoch: 3}, "", "", t0); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("unknown member: %v", err)
+	}
+	// A new subscription and a topic that grows are assigned at once.
+	ay, err := c.Heartbeat(Heartbeat{Group: "g", Member: "y", Epoch: a2.Epoch, Topics: []string{"a", "b"}}, "", "", t0)
+	if err != nil || !slices.Equal(ay.Assignment[[16]byte{2}], []int32{0}) {
+		t.Fatalf("y subscribes to b: %+v %v", ay, err)
+	}
+	topics["b"] = TopicInfo{ID: [16]byte{2}, Partitions: 2}
+	ay2 := beat(t, c, "y", ay.Epoch, t0)
+	if ay2.Epoch <= ay.Epoch || !slices.Equal(ay2.Assignment[[16]byte{2}], []int32{0, 1}) {
+		t.Fatalf("after b grew: %+v", ay2)
+	}
+	// Leaving hands the partitions to those left.
+	if a, err := c.Heartbeat(Heartbeat{Group: "g", Member: "y", Epoch: -1}, "", "", t0); err != nil || a.Epoch != -1 {
+		t.Fatalf("leave: %+v %v", a, err)
+	}
+	if a := beat(t, c, "x", ax.Epoch, t0); !slices.Equal(a.Assignment[[16]byte{1}], []int32{0, 1}) {
+		t.Fatalf("x after y left: %+v", a)
+	}
+}
+
+func TestShareGroupSessionsAndSize(t *testing.T) {
+	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 4}}
+	c := NewCoordinator(GroupLimits{SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second, MaxSize: 2}, topics.lookup)
+	ax := join(t, c, "x", t0, "a")
+	join(t, c, "y", t0.Add(5*time.Second), "a")
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "z", Topics: []string{"a"}}, "", "", t0); !errors.Is(err, ErrGroupFull) {
+		t.Fatalf("a third member: %v", err)
+	}
+	// x goes silent: its session runs out, and y gets every partition.
+	gone := c.Expire(t0.Add(10 * time.Second))
+	if !slices.Equal(gone["g"], []string{"x"}) {
+		t.Fatalf("expired %v", gone)
+	}
+	info, _ := c.Describe("g")
+	if len(info.Members) != 1 || len(info.Members[0].Assignment[[16]byte{1}]) != 4 {
+		t.Fatalf("after x expired: %+v", info)
+	}
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "x", Epoch: ax.Epoch}, "", "", t0.Add(11*time.Second)); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("x after it expired: %v", err)
+	}
+	// A joining member names its topics; a group with members is not deleted.
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "w"}, "", "", t0.Add(11*time.Second)); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("join without topics: %v", err)
+	}
+	if c.Delete("g") || !c.Exists("g") {
+		t.Fatal("deleted a group with a member")
+	}
+	c.Expire(t0.Add(time.Minute))
+	if !c.Delete("g") || c.Exists("g") {
+		t.Fatal("an empty group was not deleted")
+	}
+}
