@@ -74,6 +74,7 @@ type GroupInfo struct {
 
 type member struct {
 	Member
+	prevEpoch  int32 // its epoch before the last: a heartbeat whose answer was lost comes with it
 	assignedAt int32 // the group epoch of the assignment it was told
 	expires    time.Time
 }
@@ -143,9 +144,10 @@ func (c *Coordinator) Heartbeat(h Heartbeat, clientID, clientHost string, now ti
 		}
 	case m == nil:
 		return HeartbeatAnswer{}, ErrUnknownMember
-	case h.Epoch != m.Epoch:
+	case h.Epoch != m.Epoch && h.Epoch != m.prevEpoch:
 		return HeartbeatAnswer{}, ErrFencedEpoch
 	}
+	resend := h.Epoch == 0 || h.Epoch != m.Epoch // the answer that told it its epoch was lost
 	m.Rack, m.ClientID, m.ClientHost = h.Rack, clientID, clientHost
 	m.expires = now.Add(c.limits.SessionTimeout)
 	if h.Topics != nil {
@@ -161,9 +163,11 @@ func (c *Coordinator) Heartbeat(h Heartbeat, clientID, clientHost string, now ti
 		c.reassign(g)
 	}
 	answer := HeartbeatAnswer{Epoch: m.Epoch, Interval: c.limits.HeartbeatInterval}
-	if h.Epoch == 0 || m.assignedAt != g.assignmentEpoch {
+	if resend || m.assignedAt != g.assignmentEpoch {
 		m.assignedAt = g.assignmentEpoch
-		m.Epoch = g.assignmentEpoch
+		if m.Epoch != g.assignmentEpoch {
+			m.prevEpoch, m.Epoch = m.Epoch, g.assignmentEpoch
+		}
 		answer.Epoch = m.Epoch
 		answer.Assignment = m.Assignment
 		if answer.Assignment == nil {

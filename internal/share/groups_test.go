@@ -97,9 +97,20 @@ func TestShareGroupEpochsAndFencing(t *testing.T) {
 	if ax.Epoch != a2.Epoch || len(ax.Assignment[[16]byte{1}]) != 1 {
 		t.Fatalf("x after y joined: %+v", ax)
 	}
-	// An old epoch is fenced, an unknown member refused.
+	// The answer that told x its epoch may be lost: its previous epoch
+	// gets the assignment again. An older one is fenced, an unknown
+	// member refused.
+	if a := beat(t, c, "x", a1.Epoch, t0); a.Epoch != ax.Epoch || len(a.Assignment[[16]byte{1}]) != 1 {
+		t.Fatalf("x again at its previous epoch: %+v", a)
+	}
+	join(t, c, "z", t0, "b")
+	ax = beat(t, c, "x", ax.Epoch, t0)
 	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "x", Epoch: a1.Epoch}, "", "", t0); !errors.Is(err, ErrFencedEpoch) {
 		t.Fatalf("stale epoch: %v", err)
+	}
+	beat(t, c, "z", -1, t0)
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "x", Epoch: ax.Epoch + 1}, "", "", t0); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("an epoch from the future: %v", err)
 	}
 	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "z", Epoch: 3}, "", "", t0); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("unknown member: %v", err)

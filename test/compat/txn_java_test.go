@@ -29,6 +29,30 @@ import (
 // javaTxnVersions are the transaction.version values every test runs under.
 var javaTxnVersions = []int{1, 2}
 
+// javaTxn is the Java client in the transaction scenarios of
+// txn_clients_test.go. Its tests read with a franz-go consumer; librdkafka's
+// use raw fetches through franz-go's batch processing.
+var javaTxn = txnClient{
+	name:   "Java",
+	reader: "the Java consumer",
+	prefix: "txn-",
+	ready:  func(t *testing.T) { javatest.Helper(t) },
+	run:    runTxnHelper,
+	read:   readByConsumer,
+	// The helper checks the last stable offset itself while the first
+	// producer's transaction is open and after the second's init aborts it.
+	fenceSteps: []string{"first-init", "first-commit", "first-open", "lso-held", "second-init",
+		"lso-released", "first-fenced", "second-commit"},
+	// The Java client (4.x) uses KIP-890's flow, an epoch bump on every
+	// EndTxn, only when the broker finalizes transaction.version 2.
+	epochs: func(tv int) (bool, string) {
+		if tv >= 2 {
+			return true, "the client did not use KIP-890's flow (EndTxn bumps the epoch)"
+		}
+		return false, "the client bumped epochs as under KIP-890 although the broker did not finalize transaction.version 2"
+	},
+}
+
 // runTxnHelper runs the Java helper's Txn class with args; when the test fails,
 // the tail of its output is logged.
 func runTxnHelper(t *testing.T, timeout time.Duration, args ...string) result {
@@ -229,149 +253,7 @@ func transformedValue(v string) (in string, txn int, ok bool) {
 //     transaction has its own producer epoch (EndTxn bumps it), under 1
 //     they all share one.
 func TestJavaTransformExactlyOnce(t *testing.T) {
-	t.Parallel()
-	javatest.Helper(t) // build (or skip) before starting brokers
-	for _, tv := range javaTxnVersions {
-		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
-			t.Parallel()
-			testJavaTransform(t, tv)
-		})
-	}
-}
-
-func testJavaTransform(t *testing.T, tv int) {
-	const (
-		n          = 240
-		abortEvery = 4
-		partitions = 3
-		in, out    = "txn-in", "txn-out"
-	)
-	group := fmt.Sprintf("txn-transform-%d", tv)
-	txnID := fmt.Sprintf("txn-transform-%d", tv)
-	b := startBroker(t, append(slices.Clone(groupBrokerArgs), fmt.Sprintf("--transaction-version=%d", tv))...)
-	ctx := groupCtx(t, 4*time.Minute)
-	createTopic(t, b.Addr, in, partitions, nil)
-	createTopic(t, b.Addr, out, partitions, nil)
-
-	inputs, inEnds := produceTransformInput(t, ctx, b.Addr, in, n)
-
-	r := runTxnHelper(t, 3*time.Minute, "transform", b.Addr, in, out, group, txnID, fmt.Sprint(n), fmt.Sprint(abortEvery),
-		"compat.max.poll.records=10", "compat.deadline.ms=150000")
-	o := parseTxnHelper(t, r.stdout)
-	if r.err != nil || len(o.errors) > 0 || o.done != n {
-		t.Fatalf("Java transform: exit %v, done %d of %d, errors %q", r.err, o.done, n, o.errors)
-	}
-	if len(o.failed) > 0 {
-		t.Errorf("%d transactions failed, first: %s", len(o.failed), o.failed[0])
-	}
-	t.Logf("transaction.version=%d: %d transactions committed, %d aborted, in %v", tv, len(o.committed),
-		len(o.aborted), r.elapsed.Round(time.Millisecond))
-
-	committedOut, allOut, txnOf := checkTransformAccount(t, o, inputs, abortEvery)
-	if t.Failed() {
-		return
-	}
-
-	// read_committed readers see exactly the committed transactions' records.
-	checkCommittedRead := func(who string, got []rec) {
-		t.Helper()
-		if d := sameRecs(got, committedOut); d != "" {
-			aborted := 0
-			for _, x := range got {
-				if _, ok := o.aborted[txnOf[x]]; ok {
-					aborted++
-				}
-			}
-			t.Errorf("%s (read_committed) read other records than the committed transactions wrote: %s "+
-				"(%d of the %d records read are from aborted transactions)", who, d, aborted, len(got))
-		}
-	}
-	committedRead := readIsolatedQuiet(t, b.Addr, out, kgo.ReadCommitted(), len(committedOut))
-	checkCommittedRead("franz-go", asRecs(committedRead))
-	jr := runTxnHelper(t, 2*time.Minute, "read-committed", b.Addr, out, fmt.Sprint(len(committedOut)))
-	jo := parseTxnHelper(t, jr.stdout)
-	if jr.err != nil || len(jo.errors) > 0 || jo.seen != len(jo.recs) {
-		t.Errorf("Java read-committed: exit %v, errors %q, seen %d, printed %d", jr.err, jo.errors, jo.seen, len(jo.recs))
-	}
-	if !jo.caughtUp {
-		t.Errorf("Java read-committed did not reach the last stable offsets (%d records seen)", jo.seen)
-	}
-	checkCommittedRead("the Java consumer", jo.recs)
-
-	// read_uncommitted sees the aborted records too, where they were written.
-	all := readIsolatedQuiet(t, b.Addr, out, kgo.ReadUncommitted(), len(allOut))
-	if d := sameRecs(asRecs(all), allOut); d != "" {
-		t.Errorf("read_uncommitted read other records than every transaction wrote: %s", d)
-	}
-	if len(all) <= len(committedOut) {
-		t.Errorf("read_uncommitted read %d records, no more than the %d committed: the aborted data is not in the log",
-			len(all), len(committedOut))
-	}
-
-	// The protocol the client used, from the stored batches' producer ids and epochs.
-	epochs := map[int]int16{}
-	pids := map[int64]bool{}
-	for _, x := range all {
-		_, txn, _ := transformedValue(string(x.Value))
-		pids[x.ProducerID] = true
-		if e, ok := epochs[txn]; ok && e != x.ProducerEpoch {
-			t.Errorf("transaction %d wrote records with epochs %d and %d", txn, e, x.ProducerEpoch)
-		}
-		epochs[txn] = x.ProducerEpoch
-	}
-	if len(pids) != 1 {
-		t.Errorf("output written by producer ids %v, want one", pids)
-	}
-	distinct := map[int16]bool{}
-	prev := -1
-	for _, txn := range o.order {
-		e, ok := epochs[txn]
-		if !ok {
-			continue
-		}
-		distinct[e] = true
-		if tv >= 2 && int(e) <= prev {
-			t.Errorf("transaction.version=2: transaction %d has epoch %d, not above the one before (%d): "+
-				"the client did not use KIP-890's flow (EndTxn bumps the epoch)", txn, e, prev)
-		}
-		prev = int(e)
-	}
-	if tv < 2 && len(distinct) != 1 {
-		t.Errorf("transaction.version=%d: the transactions used epochs %v, want one: the client bumped epochs as "+
-			"under KIP-890 although the broker did not finalize transaction.version 2", tv, distinct)
-	}
-
-	// Offsets: the group committed the whole input; nothing is pending in the output.
-	adm := kadm.NewClient(client(t, b.Addr))
-	offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
-	if err != nil {
-		t.Fatalf("fetching %s's offsets (require_stable): %v", group, err)
-	}
-	for p, end := range inEnds {
-		if c, ok := offs.Lookup(in, p); !ok || c.Err != nil || c.At != end {
-			t.Errorf("group %s: %s/%d committed %+v, want %d (the input's end)", group, in, p, c, end)
-		}
-	}
-	lso, err := adm.ListCommittedOffsets(ctx, out)
-	if err == nil {
-		err = lso.Error()
-	}
-	if err != nil {
-		t.Fatalf("listing %s's last stable offsets: %v", out, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, out)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatalf("listing %s's end offsets: %v", out, err)
-	}
-	ends.Each(func(e kadm.ListedOffset) {
-		if l, _ := lso.Lookup(out, e.Partition); l.Offset != e.Offset {
-			t.Errorf("%s/%d: last stable offset %d, end offset %d: no transaction is open, they must be equal",
-				out, e.Partition, l.Offset, e.Offset)
-		}
-	})
+	javaTxn.eachVersion(t, javaTxn.transform)
 }
 
 // TestJavaTransactionalFencing: a second producer with the same
@@ -385,107 +267,7 @@ func testJavaTransform(t *testing.T, tv int) {
 // the second's, never the open transaction's; read_uncommitted sees those
 // too, at the offsets acknowledged.
 func TestJavaTransactionalFencing(t *testing.T) {
-	t.Parallel()
-	javatest.Helper(t) // build (or skip) before starting brokers
-	for _, tv := range javaTxnVersions {
-		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
-			t.Parallel()
-			testJavaFencing(t, tv)
-		})
-	}
-}
-
-func testJavaFencing(t *testing.T, tv int) {
-	const (
-		n          = 30
-		partitions = 3
-		topic      = "txn-fence"
-	)
-	txnID := fmt.Sprintf("txn-fence-%d", tv)
-	b := startBroker(t, fmt.Sprintf("--transaction-version=%d", tv))
-	ctx := groupCtx(t, 3*time.Minute)
-	createTopic(t, b.Addr, topic, partitions, nil)
-
-	r := runTxnHelper(t, 3*time.Minute, "fence", b.Addr, topic, txnID, fmt.Sprint(n))
-	checkSteps(t, r, []string{"first-init", "first-commit", "first-open", "lso-held", "second-init",
-		"lso-released", "first-fenced", "second-commit"})
-	o := parseTxnHelper(t, r.stdout)
-	if len(o.errors) > 0 {
-		t.Errorf("helper errors: %q", o.errors)
-	}
-	for _, tag := range []string{"first-committed", "first-open", "second"} {
-		if len(o.outs[tag]) != n {
-			t.Errorf("%d %s records acknowledged, want %d", len(o.outs[tag]), tag, n)
-		}
-	}
-	if t.Failed() {
-		return
-	}
-	committed := append(slices.Clone(o.outs["first-committed"]), o.outs["second"]...)
-	open := map[rec]bool{}
-	for _, x := range o.outs["first-open"] {
-		open[x] = true
-	}
-	checkCommittedRead := func(who string, got []rec) {
-		t.Helper()
-		if d := sameRecs(got, committed); d != "" {
-			leaked := 0
-			for _, x := range got {
-				if open[x] || strings.HasPrefix(x.V, "a-late") {
-					leaked++
-				}
-			}
-			t.Errorf("%s (read_committed) read other records than the committed transactions wrote: %s "+
-				"(%d of the %d records read are from the fenced producer's aborted transaction)", who, d, leaked, len(got))
-		}
-	}
-	cr := readIsolatedQuiet(t, b.Addr, topic, kgo.ReadCommitted(), len(committed))
-	checkCommittedRead("franz-go", asRecs(cr))
-	jr := runTxnHelper(t, 2*time.Minute, "read-committed", b.Addr, topic, fmt.Sprint(len(committed)))
-	jo := parseTxnHelper(t, jr.stdout)
-	if jr.err != nil || len(jo.errors) > 0 || jo.seen != len(jo.recs) || !jo.caughtUp {
-		t.Errorf("Java read-committed: exit %v, errors %q, seen %d, printed %d, caught up %v", jr.err, jo.errors,
-			jo.seen, len(jo.recs), jo.caughtUp)
-	}
-	checkCommittedRead("the Java consumer", jo.recs)
-
-	// The open transaction's records are in the log (the fenced producer did
-	// write them); its late send after the fencing is not.
-	all := readIsolatedQuiet(t, b.Addr, topic, kgo.ReadUncommitted(), 3*n)
-	want := append(slices.Clone(committed), o.outs["first-open"]...)
-	if d := sameRecs(asRecs(all), want); d != "" {
-		t.Errorf("read_uncommitted read other records than were acknowledged: %s", d)
-	}
-
-	// With one producer id for both (Kafka bumps the epoch, and takes a new
-	// id only when the epoch is exhausted), the second's epoch is above the
-	// first's; the coordinator describes the second's committed state.
-	epochOf := func(prefix string) (int64, int16) {
-		for _, x := range all {
-			if strings.HasPrefix(string(x.Value), prefix) {
-				return x.ProducerID, x.ProducerEpoch
-			}
-		}
-		return -1, -1
-	}
-	pid1, e1 := epochOf("a-open-")
-	pid2, e2 := epochOf("b-")
-	if pid1 == pid2 && e2 <= e1 {
-		t.Errorf("the second producer wrote with epoch %d, the fenced one with %d: want a higher epoch", e2, e1)
-	}
-	adm := kadm.NewClient(client(t, b.Addr))
-	ds, err := adm.DescribeTransactions(ctx, txnID)
-	if err != nil {
-		t.Fatalf("DescribeTransactions %s: %v", txnID, err)
-	}
-	d, ok := ds[txnID]
-	switch {
-	case !ok || d.Err != nil:
-		t.Errorf("DescribeTransactions %s: %+v", txnID, d)
-	case d.State != "CompleteCommit" || d.ProducerID != pid2 || d.ProducerEpoch < e2:
-		t.Errorf("DescribeTransactions %s: state %s, producer %d epoch %d; want CompleteCommit, producer %d epoch >= %d",
-			txnID, d.State, d.ProducerID, d.ProducerEpoch, pid2, e2)
-	}
+	javaTxn.eachVersion(t, javaTxn.fencing)
 }
 
 // TestJavaTransactionTimeout: a producer that dies with its transaction
@@ -499,14 +281,7 @@ func testJavaFencing(t *testing.T, tv int) {
 // dead producer is fenced), and a new producer with the same
 // transactional.id commits.
 func TestJavaTransactionTimeout(t *testing.T) {
-	t.Parallel()
-	javatest.Helper(t) // build (or skip) before starting brokers
-	for _, tv := range javaTxnVersions {
-		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
-			t.Parallel()
-			testJavaTimeout(t, tv)
-		})
-	}
+	javaTxn.eachVersion(t, testJavaTimeout)
 }
 
 func testJavaTimeout(t *testing.T, tv int) {
@@ -517,8 +292,7 @@ func testJavaTimeout(t *testing.T, tv int) {
 		timeout    = 8 * time.Second // the abandoned transaction's transaction.timeout.ms
 	)
 	txnID := fmt.Sprintf("txn-timeout-%d", tv)
-	b := startBroker(t, fmt.Sprintf("--transaction-version=%d", tv), "--transaction-abort-check-interval", "500ms")
-	ctx := groupCtx(t, 3*time.Minute)
+	b, ctx := startTxnBroker(t, tv, 3*time.Minute, "--transaction-abort-check-interval", "500ms")
 	createTopic(t, b.Addr, topic, partitions, nil)
 	adm := kadm.NewClient(client(t, b.Addr))
 
@@ -554,16 +328,11 @@ func testJavaTimeout(t *testing.T, tv int) {
 	after = asRecs(rs)
 	lastStable := func() map[int32]int64 {
 		t.Helper()
-		l, err := adm.ListCommittedOffsets(ctx, topic)
-		if err == nil {
-			err = l.Error()
-		}
+		_, lso, err := txnStableOffsets(ctx, adm, topic)
 		if err != nil {
 			t.Fatalf("listing the last stable offsets: %v", err)
 		}
-		m := map[int32]int64{}
-		l.Each(func(o kadm.ListedOffset) { m[o.Partition] = o.Offset })
-		return m
+		return lso
 	}
 	held := lastStable()
 	if since := time.Since(start); since < timeout {
@@ -625,11 +394,8 @@ func testJavaTimeout(t *testing.T, tv int) {
 			pid, epoch = x.ProducerID, x.ProducerEpoch
 		}
 	}
-	ds, err := adm.DescribeTransactions(ctx, txnID)
-	if err != nil {
-		t.Fatalf("DescribeTransactions %s: %v", txnID, err)
-	}
-	if d := ds[txnID]; d.Err != nil || d.State != "CompleteAbort" || d.ProducerID != pid || d.ProducerEpoch <= epoch {
+	d, _ := describeTxn(t, ctx, adm, txnID)
+	if d.Err != nil || d.State != "CompleteAbort" || d.ProducerID != pid || d.ProducerEpoch <= epoch {
 		t.Errorf("DescribeTransactions %s: state %s, producer %d epoch %d, err %v; want CompleteAbort, producer %d, "+
 			"epoch above the dead producer's %d (the timeout fences it)", txnID, d.State, d.ProducerID, d.ProducerEpoch,
 			d.Err, pid, epoch)
@@ -646,12 +412,7 @@ func testJavaTimeout(t *testing.T, tv int) {
 	if d := sameRecs(asRecs(readIsolatedQuiet(t, b.Addr, topic, kgo.ReadCommitted(), len(want))), want); d != "" {
 		t.Errorf("franz-go (read_committed) read other records than were committed: %s", d)
 	}
-	jr := runTxnHelper(t, 2*time.Minute, "read-committed", b.Addr, topic, fmt.Sprint(len(want)))
-	jo := parseTxnHelper(t, jr.stdout)
-	if jr.err != nil || len(jo.errors) > 0 || !jo.caughtUp {
-		t.Errorf("Java read-committed: exit %v, errors %q, seen %d, caught up %v", jr.err, jo.errors, jo.seen, jo.caughtUp)
-	}
-	if d := sameRecs(jo.recs, want); d != "" {
+	if d := sameRecs(javaTxn.readCommitted(t, b.Addr, topic, len(want)), want); d != "" {
 		t.Errorf("the Java consumer (read_committed) read other records than were committed: %s", d)
 	}
 }
