@@ -570,5 +570,5 @@ func (l *leaderLoop) apply(fp *following, rp *kmsg.FetchResponseTopicPartition) 
 	if len(data) == 0 {
 		return -1, nil
 	}
-	return fp.Partition.AppendReplicated(data)
+	return fp.Partition.AppendReplicated(data, fp.LeaderEpoch)
 }

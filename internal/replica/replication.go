@@ -276,11 +276,21 @@ func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) (Section, error) {
 // lead with the producers' sequences and open transactions known. It
 // returns the new log end. The caller syncs (FlushEveryAppend) before it
 // fetches again, so that the end it reports is durable.
-func (p *Partition) AppendReplicated(data []byte) (int64, error) {
+//
+// fetchedAt is the leader epoch the batches were fetched at: an answer
+// from a leader of an older epoch is refused (ErrFencedLeaderEpoch). It
+// may have been in flight while this replica truncated to the new
+// leader's log; written after that truncation, its batches would stay,
+// where the new leader may have others. The check and the write hold
+// appendMu, as the truncation does.
+func (p *Partition) AppendReplicated(data []byte, fetchedAt int32) (int64, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if p.IsLeader() {
 		return -1, fmt.Errorf("%w: %s is led here", ErrNotLeader, p.TP)
+	}
+	if err := p.CheckLeaderEpoch(fetchedAt); err != nil {
+		return -1, fmt.Errorf("%w: %s was fetched at leader epoch %d, now %d", err, p.TP, fetchedAt, p.LeaderEpoch())
 	}
 	res, err := p.log.AppendReplicated(data)
 	if err != nil || res.BaseOffset < 0 {

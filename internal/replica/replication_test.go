@@ -32,7 +32,7 @@ func replicate(t *testing.T, leader, follower *Partition, node int32) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := follower.AppendReplicated(data); err != nil {
+		if _, err := follower.AppendReplicated(data, follower.LeaderEpoch()); err != nil {
 			t.Fatalf("follower append at %d: %v", end, err)
 		}
 	}
@@ -192,7 +192,7 @@ func TestInSyncJoinOfATrailingFollower(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := to.AppendReplicated(data); err != nil {
+		if _, err := to.AppendReplicated(data, to.LeaderEpoch()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,5 +431,40 @@ func TestStartAtLogEndDropsSnapshot(t *testing.T) {
 	e.restart(true)
 	if ps := e.p.Producers(); len(ps) != 0 || e.p.Log().StartOffset() != end {
 		t.Fatalf("after reopening: start %d, producers %+v", e.p.Log().StartOffset(), ps)
+	}
+}
+
+// TestStaleFetchAnswerRefused: an answer fetched from the leader of an
+// older epoch, arriving once this replica follows a newer one, is not
+// written. It may have been in flight while the replica truncated to the
+// new leader's log, which may hold other batches at those offsets.
+func TestStaleFetchAnswerRefused(t *testing.T) {
+	a, b := newEnv(t, nil), newEnv(t, nil)
+	a.p.SetReplicaSet(ReplicaSet{Self: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1})
+	a.p.SetRole(true, 1)
+	b.p.SetReplicaSet(ReplicaSet{Self: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1})
+	b.p.SetRole(false, 1)
+	if _, _, err := a.p.Append(testBatch(7, 0, 0, 3, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := a.p.ReadToLogEnd(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := sec.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer was fetched at epoch 1; meanwhile a third replica leads
+	// at epoch 2.
+	b.p.SetRole(false, 2)
+	if _, err := b.p.AppendReplicated(data, 1); !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("a stale answer: %v", err)
+	}
+	if end := b.p.Log().EndOffset(); end != 0 {
+		t.Fatalf("the stale answer was written: end %d", end)
+	}
+	if _, err := b.p.AppendReplicated(data, 2); err != nil {
+		t.Fatalf("an answer of the current epoch: %v", err)
 	}
 }
