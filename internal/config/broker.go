@@ -182,10 +182,20 @@ type Broker struct {
 	// own) refuses a member's commit of a partition it does not own; it
 	// is reported in the ledger either way.
 	GroupCommitOwnershipStrict bool
-	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention           time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck      time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes     int32         // offset.metadata.max.bytes
+	// Share groups (KIP-932), under Kafka's names: a member's session
+	// and heartbeat, the most members, and each share-partition's
+	// defaults (a group's share.* configs override the last three).
+	GroupShareSessionTimeout    time.Duration // group.share.session.timeout.ms
+	GroupShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms
+	GroupShareMaxSize           int32         // group.share.max.size
+	GroupShareMaxSessions       int32         // group.share.max.share.sessions: share sessions open on a broker at once
+	GroupShareDeliveryLimit     int32         // group.share.delivery.count.limit
+	GroupShareRecordLocks       int32         // group.share.partition.max.record.locks
+	GroupShareRecordLock        time.Duration // group.share.record.lock.duration.ms
+	OffsetsTopicPartitions      int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention            time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck       time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes      int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature
@@ -299,6 +309,9 @@ func (b Broker) Validate() error {
 		return fmt.Errorf("group.consumer.migration.policy %q: must be bidirectional, upgrade, downgrade or disabled", b.GroupConsumerMigrationPolicy)
 	case len(b.GroupConsumerAssignors) == 0:
 		return fmt.Errorf("group.consumer.assignors: needs at least one assignor")
+	case b.GroupShareHeartbeatInterval >= b.GroupShareSessionTimeout:
+		return fmt.Errorf("group.share.heartbeat.interval.ms %v must be below group.share.session.timeout.ms %v",
+			b.GroupShareHeartbeatInterval, b.GroupShareSessionTimeout)
 	case b.GroupMaxSessionTimeout < b.GroupMinSessionTimeout:
 		return fmt.Errorf("group.max.session.timeout.ms %v: must not be below group.min.session.timeout.ms %v", b.GroupMaxSessionTimeout, b.GroupMinSessionTimeout)
 	}

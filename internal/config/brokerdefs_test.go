@@ -353,16 +353,17 @@ func TestValidateBoundsFromBrokerDefs(t *testing.T) {
 	if checked < 40 {
 		t.Fatalf("only %d bounds checked", checked)
 	}
-	// A duration below its name's unit is compared as it is.
+	// A duration between whole units of its name is above zero, or
+	// below, as it is.
 	b := Defaults()
-	b.QuotaWindowSize = 500 * time.Millisecond
-	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "quota.window.size.seconds") {
-		t.Errorf("a 500ms quota window: %v", err)
+	b.QuotaWindowSize, b.ReplicaLagTime = 500*time.Millisecond, 100*time.Microsecond
+	if err := b.Validate(); err != nil {
+		t.Errorf("a 500ms quota window, a 100µs replica lag time: %v", err)
 	}
 	b = Defaults()
-	b.ReplicaLagTime = 100 * time.Millisecond
-	if err := b.Validate(); err != nil {
-		t.Errorf("a 100ms replica lag time: %v", err)
+	b.GroupInitialRebalanceDelay = -time.Microsecond
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "group.initial.rebalance.delay.ms") {
+		t.Errorf("a negative rebalance delay: %v", err)
 	}
 }
 

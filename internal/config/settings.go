@@ -106,23 +106,32 @@ func (d *BrokerDef) setField(b *Broker, v string) error {
 	return nil
 }
 
-// number reads d's field in b as a number, with the scale of its name's
-// unit (a duration is in nanoseconds); ok is false for a field that is not
-// a number.
-func (d *BrokerDef) number(b *Broker) (n, scale int64, ok bool) {
+// number reads d's field in b as a number in the unit of its name; ok is
+// false for a field that is not a number. A duration between two whole
+// units is rounded away from zero: 200ms of a .seconds setting is above
+// zero, as it is, and -1ns below.
+func (d *BrokerDef) number(b *Broker) (n int64, ok bool) {
 	switch f := d.Field(b).(type) {
 	case *int:
-		return int64(*f), 1, true
+		return int64(*f), true
 	case *int16:
-		return int64(*f), 1, true
+		return int64(*f), true
 	case *int32:
-		return int64(*f), 1, true
+		return int64(*f), true
 	case *int64:
-		return *f, 1, true
+		return *f, true
 	case *time.Duration:
-		return int64(*f), int64(nameUnit(d.Name)), true
+		unit := nameUnit(d.Name)
+		n := int64(*f / unit)
+		switch rest := *f % unit; {
+		case rest > 0:
+			n++
+		case rest < 0:
+			n--
+		}
+		return n, true
 	}
-	return 0, 0, false
+	return 0, false
 }
 
 // check reports a value of d in b outside its bounds (Min, Max, OneOf).
@@ -137,11 +146,11 @@ func (d *BrokerDef) check(b *Broker) error {
 		}
 		return fmt.Errorf("%s %q: %s", name, d.Get(*b), why)
 	}
-	if n, scale, ok := d.number(b); ok {
-		if d.Min != nil && n < *d.Min*scale {
+	if n, ok := d.number(b); ok {
+		if d.Min != nil && n < *d.Min {
 			return bad(fmt.Sprintf("must be at least %d", *d.Min))
 		}
-		if d.Max != nil && n > *d.Max*scale {
+		if d.Max != nil && n > *d.Max {
 			return bad(fmt.Sprintf("must be at most %d", *d.Max))
 		}
 	}
