@@ -30,6 +30,9 @@ type (
 	Worker struct{}
 	// GroupWriter is group.writer.mu.
 	GroupWriter struct{}
+	// SharePartition is one share-partition's lock
+	// (share.SharePartition.Mu), held while the log is read for it.
+	SharePartition struct{}
 	// ReplicaManager is replica.Manager.mu.
 	ReplicaManager struct{}
 	// LogManager is log.Manager.mu.
@@ -71,7 +74,7 @@ type (
 // order lists the ranks' names from the first taken to the last.
 var order = []string{
 	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "ReconcilerTurn", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
-	"GroupWriter", "ReplicaManager", "LogManager",
+	"GroupWriter", "SharePartition", "ReplicaManager", "LogManager",
 	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
 	"FetchIndex", "History", "LedgerWriter", "Leaf", "Metadata",
 }

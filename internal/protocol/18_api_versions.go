@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,9 @@ import (
 //     its last change: a single node's --transaction-version, a cluster's
 //     first broker's (the others keep it). At 2 clients use KIP-890's
 //     transaction protocol, below it the older flow.
+//   - v3+: the share.version feature, supported 0-1 and finalized at 0
+//     until UpdateFeatures raises it: the share group APIs (KIP-932) are
+//     listed only at 1.
 //   - v3+: the group.version feature, supported 0-1 and finalized at 1
 //     unless the cluster metadata holds another level: at 1 the consumer
 //     group protocol (KIP-848) is served. No other feature is advertised.
@@ -37,7 +41,12 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, err
 		return reply(resp)
 	}
 	resp.ApiKeys = Ranges()
-	for _, name := range []string{TransactionVersionFeature, GroupVersionFeature} {
+	if !b.sharesServed() {
+		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+			return slices.Contains(shareAPIs, k.ApiKey)
+		})
+	}
+	for _, name := range featureNames {
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()
 		sf.Name, sf.MinVersion, sf.MaxVersion = name, servedFeatures[name][0], servedFeatures[name][1]
 		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
@@ -45,7 +54,7 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Response, err
 	_, epoch, _ := b.Cluster.FeatureLevel(TransactionVersionFeature)
 	// The epoch must be above -1 for clients to take the finalized levels.
 	resp.FinalizedFeaturesEpoch = max(epoch, 1)
-	for _, name := range []string{TransactionVersionFeature, GroupVersionFeature} {
+	for _, name := range featureNames {
 		if level := b.featureLevel(name); level > 0 {
 			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = name, level, level

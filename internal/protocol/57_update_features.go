@@ -34,7 +34,10 @@ import (
 func init() { register(57, 0, 2, handleUpdateFeatures) }
 
 // servedFeatures are the features Strand serves, with their level range.
-var servedFeatures = map[string][2]int16{TransactionVersionFeature: {0, 2}, GroupVersionFeature: {0, 1}}
+var servedFeatures = map[string][2]int16{TransactionVersionFeature: {0, 2}, GroupVersionFeature: {0, 1}, ShareVersionFeature: {0, 1}}
+
+// featureNames are the served features, in the order ApiVersions lists them.
+var featureNames = []string{TransactionVersionFeature, GroupVersionFeature, ShareVersionFeature}
 
 // Kafka's upgrade types (FeatureUpdate.UpgradeType).
 const (
@@ -104,7 +107,7 @@ func handleUpdateFeatures(_ context.Context, b *Broker, r *Request) (*Response, 
 
 // featureLevel is a served feature's finalized level: the cluster
 // metadata's, else this broker's default (transaction.version from its
-// settings, group.version 1).
+// settings, group.version 1, share.version 0).
 func (b *Broker) featureLevel(name string) int16 {
 	if level, _, ok := b.Cluster.FeatureLevel(name); ok {
 		return level

@@ -9,6 +9,7 @@ import (
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -79,6 +80,15 @@ var codes = []struct {
 	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout.Code},
 	{group.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol.Code},
 	{group.ErrUnknownMemberID, kerr.UnknownMemberID.Code},
+	{share.ErrUnknownMember, kerr.UnknownMemberID.Code},
+	{share.ErrFencedEpoch, kerr.FencedMemberEpoch.Code},
+	{share.ErrGroupFull, kerr.GroupMaxSizeReached.Code},
+	{share.ErrInvalidRequest, kerr.InvalidRequest.Code},
+	{share.ErrNotShareGroup, kerr.GroupIDNotFound.Code},
+	{share.ErrInvalidRecordState, kerr.InvalidRecordState.Code},
+	{share.ErrSessionNotFound, kerr.ShareSessionNotFound.Code},
+	{share.ErrInvalidSessionEpoch, kerr.InvalidShareSessionEpoch.Code},
+	{share.ErrSessionLimit, kerr.ShareSessionLimitReached.Code},
 	{group.ErrMemberIDRequired, kerr.MemberIDRequired.Code},
 	{group.ErrFencedInstanceID, kerr.FencedInstanceID.Code},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},

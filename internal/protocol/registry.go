@@ -273,6 +273,8 @@ type Broker struct {
 	Telemetry *telemetry.Manager
 	// Loggers are the levels of the broker's loggers (BROKER_LOGGER).
 	Loggers *logging.Levels
+	// Shares, when set, are the share groups (shares.go).
+	Shares *Shares
 
 	authz   atomic.Pointer[builtAuthorizer] // the ACL rules last built (authorize.go)
 	aclOnce sync.Once                       // reads the static setting once: Config is large to copy

@@ -705,7 +705,7 @@ func checkTransactionVersion(t *testing.T, resp *kmsg.ApiVersionsResponse, level
 	for _, f := range resp.SupportedFeatures {
 		supported[f.Name] = [2]int16{f.MinVersion, f.MaxVersion}
 	}
-	if want := map[string][2]int16{"transaction.version": {0, 2}, "group.version": {0, 1}}; !maps.Equal(supported, want) {
+	if want := map[string][2]int16{"transaction.version": {0, 2}, "group.version": {0, 1}, "share.version": {0, 1}}; !maps.Equal(supported, want) {
 		t.Errorf("supported features %v, want %v", supported, want)
 	}
 	if resp.FinalizedFeaturesEpoch < 0 {
@@ -715,7 +715,8 @@ func checkTransactionVersion(t *testing.T, resp *kmsg.ApiVersionsResponse, level
 	for _, f := range resp.FinalizedFeatures {
 		finalized[f.Name] = [2]int16{f.MinVersionLevel, f.MaxVersionLevel}
 	}
-	// group.version is finalized at 1: the consumer group protocol is on.
+	// group.version is finalized at 1: the consumer group protocol is on;
+	// share.version at 0 is not listed: share groups are off.
 	want := map[string][2]int16{"group.version": {1, 1}}
 	if level > 0 {
 		want["transaction.version"] = [2]int16{level, level}

@@ -209,6 +209,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		s.broker.Meter = s.metrics
 	}
 	s.broker.Loggers = s.loggers
+	s.broker.Shares = newShares(cfg, s.cluster)
 	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: decompressTelemetry})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that

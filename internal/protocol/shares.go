@@ -1,0 +1,192 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/share"
+)
+
+// What the share group handlers (ShareGroupHeartbeat, ShareFetch,
+// ShareAcknowledge) share.
+
+// ShareVersionFeature is the feature that turns share groups (KIP-932) on:
+// at level 1 their APIs are served and listed by ApiVersions. It is 0
+// until an operator finalizes it (kafka-features.sh upgrade --feature
+// share.version=1), since a share group's members and in-flight records
+// are kept in memory: a broker's restart, or a coordinator's move, starts
+// them again.
+const ShareVersionFeature = "share.version"
+
+// shareAPIs are the APIs served only while share groups are on.
+var shareAPIs = []int16{76, 78, 79}
+
+// Shares is what the share group handlers reach.
+type Shares struct {
+	// Groups holds the members of the share groups this broker
+	// coordinates.
+	Groups *share.Coordinator
+	// Leader holds the share-partitions of the partitions this broker
+	// leads, and the members' share sessions with it.
+	Leader *share.Leader
+	// Limits gives a group's share-partition settings: its group configs
+	// over the broker's.
+	Limits func(group string) share.Limits
+	// AutoOffsetReset is a group's share.auto.offset.reset: where a
+	// share-partition it reads for the first time starts (earliest or
+	// latest).
+	AutoOffsetReset func(group string) string
+	Now             func() time.Time
+}
+
+// sharesServed reports whether share groups are on.
+func (b *Broker) sharesServed() bool {
+	return b.Shares != nil && b.featureLevel(ShareVersionFeature) >= 1
+}
+
+// coordinatesGroup reports whether this broker is the coordinator of
+// group: it leads the group's __consumer_offsets partition.
+func (b *Broker) coordinatesGroup(group string) bool {
+	tp, err := b.offsetsPartitionFor(group)
+	if err != nil {
+		return false
+	}
+	p, ok := b.Replicas.Get(tp)
+	return ok && p.IsLeader()
+}
+
+// shareAcquire acquires for member records of sp, which reads p: at most
+// maxRecords, in at most maxBytes of whole batches. It returns the batches
+// that hold what was acquired, and the runs acquired with their delivery
+// counts. A share-partition read for the first time starts where the
+// group's share.auto.offset.reset says.
+func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxRecords, maxBytes int) ([]byte, []share.AcquiredRecords, error) {
+	s := b.Shares
+	now := s.Now()
+	sp := s.Leader.Get(key)
+	if sp == nil {
+		start := p.HighWatermark()
+		if s.AutoOffsetReset(key.Group) == "earliest" {
+			start = p.StartOffset()
+		}
+		sp = s.Leader.GetOrAdd(key, share.New(start, s.Limits(key.Group)))
+	}
+	sp.Mu.Lock()
+	defer sp.Mu.Unlock()
+	sp.P.SetLimits(s.Limits(key.Group))
+	sp.P.MoveStart(p.StartOffset())
+	from, ok := sp.P.NextFetchOffset(now)
+	if !ok || from >= p.HighWatermark() {
+		return nil, nil, nil
+	}
+	sec, err := p.Read(from, maxBytes, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := sec.ReadAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	type span struct {
+		first, last int64
+		bytes       []byte
+	}
+	var present []share.Range
+	var batches []span
+	r := model.NewBatchReader(data)
+	for bt, ok := r.Next(); ok; bt, ok = r.Next() {
+		first, last := bt.BaseOffset(), bt.LastOffset()
+		if bt.IsControl() {
+			continue // a marker: no record to deliver, archived as it is passed
+		}
+		present = append(present, share.Range{First: first, Last: last})
+		batches = append(batches, span{first, last, bt})
+	}
+	acquired := sp.P.Acquire(member, present, maxRecords, now)
+	var out []byte
+	for _, bt := range batches {
+		for _, a := range acquired {
+			if a.First <= bt.last && a.Last >= bt.first {
+				out = append(out, bt.bytes...)
+				break
+			}
+		}
+	}
+	return out, acquired, nil
+}
+
+// shareAcknowledge applies member's acknowledgement batches to the
+// share-partition of key; the first error is the partition's answer.
+func (b *Broker) shareAcknowledge(key share.Key, member string, batches []shareAckBatch) error {
+	sp := b.Shares.Leader.Get(key)
+	if sp == nil {
+		return share.ErrInvalidRecordState
+	}
+	now := b.Shares.Now()
+	sp.Mu.Lock()
+	defer sp.Mu.Unlock()
+	var first error
+	for _, a := range batches {
+		types := make([]share.AckType, len(a.types))
+		for i, t := range a.types {
+			types[i] = share.AckType(t)
+		}
+		if err := sp.P.Acknowledge(member, a.first, a.last, types, now); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type shareAckBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// releaseMember gives back what member holds on the share-partitions of
+// keys: its share session ended, or it stopped fetching from them.
+func (b *Broker) releaseMember(keys []share.Key, member string) {
+	for _, k := range keys {
+		if sp := b.Shares.Leader.Get(k); sp != nil {
+			sp.Mu.Lock()
+			sp.P.ReleaseMember(member)
+			sp.Mu.Unlock()
+		}
+	}
+}
+
+// shareLeader is the current leader of a partition this broker does not
+// lead, as ShareFetch and ShareAcknowledge answer it.
+func (b *Broker) shareLeader(topic string, partition int32) (id, epoch int32) {
+	t, ok := b.Cluster.Topic(topic)
+	if !ok || int(partition) >= len(t.States) {
+		return -1, -1
+	}
+	st := t.States[partition]
+	return st.Leader, st.LeaderEpoch
+}
+
+// nodeEndpoints lists the brokers named by leader ids, on the request's
+// listener, for the answers that point to a new leader.
+func (b *Broker) nodeEndpoints(r *Request, ids map[int32]bool) []kmsg.ShareFetchResponseNodeEndpoint {
+	var out []kmsg.ShareFetchResponseNodeEndpoint
+	for _, br := range b.Cluster.Brokers() {
+		if !ids[br.NodeID] {
+			continue
+		}
+		e, ok := br.Endpoint(r.Listener)
+		if !ok {
+			continue
+		}
+		ep := kmsg.NewShareFetchResponseNodeEndpoint()
+		ep.NodeID, ep.Host, ep.Port = br.NodeID, e.Host, e.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			ep.Rack = &rack
+		}
+		out = append(out, ep)
+	}
+	return out
+}

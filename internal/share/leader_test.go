@@ -1,0 +1,69 @@
+package share
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestShareSessions(t *testing.T) {
+	l := NewLeader(2)
+	a, b, c := SessionKey{"g", "a"}, SessionKey{"g", "b"}, SessionKey{"g", "c"}
+	if _, err := l.Session(a, 1); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("no session yet: %v", err)
+	}
+	s, err := l.Session(a, 0)
+	if err != nil || s.Epoch != 1 {
+		t.Fatalf("open: %+v %v", s, err)
+	}
+	p0, p1 := Key{"g", [16]byte{1}, 0}, Key{"g", [16]byte{1}, 1}
+	if got := l.SetPartitions(a, []Key{p0, p1}, nil); !slices.Equal(got, []Key{p0, p1}) {
+		t.Fatalf("partitions %v", got)
+	}
+	if _, err := l.Session(a, 2); !errors.Is(err, ErrInvalidSessionEpoch) {
+		t.Fatalf("a skipped epoch: %v", err)
+	}
+	if s, err := l.Session(a, 1); err != nil || s.Epoch != 2 || len(s.Partitions) != 2 {
+		t.Fatalf("next: %+v %v", s, err)
+	}
+	if got := l.SetPartitions(a, nil, []Key{p0}); !slices.Equal(got, []Key{p1}) {
+		t.Fatalf("after forgetting: %v", got)
+	}
+	// The limit counts open sessions; a member's new session replaces
+	// its last.
+	if _, err := l.Session(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Session(c, 0); !errors.Is(err, ErrSessionLimit) {
+		t.Fatalf("a third session: %v", err)
+	}
+	if s, err := l.Session(a, 0); err != nil || s.Epoch != 1 || len(s.Partitions) != 0 {
+		t.Fatalf("reopened: %+v %v", s, err)
+	}
+	// The last request names the session's partitions; closing it frees
+	// a place.
+	l.SetPartitions(a, []Key{p1}, nil)
+	if s, err := l.Session(a, -1); err != nil || s.Epoch != -1 || !slices.Equal(s.Partitions, []Key{p1}) {
+		t.Fatalf("final: %+v %v", s, err)
+	}
+	if got := l.CloseSession(a); !slices.Equal(got, []Key{p1}) || l.SessionCount() != 1 {
+		t.Fatalf("closed %v, %d left", got, l.SessionCount())
+	}
+}
+
+func TestSharePartitionsHeld(t *testing.T) {
+	l := NewLeader(10)
+	k := Key{"g", [16]byte{1}, 0}
+	if l.Get(k) != nil {
+		t.Fatal("a share-partition before any")
+	}
+	sp := l.GetOrAdd(k, New(5, limits))
+	if again := l.GetOrAdd(k, New(9, limits)); again != sp || again.P.Start() != 5 {
+		t.Fatal("a second share-partition for one key")
+	}
+	l.GetOrAdd(Key{"h", [16]byte{1}, 0}, New(0, limits))
+	l.Drop(func(k Key) bool { return k.Group != "g" })
+	if keys := l.Keys(); len(keys) != 1 || keys[0].Group != "h" {
+		t.Fatalf("kept %v", keys)
+	}
+}
