@@ -126,7 +126,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 		return fail(newAPIError(kerr.InvalidRequest, "Acknowledge data present on initial share fetch request."))
 	}
 	sk := share.SessionKey{Group: group, Member: member}
-	if _, err := b.Shares.Leader.Session(sk, req.ShareSessionEpoch); err != nil {
+	if _, err := b.Shares.Leader.Session(sk, req.ShareSessionEpoch, r.Client); err != nil {
 		return fail(err)
 	}
 	limits := b.Shares.Limits(group)

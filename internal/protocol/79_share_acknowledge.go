@@ -55,7 +55,7 @@ func handleShareAcknowledge(_ context.Context, b *Broker, r *Request) (*Response
 		return fail(share.ErrInvalidSessionEpoch)
 	}
 	sk := share.SessionKey{Group: group, Member: member}
-	if _, err := b.Shares.Leader.Session(sk, req.ShareSessionEpoch); err != nil {
+	if _, err := b.Shares.Leader.Session(sk, req.ShareSessionEpoch, r.Client); err != nil {
 		return fail(err)
 	}
 	if req.Version >= 2 {

@@ -21,7 +21,7 @@ import (
 const ShareVersionFeature = "share.version"
 
 // shareAPIs are the APIs served only while share groups are on.
-var shareAPIs = []int16{76, 78, 79}
+var shareAPIs = []int16{76, 77, 78, 79}
 
 // Shares is what the share group handlers reach.
 type Shares struct {
@@ -189,4 +189,20 @@ func (b *Broker) nodeEndpoints(r *Request, ids map[int32]bool) []kmsg.ShareFetch
 		out = append(out, ep)
 	}
 	return out
+}
+
+// ShareClientDisconnected ends the share sessions of a connection that
+// closed: their members' records go back at once, not when their locks
+// run out.
+func (b *Broker) ShareClientDisconnected(remote string) {
+	if b.Shares == nil {
+		return
+	}
+	gone := b.Shares.Leader.ConnectionClosed(remote)
+	for k, keys := range gone {
+		b.releaseMember(keys, k.Member)
+	}
+	if len(gone) > 0 {
+		b.Shares.Leader.NotifyReleased()
+	}
 }

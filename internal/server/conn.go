@@ -129,6 +129,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, l *listener) {
 	c.readLoop(ctx)
 	s.groups.ClientDisconnected(c.remote)
 	s.links.ClientDisconnected(c.remote)
+	s.broker.ShareClientDisconnected(c.remote)
 	close(c.queue)
 	cancel()
 	<-writerDone

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -61,7 +62,7 @@ func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
 func TestShareGroupsNeedTheFeature(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	cl := newClient(t, b.Addr)
-	for _, key := range []int16{76, 78, 79} {
+	for _, key := range []int16{76, 77, 78, 79} {
 		if apiListed(t, cl, key) {
 			t.Fatalf("API %d listed with share.version 0", key)
 		}
@@ -69,7 +70,7 @@ func TestShareGroupsNeedTheFeature(t *testing.T) {
 	enableShareGroups(t, cl)
 	// A fresh client: the first one keeps the versions it was told.
 	cl = newClient(t, b.Addr)
-	for _, key := range []int16{76, 78, 79} {
+	for _, key := range []int16{76, 77, 78, 79} {
 		if !apiListed(t, cl, key) {
 			t.Fatalf("API %d not listed with share.version 1", key)
 		}
@@ -180,6 +181,43 @@ func TestShareGroupConsumers(t *testing.T) {
 		t.Fatalf("%d records delivered twice, want the %d released", released, n/10)
 	}
 
+	// The tools see the group: ListGroups lists it as a share group, and
+	// ShareGroupDescribe gives each of the eight members one partition,
+	// every partition read by some.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		lg, err := kmsg.NewPtrListGroupsRequest().RequestWith(context.Background(), admin)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(lg.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+			return g.Group == group && g.GroupType == "share" && g.GroupState == "Stable"
+		}) {
+			return fmt.Errorf("ListGroups: %+v", lg.Groups)
+		}
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{group}
+		resp, err := req.RequestWith(context.Background(), admin)
+		if err != nil {
+			return err
+		}
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 || len(g.Members) != 8 {
+			return fmt.Errorf("described %s with %d members, error %d", g.GroupID, len(g.Members), g.ErrorCode)
+		}
+		read := map[int32]bool{}
+		for _, m := range g.Members {
+			if len(m.Assignment.TopicPartitions) != 1 || m.Assignment.TopicPartitions[0].Topic != topic ||
+				len(m.Assignment.TopicPartitions[0].Partitions) != 1 {
+				return fmt.Errorf("member %s assigned %+v", m.MemberID, m.Assignment)
+			}
+			read[m.Assignment.TopicPartitions[0].Partitions[0]] = true
+		}
+		if len(read) != 3 {
+			return fmt.Errorf("partitions read %v", read)
+		}
+		return nil
+	})
+
 	// Everything is acknowledged: a new member acquires nothing.
 	late := newClient(t, b.Addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
 	lateCtx, lateCancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -187,4 +225,149 @@ func TestShareGroupConsumers(t *testing.T) {
 	if fs := late.PollRecords(lateCtx, 10); fs.NumRecords() > 0 {
 		t.Fatalf("a new member acquired %d records after all were accepted", fs.NumRecords())
 	}
+}
+
+// shareConn is a share group member speaking the protocol itself on one
+// connection, to see each answer as it comes.
+type shareConn struct {
+	t             *testing.T
+	c             *rawConn
+	group, member string
+	session       int32
+}
+
+func (m *shareConn) join(topic string) int32 {
+	m.t.Helper()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.SubscribedTopicNames = m.group, m.member, []string{topic}
+	resp := m.c.do(req).(*kmsg.ShareGroupHeartbeatResponse)
+	if resp.ErrorCode != 0 || resp.Assignment == nil {
+		m.t.Fatalf("%s joins: %+v", m.member, resp)
+	}
+	return resp.MemberEpoch
+}
+
+// fetch sends a ShareFetch at the session's epoch with acks for the
+// topic's partition 0, and moves the epoch on.
+func (m *shareConn) fetch(id [16]byte, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.session
+	req.MaxRecords, req.MaxBytes, req.MaxWaitMillis = 100, 1<<20, 0
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := m.c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode == 0 {
+		m.session++
+	}
+	return resp
+}
+
+func (m *shareConn) acknowledge(id [16]byte, acks ...kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareAcknowledgeResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.session
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := m.c.do(req).(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode == 0 {
+		m.session++
+	}
+	return resp
+}
+
+func acquiredRuns(resp *kmsg.ShareFetchResponse) [][3]int64 {
+	var out [][3]int64
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			for _, a := range p.AcquiredRecords {
+				out = append(out, [3]int64{a.FirstOffset, a.LastOffset, int64(a.DeliveryCount)})
+			}
+		}
+	}
+	return out
+}
+
+func ackError(resp *kmsg.ShareAcknowledgeResponse) int16 {
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return -1
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestShareGroupProtocol: acknowledgements of records a member does not
+// hold, or holds no longer, are refused with INVALID_RECORD_STATE; a wrong
+// share session epoch and a stale member epoch are refused; and when a
+// member's connection closes without a word its records go to another
+// member at once, counted as a second delivery.
+func TestShareGroupProtocol(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	admin := newClient(t, b.Addr)
+	enableShareGroups(t, admin)
+	const topic, group = "jobs", "g"
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
+	for i := range 10 {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := [16]byte(created.ID)
+	ack := func(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
+		return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
+	}
+
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	bb := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-b"}
+	a.join(topic)
+	epochB := bb.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	if got := acquiredRuns(bb.fetch(id)); len(got) != 0 {
+		t.Fatalf("b acquired %v while a holds everything", got)
+	}
+	if code := ackError(bb.acknowledge(id, ack(0, 0, 1))); code != kerr.InvalidRecordState.Code {
+		t.Fatalf("b accepting a's record: %d", code)
+	}
+	if code := ackError(a.acknowledge(id, ack(0, 1, 1))); code != 0 {
+		t.Fatalf("a accepting its records: %d", code)
+	}
+	if code := ackError(a.acknowledge(id, ack(0, 1, 1))); code != kerr.InvalidRecordState.Code {
+		t.Fatalf("a accepting them twice: %d", code)
+	}
+	a.session += 5
+	if resp := a.acknowledge(id, ack(2, 2, 1)); resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("a wrong session epoch: %+v", resp)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = group, bb.member, epochB+10
+	if resp := bb.c.do(hb).(*kmsg.ShareGroupHeartbeatResponse); resp.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Fatalf("a member epoch from the future: %+v", resp)
+	}
+
+	// a goes away without a word: its eight records are b's at once.
+	a.c.nc.Close()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := acquiredRuns(bb.fetch(id)); !slices.Equal(got, [][3]int64{{2, 9, 2}}) {
+			return fmt.Errorf("b acquired %v", got)
+		}
+		return nil
+	})
 }

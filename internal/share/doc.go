@@ -4,11 +4,23 @@
 // released for redelivery, rejected), redelivered when its lock expires,
 // and given up after a delivery limit.
 //
-// A share-partition (Partition) is one group's view of one topic
-// partition: the records between its start offset, before which every
-// record is done with, and the end of its in-flight window, each with its
-// state and delivery count. It is pure state: the caller reads the log,
-// tells it which offsets hold records, and keeps the time.
+// It has three parts:
+//   - Partition, a share-partition: one group's view of one topic
+//     partition, the records between its start offset, before which every
+//     record is done with, and the end of its in-flight window, each with
+//     its state and delivery count. It is pure state: the caller reads the
+//     log, tells it which offsets hold records, and keeps the time.
+//   - Coordinator, the share groups' members as their coordinator keeps
+//     them: joins, epochs, sessions, and the assignment of every subscribed
+//     partition, shared by several members when there are more members
+//     than partitions.
+//   - Leader, the share-partitions of the partitions a broker leads, with
+//     the lock their users hold, and the members' share sessions with it.
 //
-// Locking: a Partition is not safe for concurrent use; its owner guards it.
+// Their state lives in memory: a restart, or a move of a group's
+// coordinator or a partition's leader, starts it again.
+//
+// Locking: a Partition is not safe for concurrent use: its SharePartition's
+// lock guards it, held while the log is read for it. Coordinator.mu and
+// Leader.mu are taken alone (LOCKS.md).
 package share

@@ -37,6 +37,7 @@ type SessionKey struct{ Group, Member string }
 type Session struct {
 	Epoch      int32
 	Partitions []Key
+	conn       string // the connection its last request came on
 }
 
 // Leader holds the share-partitions of the partitions this broker leads,
@@ -122,9 +123,10 @@ func (l *Leader) Drop(keep func(Key) bool) {
 
 // Session applies a request's share session epoch: 0 opens a session
 // (replacing the member's last), -1 names the last request of one, any
-// other must be the session's epoch, which then moves on. It returns the
-// session as it is for this request.
-func (l *Leader) Session(k SessionKey, epoch int32) (Session, error) {
+// other must be the session's epoch, which then moves on. conn is the
+// connection the request came on: the session ends when it closes
+// (ConnectionClosed). It returns the session as it is for this request.
+func (l *Leader) Session(k SessionKey, epoch int32, conn string) (Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.sessions[k]
@@ -142,8 +144,27 @@ func (l *Leader) Session(k SessionKey, epoch int32) (Session, error) {
 	case epoch != s.Epoch:
 		return Session{}, ErrInvalidSessionEpoch
 	}
-	s.Epoch = next(s.Epoch)
+	s.Epoch, s.conn = next(s.Epoch), conn
 	return Session{Epoch: s.Epoch, Partitions: slices.Clone(s.Partitions)}, nil
+}
+
+// ConnectionClosed ends the share sessions whose last request came on
+// conn, and returns them with their partitions: their members' records
+// there go back, as Kafka gives them back when the connection closes.
+func (l *Leader) ConnectionClosed(conn string) map[SessionKey][]Key {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out map[SessionKey][]Key
+	for k, s := range l.sessions {
+		if s.conn == conn {
+			if out == nil {
+				out = map[SessionKey][]Key{}
+			}
+			out[k] = s.Partitions
+			delete(l.sessions, k)
+		}
+	}
+	return out
 }
 
 // next is the epoch after e, wrapping past the largest to 1.

@@ -9,10 +9,10 @@ import (
 func TestShareSessions(t *testing.T) {
 	l := NewLeader(2)
 	a, b, c := SessionKey{"g", "a"}, SessionKey{"g", "b"}, SessionKey{"g", "c"}
-	if _, err := l.Session(a, 1); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := l.Session(a, 1, "conn-1"); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("no session yet: %v", err)
 	}
-	s, err := l.Session(a, 0)
+	s, err := l.Session(a, 0, "conn-1")
 	if err != nil || s.Epoch != 1 {
 		t.Fatalf("open: %+v %v", s, err)
 	}
@@ -20,10 +20,10 @@ func TestShareSessions(t *testing.T) {
 	if got := l.SetPartitions(a, []Key{p0, p1}, nil); !slices.Equal(got, []Key{p0, p1}) {
 		t.Fatalf("partitions %v", got)
 	}
-	if _, err := l.Session(a, 2); !errors.Is(err, ErrInvalidSessionEpoch) {
+	if _, err := l.Session(a, 2, "conn-1"); !errors.Is(err, ErrInvalidSessionEpoch) {
 		t.Fatalf("a skipped epoch: %v", err)
 	}
-	if s, err := l.Session(a, 1); err != nil || s.Epoch != 2 || len(s.Partitions) != 2 {
+	if s, err := l.Session(a, 1, "conn-1"); err != nil || s.Epoch != 2 || len(s.Partitions) != 2 {
 		t.Fatalf("next: %+v %v", s, err)
 	}
 	if got := l.SetPartitions(a, nil, []Key{p0}); !slices.Equal(got, []Key{p1}) {
@@ -31,23 +31,35 @@ func TestShareSessions(t *testing.T) {
 	}
 	// The limit counts open sessions; a member's new session replaces
 	// its last.
-	if _, err := l.Session(b, 0); err != nil {
+	if _, err := l.Session(b, 0, "conn-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Session(c, 0); !errors.Is(err, ErrSessionLimit) {
+	if _, err := l.Session(c, 0, "conn-1"); !errors.Is(err, ErrSessionLimit) {
 		t.Fatalf("a third session: %v", err)
 	}
-	if s, err := l.Session(a, 0); err != nil || s.Epoch != 1 || len(s.Partitions) != 0 {
+	if s, err := l.Session(a, 0, "conn-1"); err != nil || s.Epoch != 1 || len(s.Partitions) != 0 {
 		t.Fatalf("reopened: %+v %v", s, err)
 	}
 	// The last request names the session's partitions; closing it frees
 	// a place.
 	l.SetPartitions(a, []Key{p1}, nil)
-	if s, err := l.Session(a, -1); err != nil || s.Epoch != -1 || !slices.Equal(s.Partitions, []Key{p1}) {
+	if s, err := l.Session(a, -1, "conn-1"); err != nil || s.Epoch != -1 || !slices.Equal(s.Partitions, []Key{p1}) {
 		t.Fatalf("final: %+v %v", s, err)
 	}
 	if got := l.CloseSession(a); !slices.Equal(got, []Key{p1}) || l.SessionCount() != 1 {
 		t.Fatalf("closed %v, %d left", got, l.SessionCount())
+	}
+	// A closed connection ends the sessions whose last request it
+	// carried.
+	if _, err := l.Session(a, 0, "conn-2"); err != nil {
+		t.Fatal(err)
+	}
+	l.SetPartitions(a, []Key{p0}, nil)
+	if gone := l.ConnectionClosed("conn-2"); len(gone) != 1 || !slices.Equal(gone[a], []Key{p0}) || l.SessionCount() != 1 {
+		t.Fatalf("connection closed: %v, %d sessions left", gone, l.SessionCount())
+	}
+	if _, err := l.Session(a, 1, "conn-2"); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("after its connection closed: %v", err)
 	}
 }
 
