@@ -1,0 +1,154 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The Kafka tools of share groups (KIP-932).
+const (
+	shareGroupTool      = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+	consoleShareConsume = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+	verifiableShare     = "org.apache.kafka.tools.VerifiableShareConsumer"
+)
+
+// TestKafkaShareGroupTools: Kafka's own tools run a share group on
+// Strand. kafka-features.sh turns share groups on (share.version=1),
+// kafka-configs.sh sets the group's share.auto.offset.reset,
+// kafka-console-share-consumer.sh (Java's KafkaShareConsumer) reads every
+// record of a three-partition topic once, and kafka-share-groups.sh lists
+// the group and describes its state and members.
+func TestKafkaShareGroupTools(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	const topic, group, n = "shared", "share-tools", 30
+	if r := runKafkaTool(t, featureTool, "--bootstrap-server", b.Addr, "upgrade", "--feature", "share.version=1"); r.err != nil {
+		t.Fatalf("kafka-features.sh upgrade --feature share.version=1: %v", r)
+	}
+	createTopic(t, b.Addr, topic, 3, nil)
+	if r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--entity-type", "groups", "--entity-name", group,
+		"--alter", "--add-config", "share.auto.offset.reset=earliest"); r.err != nil {
+		t.Fatalf("kafka-configs.sh: %v", r)
+	}
+	var recs []*kgo.Record
+	want := map[string]bool{}
+	for i := range n {
+		v := fmt.Sprintf("task-%02d", i)
+		want[v] = true
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	prod := client(t, b.Addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runKafkaTool(t, consoleShareConsume, "--bootstrap-server", b.Addr, "--topic", topic, "--group", group,
+		"--max-messages", fmt.Sprint(n), "--timeout-ms", "30000")
+	if r.err != nil {
+		t.Fatalf("kafka-console-share-consumer.sh: %v", r)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if strings.HasPrefix(line, "task-") {
+			got = append(got, line)
+		}
+	}
+	slices.Sort(got)
+	if len(got) != n || len(slices.Compact(slices.Clone(got))) != n {
+		t.Fatalf("the console share consumer printed %d records (%d distinct), want %d:\n%s", len(got),
+			len(slices.Compact(slices.Clone(got))), n, r.stdout)
+	}
+	for _, v := range got {
+		if !want[v] {
+			t.Fatalf("the console share consumer printed %q, never produced", v)
+		}
+	}
+
+	list := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--list")
+	if list.err != nil || !regexp.MustCompile(`(?m)^`+group+`$`).MatchString(list.stdout) {
+		t.Fatalf("kafka-share-groups.sh --list: %v", list)
+	}
+	state := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--state")
+	if state.err != nil || !regexp.MustCompile(`(?m)^`+group+`\s+\S+\s+\(0\)\s+Empty\s+0\s*$`).MatchString(state.stdout) {
+		t.Fatalf("kafka-share-groups.sh --describe --state: %v", state)
+	}
+}
+
+// TestVerifiableShareConsumer: Kafka's VerifiableShareConsumer, the share
+// consumer of Kafka's own system tests, runs to the end on Strand. It
+// acknowledges each record by its offset: accept, release, reject. The
+// released ones come back until share.delivery.count.limit (5) gives them
+// up, so 60 records make 140 deliveries: 20 accepted, 20 rejected, 100
+// released, every acknowledgement a success.
+func TestVerifiableShareConsumer(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	const topic, group, n = "verified", "verifiable-share", 60
+	if r := runKafkaTool(t, featureTool, "--bootstrap-server", b.Addr, "upgrade", "--feature", "share.version=1"); r.err != nil {
+		t.Fatalf("kafka-features.sh upgrade --feature share.version=1: %v", r)
+	}
+	createTopic(t, b.Addr, topic, 1, nil)
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client(t, b.Addr).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := runKafkaTool(t, verifiableShare, "--bootstrap-server", b.Addr, "--topic", topic, "--group-id", group,
+		"--max-messages", "140", "--acknowledgement-mode", "sync", "--ack-pattern", "accept,release,reject",
+		"--offset-reset-strategy", "earliest")
+	if r.err != nil {
+		t.Fatalf("VerifiableShareConsumer: %v", r)
+	}
+	acks, consumed := map[string]int{}, 0
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev struct {
+			Name          string         `json:"name"`
+			Count         int            `json:"count"`
+			Success       *bool          `json:"success"`
+			AckTypeCounts map[string]int `json:"ackTypeCounts"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("VerifiableShareConsumer printed %q: %v", line, err)
+		}
+		names = append(names, ev.Name)
+		switch ev.Name {
+		case "records_consumed":
+			consumed += ev.Count
+		case "offsets_acknowledged":
+			if ev.Success == nil || !*ev.Success {
+				t.Fatalf("an acknowledgement failed: %s", line)
+			}
+			for k, v := range ev.AckTypeCounts {
+				acks[k] += v
+			}
+		}
+	}
+	if consumed != 140 || acks["ACCEPT"] != 20 || acks["REJECT"] != 20 || acks["RELEASE"] != 100 ||
+		!slices.Contains(names, "shutdown_complete") {
+		t.Fatalf("%d records consumed, acknowledged %v, events %v; want 140 consumed, 20 accepted, 20 rejected, "+
+			"100 released, and a shutdown:\n%s", consumed, acks, names, r.stdout)
+	}
+	// The released records were given up at their fifth delivery: a new
+	// member of the group has nothing to acquire.
+	late := client(t, b.Addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
+	pollCtx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	if fs := late.PollRecords(pollCtx, 10); fs.NumRecords() > 0 {
+		t.Fatalf("a new member acquired %d records past the delivery limit", fs.NumRecords())
+	}
+}
