@@ -45,7 +45,7 @@ func handleShareGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Respo
 	}
 	switch {
 	case !b.sharesServed():
-		return fail(newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0)."))
+		return fail(errSharesOff)
 	case !b.allowed(r, acl.Read, acl.Group, req.GroupID):
 		return fail(kerr.GroupAuthorizationFailed)
 	case slices.ContainsFunc(req.SubscribedTopicNames, func(t string) bool { return !b.topicCheck(r, acl.Describe)(t) }):

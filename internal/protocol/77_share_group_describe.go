@@ -41,7 +41,7 @@ func handleShareGroupDescribe(_ context.Context, b *Broker, r *Request) (*Respon
 		info, found := kmsg.ShareGroupDescribeResponseGroup{}, false
 		switch {
 		case !b.sharesServed():
-			fail(newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0)."))
+			fail(errSharesOff)
 		case !b.allowed(r, acl.Describe, acl.Group, id):
 			fail(kerr.GroupAuthorizationFailed)
 		case !b.coordinatesGroup(id):

@@ -97,19 +97,12 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 	req := r.Body.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	fail := func(err error) (*Response, error) {
-		resp.ErrorCode = errorCode(err)
-		msg := err.Error()
-		resp.ErrorMessage = &msg
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
 		return reply(resp)
 	}
 	group, member := deref(req.GroupID), deref(req.MemberID)
-	switch {
-	case !b.sharesServed():
-		return fail(newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0)."))
-	case group == "" || member == "":
-		return fail(newAPIError(kerr.InvalidRequest, "A share fetch names its group and member."))
-	case !b.allowed(r, acl.Read, acl.Group, group):
-		return fail(kerr.GroupAuthorizationFailed)
+	if err := b.checkShareRequest(r, group, member); err != nil {
+		return fail(err)
 	}
 	named := map[[16]byte][]int32{}
 	acks := map[share.Key][]shareAckBatch{}
@@ -377,6 +370,20 @@ func (a *shareAnswer) response() *kmsg.ShareFetchResponse {
 		a.resp.NodeEndpoints = a.b.nodeEndpoints(a.r, leaders)
 	}
 	return a.resp
+}
+
+// checkShareRequest is what ShareFetch and ShareAcknowledge check first:
+// share groups on, the group and member named, READ on the group.
+func (b *Broker) checkShareRequest(r *Request, group, member string) error {
+	switch {
+	case !b.sharesServed():
+		return errSharesOff
+	case group == "" || member == "":
+		return newAPIError(kerr.InvalidRequest, "The request names no group or no member.")
+	case !b.allowed(r, acl.Read, acl.Group, group):
+		return kerr.GroupAuthorizationFailed
+	}
+	return nil
 }
 
 func deref(s *string) string {

@@ -3,10 +3,8 @@ package protocol
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/share"
 )
 
@@ -38,20 +36,14 @@ func handleShareAcknowledge(_ context.Context, b *Broker, r *Request) (*Response
 	req := r.Body.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	fail := func(err error) (*Response, error) {
-		resp.ErrorCode = errorCode(err)
-		msg := err.Error()
-		resp.ErrorMessage = &msg
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
 		return reply(resp)
 	}
 	group, member := deref(req.GroupID), deref(req.MemberID)
-	switch {
-	case !b.sharesServed():
-		return fail(newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0)."))
-	case group == "" || member == "":
-		return fail(newAPIError(kerr.InvalidRequest, "A share acknowledgement names its group and member."))
-	case !b.allowed(r, acl.Read, acl.Group, group):
-		return fail(kerr.GroupAuthorizationFailed)
-	case req.ShareSessionEpoch == 0:
+	if err := b.checkShareRequest(r, group, member); err != nil {
+		return fail(err)
+	}
+	if req.ShareSessionEpoch == 0 {
 		return fail(share.ErrInvalidSessionEpoch)
 	}
 	sk := share.SessionKey{Group: group, Member: member}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/model"
@@ -19,6 +20,10 @@ import (
 // are kept in memory: a broker's restart, or a coordinator's move, starts
 // them again.
 const ShareVersionFeature = "share.version"
+
+// errSharesOff answers the share group APIs while share.version is 0, as
+// Kafka answers them.
+var errSharesOff = newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0).")
 
 // shareAPIs are the APIs served only while share groups are on.
 var shareAPIs = []int16{76, 77, 78, 79}
