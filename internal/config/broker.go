@@ -192,10 +192,15 @@ type Broker struct {
 	GroupShareDeliveryLimit     int32         // group.share.delivery.count.limit
 	GroupShareRecordLocks       int32         // group.share.partition.max.record.locks
 	GroupShareRecordLock        time.Duration // group.share.record.lock.duration.ms
-	OffsetsTopicPartitions      int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
-	OffsetsRetention            time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheck       time.Duration // offsets.retention.check.interval.ms
-	OffsetMetadataMaxBytes      int32         // offset.metadata.max.bytes
+	// ShareStateTopicPartitions and ShareStateTopicReplicationFactor are
+	// share.coordinator.state.topic.num.partitions and
+	// .replication.factor: __share_group_state's, when it is created.
+	ShareStateTopicPartitions        int32
+	ShareStateTopicReplicationFactor int16
+	OffsetsTopicPartitions           int32         // offsets.topic.num.partitions: fixed once __consumer_offsets exists
+	OffsetsRetention                 time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheck            time.Duration // offsets.retention.check.interval.ms
+	OffsetMetadataMaxBytes           int32         // offset.metadata.max.bytes
 
 	// The transaction coordinator, under Kafka's names.
 	// TransactionVersion is the finalized transaction.version feature

@@ -33,6 +33,9 @@ type (
 	// SharePartition is one share-partition's lock
 	// (share.SharePartition.Mu), held while the log is read for it.
 	SharePartition struct{}
+	// ShareStateLoad serialises loading a partition of the share-group
+	// state, taken under a share-partition's lock.
+	ShareStateLoad struct{}
 	// ReplicaManager is replica.Manager.mu.
 	ReplicaManager struct{}
 	// LogManager is log.Manager.mu.
@@ -74,7 +77,7 @@ type (
 // order lists the ranks' names from the first taken to the last.
 var order = []string{
 	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "ReconcilerTurn", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
-	"GroupWriter", "SharePartition", "ReplicaManager", "LogManager",
+	"GroupWriter", "SharePartition", "ShareStateLoad", "ReplicaManager", "LogManager",
 	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
 	"FetchIndex", "History", "LedgerWriter", "Leaf", "Metadata",
 }

@@ -290,7 +290,11 @@ func (b *Broker) nextShareDeadline(fetch []*sharePart) (time.Time, bool) {
 			continue
 		}
 		s.Mu.Lock()
-		d, ok := s.P.NextDeadline()
+		var d time.Time
+		ok := false
+		if s.P != nil {
+			d, ok = s.P.NextDeadline()
+		}
 		s.Mu.Unlock()
 		if ok && (!found || d.Before(first)) {
 			first, found = d, true

@@ -9,6 +9,7 @@ import (
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -43,9 +44,10 @@ func await[T any](ch <-chan T, answer func(T) kmsg.Response, gone T) (*Response,
 
 func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-// internalTopic is Kafka's Topic.isInternal: the coordinators' topics,
-// the hand-off ledger's and the fetch positions', which only the broker
-// writes.
+// internalTopic is Kafka's Topic.isInternal: the coordinators' topics
+// (the share groups' state among them), the hand-off ledger's and the
+// fetch positions', which only the broker writes.
 func internalTopic(name string) bool {
-	return name == group.OffsetsTopic || name == txn.StateTopic || name == ledger.Topic || name == model.FetchPositionsTopic
+	return name == group.OffsetsTopic || name == txn.StateTopic || name == ledger.Topic || name == model.FetchPositionsTopic ||
+		name == share.StateTopic
 }

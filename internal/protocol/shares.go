@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,9 +18,10 @@ import (
 // ShareVersionFeature is the feature that turns share groups (KIP-932) on:
 // at level 1 their APIs are served and listed by ApiVersions. It is 0
 // until an operator finalizes it (kafka-features.sh upgrade --feature
-// share.version=1), since a share group's members and in-flight records
-// are kept in memory: a broker's restart, or a coordinator's move, starts
-// them again.
+// share.version=1). The share-partitions' state is durable (in
+// __share_group_state), but the members are kept in memory, and brokers do
+// not yet exchange the state: a share-partition is served where its
+// partition and its state are led by the same broker.
 const ShareVersionFeature = "share.version"
 
 // errSharesOff answers the share group APIs while share.version is 0, as
@@ -43,7 +46,74 @@ type Shares struct {
 	// share-partition it reads for the first time starts (earliest or
 	// latest).
 	AutoOffsetReset func(group string) string
-	Now             func() time.Time
+	// State keeps the share-partitions' state durable.
+	State ShareState
+	Now   func() time.Time
+}
+
+// ShareState is where the share-partitions' state is kept (the share
+// coordinator's __share_group_state). Ensure makes the topic if need be;
+// Read and Write, called under a share-partition's lock, never do.
+type ShareState interface {
+	Ensure() error
+	Read(k share.Key) (share.Saved, bool, error)
+	Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error
+}
+
+// sharePartition is the share-partition of key over p, which this broker
+// leads: as held, or read from its saved state, or, the first time the
+// group reads the partition, started where the group's
+// share.auto.offset.reset says, and that start saved before any record is
+// acquired. A share-partition held from another leader epoch is read
+// again: another leader may have changed it meanwhile.
+func (b *Broker) sharePartition(key share.Key, p Partition) (*share.SharePartition, error) {
+	s := b.Shares
+	epoch := p.LeaderEpoch()
+	if sp := s.Leader.Get(key); sp != nil && sp.LeaderEpoch == epoch {
+		sp.Mu.Lock()
+		ready := sp.P != nil
+		sp.Mu.Unlock()
+		if ready {
+			return sp, nil
+		}
+	}
+	if err := s.State.Ensure(); err != nil {
+		return nil, stateError(err)
+	}
+	sp := s.Leader.GetOrAdd(key, nil, epoch)
+	sp.Mu.Lock()
+	defer sp.Mu.Unlock()
+	if sp.P != nil {
+		return sp, nil
+	}
+	limits := s.Limits(key.Group)
+	saved, found, err := s.State.Read(key)
+	if err != nil {
+		return nil, stateError(err)
+	}
+	if found {
+		sp.P = share.Restore(saved.Start, saved.Batches, limits)
+		return sp, nil
+	}
+	start := p.HighWatermark()
+	if s.AutoOffsetReset(key.Group) == "earliest" {
+		start = p.StartOffset()
+	}
+	if err := s.State.Write(key, start, nil, epoch); err != nil {
+		return nil, stateError(err)
+	}
+	sp.P = share.New(start, limits)
+	return sp, nil
+}
+
+// stateError is a failure to read or write the share-group state, as the
+// share APIs answer it.
+func stateError(err error) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return err
+	}
+	return fmt.Errorf("%w: the share-group state: %v", kerr.CoordinatorNotAvailable, err)
 }
 
 // sharesServed reports whether share groups are on.
@@ -70,13 +140,9 @@ func (b *Broker) coordinatesGroup(group string) bool {
 func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxRecords, maxBytes int) ([]byte, []share.AcquiredRecords, error) {
 	s := b.Shares
 	now := s.Now()
-	sp := s.Leader.Get(key)
-	if sp == nil {
-		start := p.HighWatermark()
-		if s.AutoOffsetReset(key.Group) == "earliest" {
-			start = p.StartOffset()
-		}
-		sp = s.Leader.GetOrAdd(key, share.New(start, s.Limits(key.Group)))
+	sp, err := b.sharePartition(key, p)
+	if err != nil {
+		return nil, nil, err
 	}
 	sp.Mu.Lock()
 	defer sp.Mu.Unlock()
@@ -123,7 +189,9 @@ func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxReco
 }
 
 // shareAcknowledge applies member's acknowledgement batches to the
-// share-partition of key; the first error is the partition's answer.
+// share-partition of key, and answers once the state they leave is
+// durable; if it cannot be made so, none of them is applied. The first
+// error is the partition's answer.
 func (b *Broker) shareAcknowledge(key share.Key, member string, batches []shareAckBatch) error {
 	sp := b.Shares.Leader.Get(key)
 	if sp == nil {
@@ -132,14 +200,27 @@ func (b *Broker) shareAcknowledge(key share.Key, member string, batches []shareA
 	now := b.Shares.Now()
 	sp.Mu.Lock()
 	defer sp.Mu.Unlock()
+	if sp.P == nil {
+		return share.ErrInvalidRecordState
+	}
+	before := sp.P.Clone()
 	var first error
+	applied := false
 	for _, a := range batches {
 		types := make([]share.AckType, len(a.types))
 		for i, t := range a.types {
 			types[i] = share.AckType(t)
 		}
-		if err := sp.P.Acknowledge(member, a.first, a.last, types, now); err != nil && first == nil {
+		err := sp.P.Acknowledge(member, a.first, a.last, types, now)
+		if err != nil && first == nil {
 			first = err
+		}
+		applied = applied || err == nil
+	}
+	if applied {
+		if err := b.Shares.State.Write(key, sp.P.Start(), sp.P.StateBatches(), sp.LeaderEpoch); err != nil {
+			sp.P = before
+			return stateError(err)
 		}
 	}
 	return first
@@ -156,7 +237,9 @@ func (b *Broker) releaseMember(keys []share.Key, member string) {
 	for _, k := range keys {
 		if sp := b.Shares.Leader.Get(k); sp != nil {
 			sp.Mu.Lock()
-			sp.P.ReleaseMember(member)
+			if sp.P != nil {
+				sp.P.ReleaseMember(member)
+			}
 			sp.Mu.Unlock()
 		}
 	}

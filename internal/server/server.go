@@ -34,6 +34,7 @@ import (
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/quota"
 	"github.com/strandlog/strand/internal/replica"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/telemetry"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -209,7 +210,8 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		s.broker.Meter = s.metrics
 	}
 	s.broker.Loggers = s.loggers
-	s.broker.Shares = newShares(cfg, s.cluster)
+	s.broker.Shares = newShares(cfg, s.cluster, &shareState{topic: s.coordinatorTopic(share.StateTopic, shareStateConfigs,
+		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore()})
 	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: decompressTelemetry})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that

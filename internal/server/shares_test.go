@@ -371,3 +371,45 @@ func TestShareGroupProtocol(t *testing.T) {
 		return nil
 	})
 }
+
+// TestShareGroupStateSurvivesRestart: what a share group acknowledged is
+// kept in __share_group_state before it is answered. After a restart the
+// accepted and rejected records are not delivered again; the released
+// one, and those held when the broker stopped, are, counted as second
+// deliveries.
+func TestShareGroupStateSurvivesRestart(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	admin := newClient(t, b.Addr)
+	enableShareGroups(t, admin)
+	const topic, group = "durable", "g"
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
+	for i := range 10 {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := [16]byte(created.ID)
+	ack := func(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
+		return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
+	}
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	a.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	if code := ackError(a.acknowledge(id, ack(0, 3, 1), ack(4, 4, 3), ack(5, 5, 2))); code != 0 {
+		t.Fatalf("a's acknowledgements: %d", code)
+	}
+
+	b.Restart(t)
+	c := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-c"}
+	c.join(topic)
+	if got := acquiredRuns(c.fetch(id)); !slices.Equal(got, [][3]int64{{5, 9, 2}}) {
+		t.Fatalf("after the restart c acquired %v, want offsets 5-9 at their second delivery", got)
+	}
+}

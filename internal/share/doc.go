@@ -16,11 +16,15 @@
 //     than partitions.
 //   - Leader, the share-partitions of the partitions a broker leads, with
 //     the lock their users hold, and the members' share sessions with it.
+//   - Store, the share-partitions' state as the share coordinator keeps it
+//     in __share_group_state, in Kafka's record formats: read when a
+//     share-partition is first used, written before an acknowledgement is
+//     answered.
 //
-// Their state lives in memory: a restart, or a move of a group's
-// coordinator or a partition's leader, starts it again.
+// The members live in memory: a restart, or a move of a group's
+// coordinator, has them join again.
 //
 // Locking: a Partition is not safe for concurrent use: its SharePartition's
-// lock guards it, held while the log is read for it. Coordinator.mu and
-// Leader.mu are taken alone (LOCKS.md).
+// lock guards it, held while the log is read and the state written for it.
+// Coordinator.mu, Leader.mu and Store.mu are taken alone (LOCKS.md).
 package share

@@ -26,6 +26,10 @@ type Key struct {
 type SharePartition struct {
 	Mu lockrank.Mutex[lockrank.SharePartition]
 	P  *Partition
+	// LeaderEpoch is the partition's leader epoch when the state was
+	// read: led again at another, the state is read again, since
+	// another leader may have changed it meanwhile.
+	LeaderEpoch int32
 }
 
 // SessionKey names a member's share session.
@@ -85,14 +89,14 @@ func (l *Leader) Get(k Key) *SharePartition {
 	return l.parts[k]
 }
 
-// GetOrAdd returns the share-partition of k, made with p when there was
-// none.
-func (l *Leader) GetOrAdd(k Key, p *Partition) *SharePartition {
+// GetOrAdd returns the share-partition of k, made with p at leaderEpoch
+// when there was none, or none at that epoch.
+func (l *Leader) GetOrAdd(k Key, p *Partition, leaderEpoch int32) *SharePartition {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sp := l.parts[k]
-	if sp == nil {
-		sp = &SharePartition{P: p}
+	if sp == nil || sp.LeaderEpoch != leaderEpoch {
+		sp = &SharePartition{P: p, LeaderEpoch: leaderEpoch}
 		l.parts[k] = sp
 	}
 	return sp

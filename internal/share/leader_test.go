@@ -69,11 +69,15 @@ func TestSharePartitionsHeld(t *testing.T) {
 	if l.Get(k) != nil {
 		t.Fatal("a share-partition before any")
 	}
-	sp := l.GetOrAdd(k, New(5, limits))
-	if again := l.GetOrAdd(k, New(9, limits)); again != sp || again.P.Start() != 5 {
+	sp := l.GetOrAdd(k, New(5, limits), 1)
+	if again := l.GetOrAdd(k, New(9, limits), 1); again != sp || again.P.Start() != 5 {
 		t.Fatal("a second share-partition for one key")
 	}
-	l.GetOrAdd(Key{"h", [16]byte{1}, 0}, New(0, limits))
+	// Led again at another epoch, the state is read again.
+	if again := l.GetOrAdd(k, New(9, limits), 2); again == sp || again.P.Start() != 9 {
+		t.Fatal("the share-partition of an older leader epoch kept")
+	}
+	l.GetOrAdd(Key{"h", [16]byte{1}, 0}, New(0, limits), 1)
 	l.Drop(func(k Key) bool { return k.Group != "g" })
 	if keys := l.Keys(); len(keys) != 1 || keys[0].Group != "h" {
 		t.Fatalf("kept %v", keys)

@@ -2,6 +2,7 @@ package share
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -123,6 +124,14 @@ func Restore(start int64, batches []StateBatch, limits Limits) *Partition {
 	}
 	p.advance()
 	return p
+}
+
+// Clone is a copy of p, to go back to when a change cannot be made
+// durable.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.records = slices.Clone(p.records)
+	return &c
 }
 
 // SetLimits changes the settings, as a group config change does. Locks

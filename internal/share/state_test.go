@@ -1,0 +1,88 @@
+package share
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/model"
+)
+
+func TestStateRecords(t *testing.T) {
+	k := Key{Group: "g", TopicID: [16]byte{1, 2, 3}, Partition: 4}
+	saved := Saved{StateEpoch: 2, LeaderEpoch: 7, Start: 100, snapshotEpoch: 3,
+		Batches: []StateBatch{{100, 101, Available, 1}, {102, 104, Acknowledged, 2}}}
+	key, value := EncodeSnapshot(k, saved, 1_800_000_000_000)
+	typ, gotKey, err := decodeStateKey(key)
+	if err != nil || typ != snapshotType || gotKey != k {
+		t.Fatalf("key %d %+v %v", typ, gotKey, err)
+	}
+	got, err := decodeStateValue(typ, value)
+	if err != nil || got.Start != 100 || got.LeaderEpoch != 7 || got.StateEpoch != 2 || got.snapshotEpoch != 3 ||
+		!slices.Equal(got.Batches, saved.Batches) {
+		t.Fatalf("value %+v %v", got, err)
+	}
+	if _, err := decodeStateValue(typ, value[:len(value)-3]); err == nil {
+		t.Fatal("a cut value decoded")
+	}
+	// Kafka's coordinator key prints the topic id as its Uuid does.
+	if got := coordinatorKey(k); got != "g:AQIDAAAAAAAAAAAAAAAAAA:4" {
+		t.Fatalf("coordinator key %q", got)
+	}
+}
+
+// update encodes an update record, as Kafka's share coordinator writes
+// them between snapshots.
+func update(k Key, start int64, batches []StateBatch) (key, value []byte) {
+	v := kbin.AppendInt16(nil, 0)
+	v = kbin.AppendInt32(v, 1) // snapshot epoch
+	v = kbin.AppendInt32(v, 7) // leader epoch
+	v = kbin.AppendInt64(v, start)
+	v = appendBatches(v, batches)
+	v = kbin.AppendUvarint(v, 0)
+	return encodeStateKey(updateType, k), v
+}
+
+func TestStoreLoad(t *testing.T) {
+	topic := &coordinator.MemTopic{}
+	parts, _, err := topic.Create(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Key{"g", [16]byte{1}, 0}, Key{"g", [16]byte{1}, 1}
+	var recs []model.KeyValue
+	add := func(k, v []byte) { recs = append(recs, model.KeyValue{Key: k, Value: v}) }
+	add(EncodeSnapshot(a, Saved{Start: 10, Batches: []StateBatch{{10, 12, Available, 1}}}, 0))
+	add(update(a, -1, []StateBatch{{10, 10, Acknowledged, 1}, {13, 13, Archived, 5}}))
+	add(EncodeSnapshot(b, Saved{Start: 3}, 0))
+	bk, _ := EncodeSnapshot(b, Saved{}, 0)
+	add(bk, nil) // b deleted
+	if _, _, err := parts[0].Append(model.EncodeBatch(recs, 0, model.Producer{ID: -1})); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore()
+	if err := s.Load(0, parts[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s.Get(a)
+	want := []StateBatch{{11, 12, Available, 1}, {13, 13, Archived, 5}}
+	if !ok || got.Start != 11 || !slices.Equal(got.Batches, want) {
+		t.Fatalf("a after its update: %+v %v", got, ok)
+	}
+	if _, ok := s.Get(b); ok {
+		t.Fatal("b deleted, yet kept")
+	}
+	if !s.Loaded(0, parts[0].LeaderEpoch()) || s.Loaded(0, parts[0].LeaderEpoch()+1) {
+		t.Fatal("loaded at the wrong epoch")
+	}
+	next := s.Next(a, 12, nil, 9)
+	if next.snapshotEpoch != got.snapshotEpoch+1 || next.LeaderEpoch != 9 {
+		t.Fatalf("next %+v", next)
+	}
+	s.Forget(0, 1)
+	if _, ok := s.Get(a); ok || s.Loaded(0, parts[0].LeaderEpoch()) {
+		t.Fatal("forgotten, yet kept")
+	}
+}
