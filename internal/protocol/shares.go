@@ -29,7 +29,7 @@ const ShareVersionFeature = "share.version"
 var errSharesOff = newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0).")
 
 // shareAPIs are the APIs served only while share groups are on.
-var shareAPIs = []int16{76, 77, 78, 79}
+var shareAPIs = []int16{76, 77, 78, 79, 84, 85}
 
 // Shares is what the share group handlers reach.
 type Shares struct {
@@ -53,11 +53,16 @@ type Shares struct {
 
 // ShareState is where the share-partitions' state is kept (the share
 // coordinator's __share_group_state). Ensure makes the topic if need be;
-// Read and Write, called under a share-partition's lock, never do.
+// Read and Write, called under a share-partition's lock, never do. Read
+// and Write reach the broker that keeps a key's state; ReadLocal and
+// WriteLocal, which serve ReadShareGroupState and WriteShareGroupState,
+// only this one (NOT_COORDINATOR elsewhere).
 type ShareState interface {
 	Ensure() error
 	Read(k share.Key) (share.Saved, bool, error)
 	Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error
+	ReadLocal(k share.Key) (share.Saved, bool, error)
+	WriteLocal(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error
 }
 
 // sharePartition is the share-partition of key over p, which this broker

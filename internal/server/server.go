@@ -211,7 +211,8 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	}
 	s.broker.Loggers = s.loggers
 	s.broker.Shares = newShares(cfg, s.cluster, &shareState{topic: s.coordinatorTopic(share.StateTopic, shareStateConfigs,
-		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore()})
+		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore(),
+		peers: s.peers, self: cfg.NodeID})
 	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: decompressTelemetry})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that

@@ -1,17 +1,21 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/share"
 )
@@ -67,21 +71,31 @@ var shareStateConfigs = map[string]string{"cleanup.policy": "compact", "segment.
 
 // shareState keeps the share-partitions' state in __share_group_state
 // (protocol.ShareState), as Kafka's share coordinator does: each key's
-// latest snapshot, in the partition its key hashes to. The partitions are
-// loaded on first use and again at each new leader epoch.
-//
-// A partition of the topic this broker does not lead cannot be read or
-// written yet: the share-group state APIs between brokers are the next
-// step, so share groups serve the partitions whose state is kept on the
-// broker that leads them.
+// latest snapshot, in the partition its key hashes to. A partition led
+// here is loaded on first use and again at each new leader epoch; one led
+// by another broker is read and written there, with ReadShareGroupState
+// and WriteShareGroupState.
 //
 // Locking: loadMu serialises loads; the store's lock is a leaf.
 type shareState struct {
 	topic      coordinatorTopic
 	partitions int32 // of the topic when this broker creates it
 	store      *share.Store
+	peers      *peer.Client
+	self       int32
 	loadMu     lockrank.Mutex[lockrank.ShareStateLoad]
 }
+
+// stateElsewhere: the partition keeping a state is led by another broker.
+type stateElsewhere struct {
+	partition, leader int32
+}
+
+func (e *stateElsewhere) Error() string {
+	return fmt.Sprintf("%s partition %d is led by broker %d", share.StateTopic, e.partition, e.leader)
+}
+
+func (e *stateElsewhere) Unwrap() error { return kerr.NotCoordinator }
 
 func (s *shareState) Ensure() error {
 	parts, err := s.topic.Partitions()
@@ -91,20 +105,25 @@ func (s *shareState) Ensure() error {
 	return err
 }
 
-// partition is the loaded partition of the topic that keeps k's state.
+// partition is the loaded partition of the topic that keeps k's state, or
+// a *stateElsewhere naming the broker that leads it.
 func (s *shareState) partition(k share.Key) (coordinator.Partition, error) {
 	parts, err := s.topic.Partitions()
 	if err != nil {
 		return nil, err
 	}
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("%s does not exist", share.StateTopic)
+		return nil, fmt.Errorf("%w: %s does not exist", kerr.CoordinatorNotAvailable, share.StateTopic)
 	}
 	n := int32(len(parts))
 	i := share.StatePartition(k, n)
 	p := parts[i]
 	if p == nil {
-		return nil, fmt.Errorf("%w: %s partition %d is led by another broker", kerr.NotCoordinator, share.StateTopic, i)
+		st, ok := s.topic.metadata.Partition(share.StateTopic, i)
+		if !ok || st.Leader == cluster.NoLeader || st.Leader == s.self {
+			return nil, fmt.Errorf("%w: %s partition %d has no leader", kerr.CoordinatorNotAvailable, share.StateTopic, i)
+		}
+		return nil, &stateElsewhere{partition: i, leader: st.Leader}
 	}
 	if !s.store.Loaded(i, p.LeaderEpoch()) {
 		s.loadMu.Lock()
@@ -118,7 +137,8 @@ func (s *shareState) partition(k share.Key) (coordinator.Partition, error) {
 	return p, nil
 }
 
-func (s *shareState) Read(k share.Key) (share.Saved, bool, error) {
+// ReadLocal reads k's state from a partition led here.
+func (s *shareState) ReadLocal(k share.Key) (share.Saved, bool, error) {
 	if _, err := s.partition(k); err != nil {
 		return share.Saved{}, false, err
 	}
@@ -126,12 +146,18 @@ func (s *shareState) Read(k share.Key) (share.Saved, bool, error) {
 	return st, ok, nil
 }
 
-// Write appends k's new snapshot and returns once it is durable on every
-// in-sync replica.
-func (s *shareState) Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error {
+// WriteLocal appends k's new snapshot to a partition led here, and returns
+// once it is durable on every in-sync replica. A write from a leader of an
+// older epoch than the last is refused: it is a share-partition leader
+// that has been replaced.
+func (s *shareState) WriteLocal(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error {
 	p, err := s.partition(k)
 	if err != nil {
 		return err
+	}
+	if prev, ok := s.store.Get(k); ok && prev.LeaderEpoch > leaderEpoch {
+		return fmt.Errorf("%w: the state was written at leader epoch %d, this write is of %d", kerr.FencedLeaderEpoch,
+			prev.LeaderEpoch, leaderEpoch)
 	}
 	st := s.store.Next(k, start, batches, leaderEpoch)
 	now := time.Now().UnixMilli()
@@ -145,4 +171,80 @@ func (s *shareState) Write(k share.Key, start int64, batches []share.StateBatch,
 	}
 	s.store.Put(k, st)
 	return nil
+}
+
+// stateTimeout bounds a read or write of the state on another broker
+// (share.coordinator.write.timeout.ms).
+const stateTimeout = 5 * time.Second
+
+func (s *shareState) Read(k share.Key) (share.Saved, bool, error) {
+	st, ok, err := s.ReadLocal(k)
+	var there *stateElsewhere
+	if !errors.As(err, &there) {
+		return st, ok, err
+	}
+	req := kmsg.NewPtrReadShareGroupStateRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewReadShareGroupStateRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch = k.Partition, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	kresp, err := s.peers.Request(ctx, there.leader, req)
+	if err != nil {
+		return share.Saved{}, false, fmt.Errorf("%w: reading the share-group state on broker %d: %v", kerr.CoordinatorNotAvailable, there.leader, err)
+	}
+	resp := kresp.(*kmsg.ReadShareGroupStateResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return share.Saved{}, false, fmt.Errorf("%w: broker %d answered no state", kerr.CoordinatorNotAvailable, there.leader)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return share.Saved{}, false, err
+	}
+	if p.StartOffset < 0 {
+		return share.Saved{}, false, nil // none kept yet
+	}
+	saved := share.Saved{StateEpoch: p.StateEpoch, Start: p.StartOffset}
+	for _, b := range p.StateBatches {
+		saved.Batches = append(saved.Batches, share.StateBatch{First: b.FirstOffset, Last: b.LastOffset,
+			State: share.State(b.DeliveryState), Deliveries: b.DeliveryCount})
+	}
+	return saved, true, nil
+}
+
+func (s *shareState) Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error {
+	err := s.WriteLocal(k, start, batches, leaderEpoch)
+	var there *stateElsewhere
+	if !errors.As(err, &there) {
+		return err
+	}
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.Version = 1
+	req.GroupID = k.Group
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.StartOffset, rp.DeliveryCompleteCount = k.Partition, leaderEpoch, start, -1
+	for _, b := range batches {
+		sb := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
+		sb.FirstOffset, sb.LastOffset, sb.DeliveryState, sb.DeliveryCount = b.First, b.Last, int8(b.State), b.Deliveries
+		rp.StateBatches = append(rp.StateBatches, sb)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	kresp, err := s.peers.Request(ctx, there.leader, req)
+	if err != nil {
+		return fmt.Errorf("%w: writing the share-group state on broker %d: %v", kerr.CoordinatorNotAvailable, there.leader, err)
+	}
+	resp := kresp.(*kmsg.WriteShareGroupStateResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("%w: broker %d answered no write", kerr.CoordinatorNotAvailable, there.leader)
+	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }

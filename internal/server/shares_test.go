@@ -13,40 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/internal/protocol"
 	"github.com/strandlog/strand/internal/testutil"
 )
-
-// enableShareGroups finalizes share.version 1, as kafka-features.sh
-// upgrade --feature share.version=1 does.
-func enableShareGroups(t *testing.T, cl *kgo.Client) {
-	t.Helper()
-	req := kmsg.NewPtrUpdateFeaturesRequest()
-	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
-	u.Feature, u.MaxVersionLevel, u.UpgradeType = protocol.ShareVersionFeature, 1, 1
-	req.FeatureUpdates = append(req.FeatureUpdates, u)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("UpdateFeatures share.version=1: %v %+v", err, resp)
-	}
-}
-
-// setGroupConfig sets one of a group's configs, as kafka-configs.sh
-// --entity-type groups --alter does.
-func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = name, &value
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("set %s=%s on group %s: %v %+v", name, value, group, err, resp)
-	}
-}
 
 func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
 	t.Helper()
@@ -62,15 +30,15 @@ func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
 func TestShareGroupsNeedTheFeature(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	cl := newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79} {
+	for _, key := range []int16{76, 77, 78, 79, 84, 85} {
 		if apiListed(t, cl, key) {
 			t.Fatalf("API %d listed with share.version 0", key)
 		}
 	}
-	enableShareGroups(t, cl)
+	testutil.EnableShareGroups(t, cl)
 	// A fresh client: the first one keeps the versions it was told.
 	cl = newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79} {
+	for _, key := range []int16{76, 77, 78, 79, 84, 85} {
 		if !apiListed(t, cl, key) {
 			t.Fatalf("API %d not listed with share.version 1", key)
 		}
@@ -86,12 +54,12 @@ func TestShareGroupConsumers(t *testing.T) {
 	t.Parallel() // Slow: eight clients poll until 600 records are accepted.
 	b := testutil.StartBroker(t, nil)
 	admin := newClient(t, b.Addr)
-	enableShareGroups(t, admin)
+	testutil.EnableShareGroups(t, admin)
 	const topic, group, n = "queue", "workers", 600
 	if _, err := kadm.NewClient(admin).CreateTopic(context.Background(), 3, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	setGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
 	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	var recs []*kgo.Record
 	for i := range n {
@@ -314,13 +282,13 @@ func ackError(resp *kmsg.ShareAcknowledgeResponse) int16 {
 func TestShareGroupProtocol(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	admin := newClient(t, b.Addr)
-	enableShareGroups(t, admin)
+	testutil.EnableShareGroups(t, admin)
 	const topic, group = "jobs", "g"
 	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	setGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
 	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
 	for i := range 10 {
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
@@ -380,13 +348,13 @@ func TestShareGroupProtocol(t *testing.T) {
 func TestShareGroupStateSurvivesRestart(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	admin := newClient(t, b.Addr)
-	enableShareGroups(t, admin)
+	testutil.EnableShareGroups(t, admin)
 	const topic, group = "durable", "g"
 	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	setGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
 	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
 	for i := range 10 {
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {

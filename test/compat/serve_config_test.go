@@ -51,8 +51,8 @@ func TestServeKafkaServerProperties(t *testing.T) {
 	listed, _, _ = strings.Cut(listed, `"`)
 	got := strings.Split(listed, ", ")
 	want := []string{"process.roles", "controller.quorum.bootstrap.servers", "num.network.threads", "num.io.threads",
-		"socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
-		"share.coordinator.state.topic.min.isr", "transaction.state.log.min.isr"}
+		"socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.min.isr",
+		"transaction.state.log.min.isr"}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
@@ -63,7 +63,8 @@ func TestServeKafkaServerProperties(t *testing.T) {
 	wantCLI(t, strandCLI(t, addr, "topic")("create", "orders"), true, "created topic orders with 1 partitions")
 	wantCLI(t, run(time.Minute, "", "a\nb\n", testutil.Binary(t), "produce", "orders", "--brokers", addr), true, "wrote 2 records")
 	wantCLI(t, strandCLI(t, addr, "consume")("orders", "--exit-at-end"), true, "a\nb\n")
-	r := strandCLI(t, addr, "cluster")("config", "get", "socket.send.buffer.bytes", "log.retention.ms", "node.id", "--format", "json")
+	r := strandCLI(t, addr, "cluster")("config", "get", "socket.send.buffer.bytes", "log.retention.ms", "node.id",
+		"share.coordinator.state.topic.replication.factor", "--format", "json")
 	wantCLI(t, r, true)
 	var described struct {
 		Configs []struct {
@@ -78,7 +79,8 @@ func TestServeKafkaServerProperties(t *testing.T) {
 	for _, c := range described.Configs {
 		values[c.Name] = c.Value
 	}
-	for name, want := range map[string]string{"socket.send.buffer.bytes": "102400", "log.retention.ms": "604800000", "node.id": "1"} {
+	for name, want := range map[string]string{"socket.send.buffer.bytes": "102400", "log.retention.ms": "604800000", "node.id": "1",
+		"share.coordinator.state.topic.replication.factor": "1"} {
 		if values[name] != want {
 			t.Errorf("%s = %q, want %q (from the file)", name, values[name], want)
 		}

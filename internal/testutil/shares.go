@@ -1,0 +1,39 @@
+package testutil
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// EnableShareGroups finalizes share.version 1 through r (a client), as
+// kafka-features.sh upgrade --feature share.version=1 does.
+func EnableShareGroups(t testing.TB, r kmsg.Requestor) {
+	t.Helper()
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	u.Feature, u.MaxVersionLevel, u.UpgradeType = "share.version", 1, 1
+	req.FeatureUpdates = append(req.FeatureUpdates, u)
+	resp, err := req.RequestWith(context.Background(), r)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("UpdateFeatures share.version=1: %v %+v", err, resp)
+	}
+}
+
+// SetGroupConfig sets one of a group's configs, as kafka-configs.sh
+// --entity-type groups --alter does.
+func SetGroupConfig(t testing.TB, r kmsg.Requestor, group, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, &value
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(context.Background(), r)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("set %s=%s on group %s: %v %+v", name, value, group, err, resp)
+	}
+}
