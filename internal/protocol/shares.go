@@ -29,7 +29,7 @@ const ShareVersionFeature = "share.version"
 var errSharesOff = newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0).")
 
 // shareAPIs are the APIs served only while share groups are on.
-var shareAPIs = []int16{76, 77, 78, 79, 84, 85}
+var shareAPIs = []int16{76, 77, 78, 79, 84, 85, 90}
 
 // Shares is what the share group handlers reach.
 type Shares struct {

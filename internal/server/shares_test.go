@@ -30,7 +30,7 @@ func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
 func TestShareGroupsNeedTheFeature(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
 	cl := newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79, 84, 85} {
+	for _, key := range []int16{76, 77, 78, 79, 84, 85, 90} {
 		if apiListed(t, cl, key) {
 			t.Fatalf("API %d listed with share.version 0", key)
 		}
@@ -38,7 +38,7 @@ func TestShareGroupsNeedTheFeature(t *testing.T) {
 	testutil.EnableShareGroups(t, cl)
 	// A fresh client: the first one keeps the versions it was told.
 	cl = newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79, 84, 85} {
+	for _, key := range []int16{76, 77, 78, 79, 84, 85, 90} {
 		if !apiListed(t, cl, key) {
 			t.Fatalf("API %d not listed with share.version 1", key)
 		}
@@ -185,6 +185,26 @@ func TestShareGroupConsumers(t *testing.T) {
 		}
 		return nil
 	})
+
+	// DescribeShareGroupOffsets: each partition's share-partition starts
+	// past its 200 records, nothing left to deliver.
+	dreq := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dreq.Version = 1
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = group
+	dreq.Groups = append(dreq.Groups, dg)
+	dresp, err := dreq.RequestWith(context.Background(), admin)
+	if err != nil || len(dresp.Groups) != 1 || dresp.Groups[0].ErrorCode != 0 || len(dresp.Groups[0].Topics) != 1 {
+		t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, dresp)
+	}
+	for _, p := range dresp.Groups[0].Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.StartOffset != n/3 || p.Lag != 0 {
+			t.Fatalf("partition %d: start %d, lag %d, error %d; want start %d, lag 0", p.Partition, p.StartOffset, p.Lag, p.ErrorCode, n/3)
+		}
+	}
+	if len(dresp.Groups[0].Topics[0].Partitions) != 3 {
+		t.Fatalf("offsets of %d partitions", len(dresp.Groups[0].Topics[0].Partitions))
+	}
 
 	// Everything is acknowledged: a new member acquires nothing.
 	late := newClient(t, b.Addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))

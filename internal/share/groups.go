@@ -85,6 +85,7 @@ type group struct {
 	assignmentEpoch int32
 	members         map[string]*member
 	partitions      map[string]TopicInfo // the subscribed topics as last assigned
+	everSubscribed  map[string]bool      // every topic a member subscribed to, for the group's offsets
 }
 
 // Coordinator keeps the share groups' members and assigns them
@@ -157,6 +158,12 @@ func (c *Coordinator) Heartbeat(h Heartbeat, clientID, clientHost string, now ti
 		if !slices.Equal(topics, m.Topics) {
 			m.Topics = topics
 			changed = true
+		}
+		if g.everSubscribed == nil {
+			g.everSubscribed = map[string]bool{}
+		}
+		for _, t := range topics {
+			g.everSubscribed[t] = true
 		}
 	}
 	if changed || c.topicsChanged(g) {
@@ -237,6 +244,23 @@ func (c *Coordinator) Describe(name string) (GroupInfo, bool) {
 		info.Members = append(info.Members, m)
 	}
 	return info, true
+}
+
+// Topics lists the topics the group's members have subscribed to, now or
+// before: those its offsets are of.
+func (c *Coordinator) Topics(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[name]
+	if g == nil {
+		return nil
+	}
+	out := make([]string, 0, len(g.everSubscribed))
+	for t := range g.everSubscribed {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Groups lists the share groups' names.

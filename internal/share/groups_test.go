@@ -125,6 +125,9 @@ func TestShareGroupEpochsAndFencing(t *testing.T) {
 	if ay2.Epoch <= ay.Epoch || !slices.Equal(ay2.Assignment[[16]byte{2}], []int32{0, 1}) {
 		t.Fatalf("after b grew: %+v", ay2)
 	}
+	if got := c.Topics("g"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("topics subscribed %v", got)
+	}
 	// Leaving hands the partitions to those left.
 	if a, err := c.Heartbeat(Heartbeat{Group: "g", Member: "y", Epoch: -1}, "", "", t0); err != nil || a.Epoch != -1 {
 		t.Fatalf("leave: %+v %v", a, err)

@@ -24,8 +24,11 @@ func TestRecordErrorsLibrdkafka(t *testing.T) {
 	py := fmt.Sprintf(`
 import sys
 from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": %q, "linger.ms": 500, "enable.idempotence": False,
-              "compression.type": "none", "retries": 0})
+# One batch of exactly the four records: sent when the fourth is in (or
+# after a long linger), not when the first finds the connection ready.
+p = Producer({"bootstrap.servers": %q, "linger.ms": 10000, "batch.num.messages": 4,
+              "enable.idempotence": False, "compression.type": "none", "retries": 0})
+p.list_topics("compacted", timeout=30)
 def report(i):
     def done(err, msg):
         print(i, "ok" if err is None else err.name() + ": " + err.str())

@@ -25,7 +25,7 @@ const (
 // kafka-configs.sh sets the group's share.auto.offset.reset,
 // kafka-console-share-consumer.sh (Java's KafkaShareConsumer) reads every
 // record of a three-partition topic once, and kafka-share-groups.sh lists
-// the group and describes its state and members.
+// the group and describes its offsets and state.
 func TestKafkaShareGroupTools(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
@@ -77,6 +77,14 @@ func TestKafkaShareGroupTools(t *testing.T) {
 	list := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--list")
 	if list.err != nil || !regexp.MustCompile(`(?m)^`+group+`$`).MatchString(list.stdout) {
 		t.Fatalf("kafka-share-groups.sh --list: %v", list)
+	}
+	// Each partition's share-partition starts past its ten records, none
+	// left (DescribeShareGroupOffsets).
+	offsets := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--offsets")
+	for p := range 3 {
+		if offsets.err != nil || !regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%s\s+%d\s+10\s+0\s*$`, group, topic, p)).MatchString(offsets.stdout) {
+			t.Fatalf("kafka-share-groups.sh --describe --offsets, partition %d: %v", p, offsets)
+		}
 	}
 	state := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--state")
 	if state.err != nil || !regexp.MustCompile(`(?m)^`+group+`\s+\S+\s+\(0\)\s+Empty\s+0\s*$`).MatchString(state.stdout) {
