@@ -31,7 +31,9 @@ import (
 // gaps. With nothing to acquire the answer waits for new data, released
 // records or an expired lock, up to MaxWaitMs. A share-partition read for
 // the first time starts where the group's share.auto.offset.reset says
-// (latest unless set). A partition the request forgets, and every
+// (latest unless set). A group with share.isolation.level read_committed
+// reads up to the last stable offset, and an aborted transaction's
+// records are archived, never delivered. A partition the request forgets, and every
 // partition of a session that ends, gives the member's records back.
 // Served while share.version is 1.
 //   - v2: IsRenewAck: a request with renew acknowledgements acquires

@@ -3,12 +3,14 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/share"
 )
 
@@ -46,6 +48,10 @@ type Shares struct {
 	// share-partition it reads for the first time starts (earliest or
 	// latest).
 	AutoOffsetReset func(group string) string
+	// IsolationLevel is a group's share.isolation.level:
+	// read_uncommitted, or read_committed, which reads up to the last
+	// stable offset and never delivers an aborted transaction's records.
+	IsolationLevel func(group string) string
 	// State keeps the share-partitions' state durable.
 	State ShareState
 	Now   func() time.Time
@@ -154,10 +160,15 @@ func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxReco
 	sp.P.SetLimits(s.Limits(key.Group))
 	sp.P.MoveStart(p.StartOffset())
 	from, ok := sp.P.NextFetchOffset(now)
-	if !ok || from >= p.HighWatermark() {
+	committed := s.IsolationLevel(key.Group) == "read_committed"
+	bound := p.HighWatermark()
+	if committed {
+		bound = p.LastStableOffset()
+	}
+	if !ok || from >= bound {
 		return nil, nil, nil
 	}
-	sec, err := p.Read(from, maxBytes, false)
+	sec, err := p.Read(from, maxBytes, committed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,6 +180,10 @@ func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxReco
 		first, last int64
 		bytes       []byte
 	}
+	var aborted []replica.AbortedTxn
+	if committed {
+		aborted = p.AbortedTransactions(from, bound)
+	}
 	var present []share.Range
 	var batches []span
 	r := model.NewBatchReader(data)
@@ -176,6 +191,12 @@ func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxReco
 		first, last := bt.BaseOffset(), bt.LastOffset()
 		if bt.IsControl() {
 			continue // a marker: no record to deliver, archived as it is passed
+		}
+		if bt.IsTransactional() && slices.ContainsFunc(aborted, func(a replica.AbortedTxn) bool {
+			return a.ProducerID == bt.ProducerID() && a.FirstOffset <= first && a.LastOffset > last
+		}) {
+			sp.P.Archive(first, last) // an aborted transaction's: never delivered
+			continue
 		}
 		present = append(present, share.Range{First: first, Last: last})
 		batches = append(batches, span{first, last, bt})

@@ -42,6 +42,12 @@ func newShares(cfg config.Broker, metadata *cluster.Store, state protocol.ShareS
 		}
 		return def
 	}
+	groupString := func(group, name, def string) string {
+		if v, ok := metadata.GroupConfig(group, name); ok {
+			return v
+		}
+		return def
+	}
 	return &protocol.Shares{
 		Groups: share.NewCoordinator(share.GroupLimits{SessionTimeout: cfg.GroupShareSessionTimeout,
 			HeartbeatInterval: cfg.GroupShareHeartbeatInterval, MaxSize: int(cfg.GroupShareMaxSize)}, topics),
@@ -54,14 +60,10 @@ func newShares(cfg config.Broker, metadata *cluster.Store, state protocol.ShareS
 					cfg.GroupShareRecordLock.Milliseconds())) * time.Millisecond,
 			}
 		},
-		AutoOffsetReset: func(group string) string {
-			if v, ok := metadata.GroupConfig(group, "share.auto.offset.reset"); ok {
-				return v
-			}
-			return "latest"
-		},
-		State: state,
-		Now:   time.Now,
+		AutoOffsetReset: func(group string) string { return groupString(group, "share.auto.offset.reset", "latest") },
+		IsolationLevel:  func(group string) string { return groupString(group, "share.isolation.level", "read_uncommitted") },
+		State:           state,
+		Now:             time.Now,
 	}
 }
 

@@ -401,3 +401,52 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("after the restart c acquired %v, want offsets 5-9 at their second delivery", got)
 	}
 }
+
+// TestShareGroupReadCommitted: a group with share.isolation.level
+// read_committed never delivers an aborted transaction's records; its
+// markers and the aborted records are passed over. One with the default,
+// read_uncommitted, gets every record.
+func TestShareGroupReadCommitted(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	admin := newClient(t, b.Addr)
+	testutil.EnableShareGroups(t, admin)
+	const topic = "txns"
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte(created.ID)
+	tx := newClient(t, b.Addr, kgo.TransactionalID("share-tx"), kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, commit := range []bool{true, false, true} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for i := range 3 {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("%v-%d", commit, i))})
+		}
+		if err := tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three records and a marker each: 0-2 committed, 4-6 aborted, 8-10
+	// committed.
+	for level, want := range map[string][][3]int64{
+		"read_committed":   {{0, 2, 1}, {8, 10, 1}},
+		"read_uncommitted": {{0, 2, 1}, {4, 6, 1}, {8, 10, 1}},
+	} {
+		group := "g-" + level
+		testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+		testutil.SetGroupConfig(t, admin, group, "share.isolation.level", level)
+		m := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "m"}
+		m.join(topic)
+		if got := acquiredRuns(m.fetch(id)); !slices.Equal(got, want) {
+			t.Errorf("%s: acquired %v, want %v", level, got, want)
+		}
+	}
+}
