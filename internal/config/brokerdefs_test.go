@@ -412,3 +412,34 @@ func TestSetStaticFlushSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckShareGroupConfigs: a share group's configs are checked as
+// Kafka's GroupConfig checks them.
+func TestCheckShareGroupConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		configs map[string]string
+		ok      bool
+	}{
+		{map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}, true},
+		{map[string]string{"share.auto.offset.reset": "by_duration:PT1H30M"}, true},
+		{map[string]string{"share.auto.offset.reset": "by_duration:P1DT0.5S"}, true},
+		{map[string]string{"share.auto.offset.reset": "newest"}, false},
+		{map[string]string{"share.auto.offset.reset": "by_duration:1h"}, false},
+		{map[string]string{"share.isolation.level": "committed"}, false},
+		{map[string]string{"share.record.lock.duration.ms": "15000", "share.delivery.count.limit": "10"}, true},
+		{map[string]string{"share.record.lock.duration.ms": "1000"}, false},
+		{map[string]string{"share.delivery.count.limit": "11"}, false},
+		{map[string]string{"share.partition.max.record.locks": "99"}, false},
+	} {
+		err := CheckGroupConfigs(tc.configs, Defaults())
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+			t.Errorf("%v: %v, want ok %v", tc.configs, err, tc.ok)
+		}
+	}
+	for v, want := range map[string]time.Duration{"latest": 0, "by_duration:PT1H30M": 90 * time.Minute,
+		"by_duration:P2D": 48 * time.Hour, "by_duration:PT0.25S": 250 * time.Millisecond} {
+		if got, err := ShareResetDuration(v); err != nil || got != want {
+			t.Errorf("%s: %v %v, want %v", v, got, err, want)
+		}
+	}
+}

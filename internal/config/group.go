@@ -4,9 +4,11 @@ import (
 	_ "embed"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The group configs Strand acts on: a consumer group's own session timeout
@@ -90,5 +92,73 @@ func CheckGroupConfigs(configs map[string]string, b Broker) error {
 	if heartbeat >= session {
 		return refused(ErrInvalidConfig, "%s must be less than %s", GroupConsumerHeartbeatInterval, GroupConsumerSessionTimeout)
 	}
+	return checkShareGroupConfigs(configs)
+}
+
+// shareBounds are the bounds of a share group's numbers, Kafka's
+// group.share.min.* and group.share.max.* defaults.
+var shareBounds = map[string][2]int64{
+	"share.record.lock.duration.ms":    {15000, 60000},
+	"share.delivery.count.limit":       {2, 10},
+	"share.partition.max.record.locks": {100, 4000},
+	"share.session.timeout.ms":         {45000, 60000},
+	"share.heartbeat.interval.ms":      {5000, 15000},
+}
+
+// checkShareGroupConfigs checks a share group's configs as Kafka's
+// GroupConfig does: numbers within their bounds, and the words of
+// share.auto.offset.reset and share.isolation.level.
+func checkShareGroupConfigs(configs map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		v := strings.TrimSpace(configs[name])
+		if bounds, ok := shareBounds[name]; ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if n < bounds[0] {
+				return &ValueError{Name: name, Value: configs[name], Err: fmt.Errorf("%w: Value must be at least %d", ErrInvalidConfig, bounds[0])}
+			}
+			if n > bounds[1] {
+				return &ValueError{Name: name, Value: configs[name], Err: fmt.Errorf("%w: Value must be no more than %d", ErrInvalidConfig, bounds[1])}
+			}
+		}
+		switch name {
+		case "share.auto.offset.reset":
+			if _, err := ShareResetDuration(v); err != nil || (v != "latest" && v != "earliest" && !strings.HasPrefix(v, "by_duration:")) {
+				return &ValueError{Name: name, Value: configs[name], Err: fmt.Errorf("%w: Invalid value `%s` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.", ErrInvalidConfig, v)}
+			}
+		case "share.isolation.level":
+			if v != "read_committed" && v != "read_uncommitted" {
+				return &ValueError{Name: name, Value: configs[name], Err: fmt.Errorf("%w: String must be one of: read_committed, read_uncommitted", ErrInvalidConfig)}
+			}
+		}
+	}
 	return nil
 }
+
+// ShareResetDuration reads share.auto.offset.reset's by_duration:<ISO-8601
+// duration> (by_duration:PT1H, P1DT12H); 0 for earliest or latest.
+func ShareResetDuration(v string) (time.Duration, error) {
+	rest, ok := strings.CutPrefix(v, "by_duration:")
+	if !ok {
+		return 0, nil
+	}
+	m := isoDuration.FindStringSubmatch(strings.ToUpper(rest))
+	if m == nil || rest == "P" || rest == "PT" {
+		return 0, fmt.Errorf("%q is not an ISO-8601 duration", rest)
+	}
+	var d time.Duration
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute} {
+		if m[i+1] != "" {
+			n, _ := strconv.ParseInt(m[i+1], 10, 64)
+			d += time.Duration(n) * unit
+		}
+	}
+	if m[4] != "" {
+		f, _ := strconv.ParseFloat(m[4], 64)
+		d += time.Duration(f * float64(time.Second))
+	}
+	return d, nil
+}
+
+// isoDuration is the days-and-time form of an ISO-8601 duration, as
+// Java's Duration.parse takes it.
+var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/share"
@@ -45,8 +47,8 @@ type Shares struct {
 	// over the broker's.
 	Limits func(group string) share.Limits
 	// AutoOffsetReset is a group's share.auto.offset.reset: where a
-	// share-partition it reads for the first time starts (earliest or
-	// latest).
+	// share-partition it reads for the first time starts (earliest,
+	// latest, or by_duration:<ISO-8601 duration> before now).
 	AutoOffsetReset func(group string) string
 	// IsolationLevel is a group's share.isolation.level:
 	// read_uncommitted, or read_committed, which reads up to the last
@@ -107,8 +109,17 @@ func (b *Broker) sharePartition(key share.Key, p Partition) (*share.SharePartiti
 		return sp, nil
 	}
 	start := p.HighWatermark()
-	if s.AutoOffsetReset(key.Group) == "earliest" {
+	switch reset := s.AutoOffsetReset(key.Group); {
+	case reset == "earliest":
 		start = p.StartOffset()
+	case strings.HasPrefix(reset, "by_duration:"):
+		// The first record at or after now less the duration; the end
+		// when there is none.
+		if d, err := config.ShareResetDuration(reset); err == nil {
+			if o, _, err := p.ListOffset(s.Now().Add(-d).UnixMilli(), false); err == nil && o >= 0 {
+				start = o
+			}
+		}
 	}
 	if err := s.State.Write(key, start, nil, epoch); err != nil {
 		return nil, stateError(err)

@@ -450,3 +450,41 @@ func TestShareGroupReadCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupResetByDuration: share.auto.offset.reset
+// by_duration:PT1H starts a group at the first record of the last hour;
+// a config Kafka would refuse is refused.
+func TestShareGroupResetByDuration(t *testing.T) {
+	b := testutil.StartBroker(t, nil)
+	admin := newClient(t, b.Addr)
+	testutil.EnableShareGroups(t, admin)
+	const topic, group = "timed", "g"
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
+	now := time.Now()
+	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-30 * time.Minute), now} {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i)), Timestamp: at}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "by_duration:PT1H")
+	m := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "m"}
+	m.join(topic)
+	if got := acquiredRuns(m.fetch([16]byte(created.ID))); !slices.Equal(got, [][3]int64{{2, 3, 1}}) {
+		t.Fatalf("acquired %v, want offsets 2-3, the last hour's", got)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.isolation.level", kmsg.StringPtr("committed")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(context.Background(), admin)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("share.isolation.level=committed: %v %+v", err, resp)
+	}
+}
