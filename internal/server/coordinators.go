@@ -41,6 +41,21 @@ func (c coordinatorTopic) Create(n int32) ([]coordinator.Partition, bool, error)
 	return c.partitions(t), created, nil
 }
 
+// partitionAt is partition i of the topic when this broker leads it (nil
+// otherwise), and the topic's partition count; n is 0 when the topic does
+// not exist. It looks up the one partition, where Partitions lists all.
+func (c coordinatorTopic) partitionAt(key func(n int32) int32) (p coordinator.Partition, i, n int32) {
+	t, ok := c.metadata.Topic(c.name)
+	if !ok || t.Partitions == 0 {
+		return nil, 0, 0
+	}
+	i = key(t.Partitions)
+	if rp, ok := leadingReplica(c.replicas, t.Name, i); ok {
+		return coordinatorPartition{rp}, i, t.Partitions
+	}
+	return nil, i, t.Partitions
+}
+
 // partitions lists t's partitions in order: those led here, else nil.
 func (c coordinatorTopic) partitions(t cluster.Topic) []coordinator.Partition {
 	parts := make([]coordinator.Partition, t.Partitions)

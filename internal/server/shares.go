@@ -110,16 +110,12 @@ func (s *shareState) Ensure() error {
 // partition is the loaded partition of the topic that keeps k's state, or
 // a *stateElsewhere naming the broker that leads it.
 func (s *shareState) partition(k share.Key) (coordinator.Partition, error) {
-	parts, err := s.topic.Partitions()
-	if err != nil {
-		return nil, err
-	}
-	if len(parts) == 0 {
+	// One partition looked up, not the topic's all: this runs for every
+	// acknowledgement.
+	p, i, n := s.topic.partitionAt(func(n int32) int32 { return share.StatePartition(k, n) })
+	if n == 0 {
 		return nil, fmt.Errorf("%w: %s does not exist", kerr.CoordinatorNotAvailable, share.StateTopic)
 	}
-	n := int32(len(parts))
-	i := share.StatePartition(k, n)
-	p := parts[i]
 	if p == nil {
 		st, ok := s.topic.metadata.Partition(share.StateTopic, i)
 		if !ok || st.Leader == cluster.NoLeader || st.Leader == s.self {

@@ -82,7 +82,6 @@ func TestShareGroupConsumers(t *testing.T) {
 		wg         sync.WaitGroup
 	)
 	for c := range 8 {
-		_ = c
 		cl := newClient(t, b.Addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond),
 			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 				if err := rs.Error(); err != nil {
@@ -275,6 +274,36 @@ func (m *shareConn) acknowledge(id [16]byte, acks ...kmsg.ShareAcknowledgeReques
 	return resp
 }
 
+// shareTopic starts a broker with share groups on and a one-partition
+// topic, and returns the broker, a client and the topic's id.
+func shareTopic(t *testing.T, topic string) (*testutil.Broker, *kgo.Client, [16]byte) {
+	t.Helper()
+	b := testutil.StartBroker(t, nil)
+	admin := newClient(t, b.Addr)
+	testutil.EnableShareGroups(t, admin)
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, admin, [16]byte(created.ID)
+}
+
+// produceEach writes the values 0 to n-1, a batch each.
+func produceEach(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	prod := newClient(t, addr, kgo.DefaultProduceTopic(topic))
+	for i := range n {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ack acknowledges offsets first to last with one type.
+func ack(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
+	return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
+}
+
 func acquiredRuns(resp *kmsg.ShareFetchResponse) [][3]int64 {
 	var out [][3]int64
 	for _, t := range resp.Topics {
@@ -300,25 +329,10 @@ func ackError(resp *kmsg.ShareAcknowledgeResponse) int16 {
 // member's connection closes without a word its records go to another
 // member at once, counted as a second delivery.
 func TestShareGroupProtocol(t *testing.T) {
-	b := testutil.StartBroker(t, nil)
-	admin := newClient(t, b.Addr)
-	testutil.EnableShareGroups(t, admin)
 	const topic, group = "jobs", "g"
-	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, admin, id := shareTopic(t, topic)
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
-	for i := range 10 {
-		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := [16]byte(created.ID)
-	ack := func(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
-		return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
-	}
+	produceEach(t, b.Addr, topic, 10)
 
 	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
 	bb := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-b"}
@@ -366,25 +380,10 @@ func TestShareGroupProtocol(t *testing.T) {
 // one, and those held when the broker stopped, are, counted as second
 // deliveries.
 func TestShareGroupStateSurvivesRestart(t *testing.T) {
-	b := testutil.StartBroker(t, nil)
-	admin := newClient(t, b.Addr)
-	testutil.EnableShareGroups(t, admin)
 	const topic, group = "durable", "g"
-	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, admin, id := shareTopic(t, topic)
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
-	for i := range 10 {
-		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := [16]byte(created.ID)
-	ack := func(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
-		return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
-	}
+	produceEach(t, b.Addr, topic, 10)
 	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
 	a.join(topic)
 	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
@@ -407,15 +406,8 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 // markers and the aborted records are passed over. One with the default,
 // read_uncommitted, gets every record.
 func TestShareGroupReadCommitted(t *testing.T) {
-	b := testutil.StartBroker(t, nil)
-	admin := newClient(t, b.Addr)
-	testutil.EnableShareGroups(t, admin)
 	const topic = "txns"
-	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := [16]byte(created.ID)
+	b, admin, id := shareTopic(t, topic)
 	tx := newClient(t, b.Addr, kgo.TransactionalID("share-tx"), kgo.DefaultProduceTopic(topic))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -455,14 +447,8 @@ func TestShareGroupReadCommitted(t *testing.T) {
 // by_duration:PT1H starts a group at the first record of the last hour;
 // a config Kafka would refuse is refused.
 func TestShareGroupResetByDuration(t *testing.T) {
-	b := testutil.StartBroker(t, nil)
-	admin := newClient(t, b.Addr)
-	testutil.EnableShareGroups(t, admin)
 	const topic, group = "timed", "g"
-	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, admin, id := shareTopic(t, topic)
 	prod := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic))
 	now := time.Now()
 	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-30 * time.Minute), now} {
@@ -473,18 +459,10 @@ func TestShareGroupResetByDuration(t *testing.T) {
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "by_duration:PT1H")
 	m := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "m"}
 	m.join(topic)
-	if got := acquiredRuns(m.fetch([16]byte(created.ID))); !slices.Equal(got, [][3]int64{{2, 3, 1}}) {
+	if got := acquiredRuns(m.fetch(id)); !slices.Equal(got, [][3]int64{{2, 3, 1}}) {
 		t.Fatalf("acquired %v, want offsets 2-3, the last hour's", got)
 	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = "share.isolation.level", kmsg.StringPtr("committed")
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(context.Background(), admin)
-	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
-		t.Fatalf("share.isolation.level=committed: %v %+v", err, resp)
+	if code := testutil.AlterGroupConfig(t, admin, group, "share.isolation.level", "committed"); code != kerr.InvalidConfig.Code {
+		t.Fatalf("share.isolation.level=committed: error %d, want INVALID_CONFIG", code)
 	}
 }

@@ -110,8 +110,16 @@ func New(start int64, limits Limits) *Partition {
 // were never delivered: they are available.
 func Restore(start int64, batches []StateBatch, limits Limits) *Partition {
 	p := New(start, limits)
+	p.setBatches(batches)
+	return p
+}
+
+// setBatches gives the offsets of batches their state and delivery count,
+// the window growing to hold them; an acquired one is available, since
+// its lock is not kept. Nothing may be held: it restores saved state.
+func (p *Partition) setBatches(batches []StateBatch) {
 	for _, b := range batches {
-		for o := max(b.First, start); o <= b.Last; o++ {
+		for o := max(b.First, p.start); o <= b.Last; o++ {
 			for p.End() <= o {
 				p.records = append(p.records, record{state: Available})
 			}
@@ -119,11 +127,10 @@ func Restore(start int64, batches []StateBatch, limits Limits) *Partition {
 			if st == Acquired {
 				st = Available
 			}
-			p.records[o-start] = record{state: st, deliveries: b.Deliveries}
+			p.records[o-p.start] = record{state: st, deliveries: b.Deliveries}
 		}
 	}
 	p.advance()
-	return p
 }
 
 // Clone is a copy of p, to go back to when a change cannot be made

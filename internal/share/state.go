@@ -215,16 +215,8 @@ func merge(base, u Saved) Saved {
 	if u.Start >= 0 {
 		out.Start = u.Start
 	}
-	p := Restore(out.Start, out.Batches, Limits{DeliveryLimit: 1 << 14, MaxInFlight: 1 << 30})
-	for _, b := range u.Batches {
-		for o := max(b.First, p.start); o <= b.Last; o++ {
-			for p.End() <= o {
-				p.records = append(p.records, record{state: Available})
-			}
-			p.records[o-p.start] = record{state: b.State, deliveries: b.Deliveries}
-		}
-	}
-	p.advance()
+	p := Restore(out.Start, out.Batches, Limits{})
+	p.setBatches(u.Batches)
 	out.Start, out.Batches = p.Start(), p.StateBatches()
 	return out
 }

@@ -25,6 +25,15 @@ func EnableShareGroups(t testing.TB, r kmsg.Requestor) {
 // --entity-type groups --alter does.
 func SetGroupConfig(t testing.TB, r kmsg.Requestor, group, name, value string) {
 	t.Helper()
+	if code := AlterGroupConfig(t, r, group, name, value); code != 0 {
+		t.Fatalf("set %s=%s on group %s: error %d", name, value, group, code)
+	}
+}
+
+// AlterGroupConfig asks to set one of a group's configs and returns the
+// answer's error code.
+func AlterGroupConfig(t testing.TB, r kmsg.Requestor, group, name, value string) int16 {
+	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -33,7 +42,8 @@ func SetGroupConfig(t testing.TB, r kmsg.Requestor, group, name, value string) {
 	res.Configs = append(res.Configs, c)
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(context.Background(), r)
-	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("set %s=%s on group %s: %v %+v", name, value, group, err, resp)
+	if err != nil || len(resp.Resources) != 1 {
+		t.Fatalf("IncrementalAlterConfigs of group %s: %v %+v", group, err, resp)
 	}
+	return resp.Resources[0].ErrorCode
 }
