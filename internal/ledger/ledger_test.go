@@ -33,9 +33,9 @@ func entries(t *testing.T, p *coordinator.MemPartition) []Entry {
 	return out
 }
 
-type fakeTopic struct{ parts []coordinator.Partition }
+type fakeTopic struct{ parts []Appender }
 
-func (f fakeTopic) Leading() ([]coordinator.Partition, error) { return f.parts, nil }
+func (f fakeTopic) Writable() ([]Appender, error) { return f.parts, nil }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -45,11 +45,11 @@ func entry(group string, partition int32) Entry {
 }
 
 // TestWriterPartitions: entries go to their group's partition when it is
-// led here, else to another led here; Close writes what is queued.
+// writable, else to the next writable one; Close writes what is queued.
 func TestWriterPartitions(t *testing.T) {
 	own := model.CoordinatorPartition("orders", 3)
 	parts := make([]*coordinator.MemPartition, 3)
-	leading := make([]coordinator.Partition, 3)
+	leading := make([]Appender, 3)
 	for i := range parts {
 		parts[i] = &coordinator.MemPartition{}
 		if int32(i) != own {
@@ -66,14 +66,14 @@ func TestWriterPartitions(t *testing.T) {
 	}
 	next := entries(t, parts[(own+1)%3])
 	if len(next) != 10 || next[3].Partition != 3 || next[0].V != Version || next[0].Group != "orders" {
-		t.Fatalf("the next partition led here got %+v", next)
+		t.Fatalf("the next writable partition got %+v", next)
 	}
 	w.Record(entry("orders", 0)) // after Close: dropped
 	if w.Dropped() != 1 {
 		t.Fatalf("dropped %d after Close", w.Dropped())
 	}
 
-	// Its own partition when led here.
+	// Its own partition when writable.
 	leading[own] = parts[own]
 	w = NewWriter(fakeTopic{leading}, quiet())
 	w.Record(entry("orders", 0))
@@ -88,7 +88,7 @@ func TestWriterPartitions(t *testing.T) {
 func TestWriterNeverBlocks(t *testing.T) {
 	stuck, gate := &coordinator.MemPartition{}, make(chan struct{})
 	stuck.HoldAppends(gate)
-	w := NewWriter(fakeTopic{[]coordinator.Partition{stuck}}, quiet())
+	w := NewWriter(fakeTopic{[]Appender{stuck}}, quiet())
 	start := time.Now()
 	for i := range queueSize + batchSize + 10 {
 		w.Record(entry("g", int32(i)))
@@ -110,17 +110,17 @@ func TestWriterNeverBlocks(t *testing.T) {
 func TestWriterFailures(t *testing.T) {
 	bad := &coordinator.MemPartition{}
 	bad.FailAppends(coordinator.ErrNotLeader)
-	w := NewWriter(fakeTopic{[]coordinator.Partition{bad}}, quiet())
+	w := NewWriter(fakeTopic{[]Appender{bad}}, quiet())
 	w.Record(entry("g", 0))
 	w.Close()
 	if w.Failed() != 1 || w.Written() != 0 {
 		t.Fatalf("failed %d, written %d", w.Failed(), w.Written())
 	}
-	none := NewWriter(fakeTopic{[]coordinator.Partition{nil, nil}}, quiet())
+	none := NewWriter(fakeTopic{[]Appender{nil, nil}}, quiet())
 	none.Record(entry("g", 0))
 	none.Close()
 	if none.Failed() != 1 {
-		t.Fatalf("with no partition led here: failed %d", none.Failed())
+		t.Fatalf("with no partition writable: failed %d", none.Failed())
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -13,9 +12,16 @@ import (
 // Partitions is the ledger topic as a broker reaches it; the server
 // implements it.
 type Partitions interface {
-	// Leading returns the topic's partitions in order, creating the topic
-	// first if it does not exist; a partition led elsewhere is nil.
-	Leading() ([]coordinator.Partition, error)
+	// Writable returns the topic's partitions in order, creating the
+	// topic first if it does not exist. A partition led elsewhere is
+	// written through its leader; one without a leader is nil.
+	Writable() ([]Appender, error)
+}
+
+// Appender writes one record batch to a partition (as
+// coordinator.Partition's Append).
+type Appender interface {
+	Append(batch []byte) (base int64, wait func() error, err error)
 }
 
 // queueSize bounds the entries waiting to be written.
@@ -103,10 +109,10 @@ func (w *Writer) run() {
 	}
 }
 
-// write appends entries, each to its group's partition when this broker
-// leads it, else to another partition it leads.
+// write appends entries, each to its group's partition, else (while that
+// one has no leader) to the next partition that has one.
 func (w *Writer) write(entries []Entry) {
-	parts, err := w.parts.Leading()
+	parts, err := w.parts.Writable()
 	if err != nil || len(parts) == 0 {
 		w.fail(len(entries), "hand-off ledger topic unavailable: entries not written", err)
 		return
@@ -116,7 +122,7 @@ func (w *Writer) write(entries []Entry) {
 	for _, e := range entries {
 		i := pick(parts, e.Group)
 		if i < 0 {
-			w.fail(1, "no partition of the hand-off ledger is led here: entry not written", nil)
+			w.fail(1, "no partition of the hand-off ledger has a leader: entry not written", nil)
 			continue
 		}
 		k, v := e.Encode()
@@ -136,8 +142,8 @@ func (w *Writer) write(entries []Entry) {
 }
 
 // pick is the partition for a group's entries: its own (Kafka's key
-// partitioning) when led here, else the next one led here; -1 for none.
-func pick(parts []coordinator.Partition, group string) int {
+// partitioning), else the next writable one; -1 for none.
+func pick(parts []Appender, group string) int {
 	n := len(parts)
 	own := int(model.CoordinatorPartition(group, int32(n)))
 	for j := range n {

@@ -56,7 +56,9 @@ import (
 //     topic's window) are each named by their index in the batch
 //     (KIP-467's RecordErrors), the batch refused whole as Kafka refuses it.
 //   - The internal topics (__consumer_offsets) are INVALID_TOPIC_EXCEPTION:
-//     only the coordinator writes them.
+//     only the coordinator writes them. Another broker (its client id and
+//     CLUSTER_ACTION) may write the hand-off ledger's and the fetch
+//     positions' topics, whose partitions it does not lead.
 //   - With an authorizer: WRITE on the transactional id
 //     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
 //     each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
@@ -136,7 +138,7 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Response, error
 				sp.ErrorCode, sp.BaseOffset = kerr.TopicAuthorizationFailed.Code, -1
 				continue
 			}
-			pp, err := b.produceOne(ctx, req, admitted, rt.Topic, rp, sp)
+			pp, err := b.produceOne(ctx, r, admitted, rt.Topic, rp, sp)
 			if err != nil {
 				setProduceError(sp, req.Version, err)
 				if leader, epoch, ok := leaderHint(err); ok && req.Version >= 10 {
@@ -236,9 +238,10 @@ func awaitAll(parts []producePart, wait func(producePart)) {
 	wg.Wait()
 }
 
-func (b *Broker) produceOne(ctx context.Context, req *kmsg.ProduceRequest, admitted map[model.TopicPartition]txnAdmission,
+func (b *Broker) produceOne(ctx context.Context, r *Request, admitted map[model.TopicPartition]txnAdmission,
 	topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (producePart, error) {
-	if internalTopic(topic) {
+	req := r.Body.(*kmsg.ProduceRequest)
+	if internalTopic(topic) && !b.peerWritable(r, topic) {
 		// Only the coordinators write their topics (Kafka: "Cannot
 		// append to internal topic").
 		return producePart{}, fmt.Errorf("%w: cannot append to internal topic %s", cluster.ErrInvalidTopic, topic)

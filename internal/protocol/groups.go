@@ -2,13 +2,16 @@ package protocol
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/acl"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/txn"
 )
@@ -50,4 +53,13 @@ func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecon
 func internalTopic(name string) bool {
 	return name == group.OffsetsTopic || name == txn.StateTopic || name == ledger.Topic || name == model.FetchPositionsTopic ||
 		name == share.StateTopic
+}
+
+// peerWritable is whether r may write topic although it is internal: the
+// hand-off ledger's and the fetch positions' records are written on the
+// partition's leader, which another broker reaches by Produce. A
+// coordinator's state is written by its coordinator only.
+func (b *Broker) peerWritable(r *Request, topic string) bool {
+	return (topic == ledger.Topic || topic == model.FetchPositionsTopic) &&
+		strings.HasPrefix(r.ClientID, peer.ClientIDPrefix) && b.allowedCluster(r, acl.ClusterAction)
 }

@@ -17,7 +17,9 @@ import (
 
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
+	"github.com/strandlog/strand/internal/ledger"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/scram"
 	"github.com/strandlog/strand/internal/testutil"
 )
@@ -56,6 +58,8 @@ type authCase struct {
 	// oldTxn sends the request as a client that knows AddPartitionsToTxn
 	// up to v3 (v4 is for brokers).
 	oldTxn bool
+	// asPeer sends the request with a broker's client id.
+	asPeer bool
 	req    func() kmsg.Request
 	code   func(kmsg.Response) int16
 	stages []authStage
@@ -122,6 +126,12 @@ func TestAuthorizationTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer oldAlice.Close()
+	peerAlice, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.SASL(kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
+		kgo.ClientID(peer.ClientIDPrefix+"9"), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peerAlice.Close()
 	md := b.Server().Metadata()
 	str := kmsg.StringPtr
 	topicRead, topicWrite, topicDescribe := allowACL(aclTopic, "orders", kmsg.ACLOperationRead),
@@ -185,6 +195,19 @@ func TestAuthorizationTable(t *testing.T) {
 			code: func(r kmsg.Response) int16 { return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode },
 			stages: []authStage{{acls(func() model.ACLBinding { x := topicWrite; x.Principal = "User:*"; return x }()), 0},
 				{acls(func() model.ACLBinding { x := topicWrite; x.Principal = "User:bob"; return x }()), kerr.TopicAuthorizationFailed.Code}}},
+		{name: "Produce to the hand-off ledger as another broker: CLUSTER_ACTION, else the topic is internal",
+			asPeer: true,
+			req:    func() kmsg.Request { return produceOne(ledger.Topic) },
+			code:   func(r kmsg.Response) int16 { return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode },
+			stages: []authStage{{acls(allowACL(aclTopic, ledger.Topic, kmsg.ACLOperationWrite)), kerr.InvalidTopicException.Code},
+				// Past the check: the topic is made with a group's first hand-off.
+				{acls(allowACL(aclTopic, ledger.Topic, kmsg.ACLOperationWrite), cluster(kmsg.ACLOperationClusterAction)), kerr.UnknownTopicOrPartition.Code}}},
+		{name: "Produce to __consumer_offsets as another broker: refused, the coordinator writes it",
+			asPeer: true,
+			req:    func() kmsg.Request { return produceOne("__consumer_offsets") },
+			code:   func(r kmsg.Response) int16 { return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode },
+			stages: []authStage{{acls(allowACL(aclTopic, "__consumer_offsets", kmsg.ACLOperationWrite), cluster(kmsg.ACLOperationClusterAction)),
+				kerr.InvalidTopicException.Code}}},
 		{name: "Fetch: READ on the topic (DESCRIBE is not enough)",
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrFetchRequest()
@@ -587,6 +610,9 @@ func TestAuthorizationTable(t *testing.T) {
 			cl := alice
 			if tc.oldTxn {
 				cl = oldAlice
+			}
+			if tc.asPeer {
+				cl = peerAlice
 			}
 			resp, err := cl.Broker(int(node)).Request(ctx, tc.req())
 			cancel()

@@ -34,11 +34,16 @@ func (c coordinatorTopic) Partitions() ([]coordinator.Partition, error) {
 }
 
 func (c coordinatorTopic) Create(n int32) ([]coordinator.Partition, bool, error) {
-	t, created, err := c.admin.createInternal(c.name, n, c.configs, c.replicationFactor)
+	t, created, err := c.create(n)
 	if err != nil {
 		return nil, false, err
 	}
 	return c.partitions(t), created, nil
+}
+
+// create makes the topic with n partitions, or returns it if it exists.
+func (c coordinatorTopic) create(n int32) (cluster.Topic, bool, error) {
+	return c.admin.createInternal(c.name, n, c.configs, c.replicationFactor)
 }
 
 // partitionAt is partition i of the topic when this broker leads it (nil

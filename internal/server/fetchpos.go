@@ -33,9 +33,10 @@ const fetchPositionsRetention = 10 * time.Minute
 // fetchPositionsTopic is __strand_fetch_positions as this broker writes
 // and reads it (fetchpos.Output and fetchpos.Source): created on first
 // write with one partition per registered broker, written to a partition
-// led here, read from each partition's leader over a connection of its
-// own per partition (a read waits for records, which would hold up the
-// other requests to that broker).
+// led here (else to the broker's own partition through its leader), read
+// from each partition's leader over a connection of its own per partition
+// (a read waits for records, which would hold up the other requests to
+// that broker).
 type fetchPositionsTopic struct {
 	self              int32
 	replicationFactor int16
@@ -43,6 +44,7 @@ type fetchPositionsTopic struct {
 	topics            *topicAdmin
 	replicas          *replica.Manager
 	newClient         func() *peer.Client // a connection of its own per partition read
+	peers             *peer.Client        // writes through another broker
 
 	mu      lockrank.Mutex[lockrank.Leaf]
 	readers map[int32]*peer.Client
@@ -75,7 +77,11 @@ func (f *fetchPositionsTopic) Append(key, value []byte) error {
 		}
 		return err
 	}
-	return errors.New("no partition of " + fetchpos.Topic + " is led here")
+	// None led here: the broker's own partition, through its leader.
+	through := throughLeader{self: f.self, tp: model.TopicPartition{Topic: fetchpos.Topic, Partition: f.self % t.Partitions},
+		metadata: f.metadata, peers: f.peers}
+	_, _, err := through.Append(model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, time.Now().UnixMilli(), model.NoProducer))
+	return err
 }
 
 func (f *fetchPositionsTopic) Partitions() int32 {

@@ -4,31 +4,37 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/strandlog/strand/internal/coordinator"
+	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/ledger"
 )
 
 // ledgerTopic is the hand-off ledger's topic for the ledger's writer
 // (ledger.Partitions): created on first use, with one partition per
-// registered broker (at most as many as __consumer_offsets) so that each
-// broker usually leads one, and the configured retention. Its entries are
-// few; more partitions would only cost replication and files.
+// registered broker (at most as many as __consumer_offsets), and the
+// configured retention. Its entries are few; more partitions would only
+// cost replication and files. A group's entries go to the group's
+// partition, through its leader when that is another broker.
 type ledgerTopic struct {
 	topic      coordinatorTopic
 	partitions func() int32
+	writable   func(cluster.Topic) []ledger.Appender
 }
 
 func (s *Server) ledgerTopic() ledgerTopic {
 	configs := map[string]string{"cleanup.policy": "delete",
 		"retention.ms": strconv.FormatInt(s.cfg.HandoffLedgerRetention.Milliseconds(), 10)}
 	return ledgerTopic{topic: s.coordinatorTopic(ledger.Topic, configs, s.cfg.OffsetsTopicReplicationFactor),
-		partitions: func() int32 { return int32(max(1, min(len(s.cluster.Brokers()), int(s.cfg.OffsetsTopicPartitions)))) }}
+		partitions: func() int32 { return int32(max(1, min(len(s.cluster.Brokers()), int(s.cfg.OffsetsTopicPartitions)))) },
+		writable:   s.writable}
 }
 
-func (l ledgerTopic) Leading() ([]coordinator.Partition, error) {
-	parts, _, err := l.topic.Create(l.partitions())
-	return parts, err
+func (l ledgerTopic) Writable() ([]ledger.Appender, error) {
+	t, _, err := l.topic.create(l.partitions())
+	if err != nil {
+		return nil, err
+	}
+	return l.writable(t), nil
 }
 
 // handoffLedger gives the group coordinator's hand-offs to the ledger's

@@ -162,6 +162,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
 	s.topics = &topicAdmin{s: s}
+	s.peers = s.newPeerClient() // the ledger writes through its partitions' leaders
 	if cfg.HandoffLedger {
 		// Before the links, which record the commits they copy in it.
 		s.ledger = ledger.NewWriter(s.ledgerTopic(), logger)
@@ -190,7 +191,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		observer = s.groups
 		if s.clustered() {
 			s.positions = &fetchPositionsTopic{self: cfg.NodeID, replicationFactor: cfg.OffsetsTopicReplicationFactor,
-				metadata: s.cluster, topics: s.topics, replicas: s.replicas, newClient: s.newPeerClient}
+				metadata: s.cluster, topics: s.topics, replicas: s.replicas, newClient: s.newPeerClient, peers: s.peers}
 			s.positionPublisher = fetchpos.NewPublisher(s.groups, s.positions, cfg.NodeID, fetchPositionsInterval, logger)
 			observer = s.positionPublisher
 		}
@@ -202,7 +203,6 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	if err := s.groups.Load(); err != nil {
 		return nil, err
 	}
-	s.peers = s.newPeerClient()
 	s.broker = &protocol.Broker{Config: cfg, Cluster: s.cluster, Replicas: protocolReplicas{s.replicas}, Topics: s.topics,
 		Groups: s.groups, FetchObserver: observer, Peers: s.peers, LeaderThrottle: replica.NewThrottle(s.leaderRate.Load),
 		Links: protocolLinks{s.links}, Logger: logger.With("component", "protocol")}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/internal/cluster"
+	"github.com/strandlog/strand/internal/ledger"
+	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/peer"
+)
+
+// throughLeader is a partition of the hand-off ledger's or the fetch
+// positions' topic that another broker leads, written there by Produce
+// with acks=all. A broker that leads none of a topic's partitions (three
+// partitions on three brokers are not always one each) still has its
+// records written.
+type throughLeader struct {
+	self     int32
+	tp       model.TopicPartition
+	metadata *cluster.Store
+	peers    *peer.Client
+}
+
+// Append writes batch on the leader and returns once it is acknowledged
+// there; the wait it returns is nil.
+func (t throughLeader) Append(batch []byte) (int64, func() error, error) {
+	p, ok := t.metadata.Partition(t.tp.Topic, t.tp.Partition)
+	if !ok || p.Leader == cluster.NoLeader || p.Leader == t.self {
+		// Led here by the metadata but not yet by the replica: the
+		// caller's next write finds it.
+		return -1, nil, fmt.Errorf("%s: %w", t.tp, kerr.LeaderNotAvailable)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks = -1
+	req.TimeoutMillis = int32(coordinatorWriteTimeout.Milliseconds())
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = t.tp.Topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = t.tp.Partition, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*coordinatorWriteTimeout)
+	defer cancel()
+	raw, err := t.peers.Request(ctx, p.Leader, req)
+	if err != nil {
+		return -1, nil, fmt.Errorf("%s through broker %d: %w", t.tp, p.Leader, err)
+	}
+	for _, rt := range raw.(*kmsg.ProduceResponse).Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return -1, nil, fmt.Errorf("%s through broker %d: %w", t.tp, p.Leader, err)
+			}
+			return rp.BaseOffset, nil, nil
+		}
+	}
+	return -1, nil, errors.New("Produce answered without the partition")
+}
+
+// writable lists t's partitions in order: the replica where this broker
+// leads it, else a writer through its leader (ledger.Partitions).
+func (s *Server) writable(t cluster.Topic) []ledger.Appender {
+	parts := make([]ledger.Appender, t.Partitions)
+	for i, p := range leadingPartitions(s.replicas, t) {
+		if p != nil {
+			parts[i] = coordinatorPartition{p}
+		} else {
+			parts[i] = throughLeader{self: s.cfg.NodeID, tp: model.TopicPartition{Topic: t.Name, Partition: int32(i)},
+				metadata: s.cluster, peers: s.peers}
+		}
+	}
+	return parts
+}
