@@ -23,12 +23,23 @@ import (
 // returns its JSON and how the command ended.
 func migrateReport(t *testing.T, addr, group string) (ledger.Report, result) {
 	t.Helper()
+	rep, r, err := tryMigrateReport(t, addr, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, r
+}
+
+// tryMigrateReport is migrateReport, with no report (the group not
+// there yet) an error.
+func tryMigrateReport(t *testing.T, addr, group string) (ledger.Report, result, error) {
+	t.Helper()
 	r := run(time.Minute, "", "", testutil.Binary(t), "migrate", "report", "--brokers", addr, "--group", group, "--format", "json")
 	var rep ledger.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("migrate report: %v\n%v", err, r)
+		return rep, r, fmt.Errorf("migrate report: %v\n%v", err, r)
 	}
-	return rep, r
+	return rep, r, nil
 }
 
 // TestMigrateReportSkipped: a broken migration, reported. v1 reads both
@@ -196,7 +207,13 @@ func TestMigrateReportFirstStart(t *testing.T) {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		c.PollFetches(pctx)
 		cancel()
-		if rep, r = migrateReport(t, b.Addr, group); rep.Totals.FirstStarts < 2 {
+		var err error
+		// The group is made by the consumer's first poll: until then
+		// there is no report.
+		if rep, r, err = tryMigrateReport(t, b.Addr, group); err != nil {
+			return err
+		}
+		if rep.Totals.FirstStarts < 2 {
 			return fmt.Errorf("migrate report: %d first starts, want 2\n%s", rep.Totals.FirstStarts, r.stdout)
 		}
 		return nil
