@@ -24,7 +24,7 @@ import (
 // Kafka protocol (franz-go's admin client), so they work against any Kafka
 // cluster as well as Strand.
 func groupCommand() *cobra.Command {
-	cmd, admin := adminCommand("group", "List, describe, measure, move and delete consumer groups")
+	cmd, admin := adminCommand("group", "List, describe, measure, move and delete consumer and share groups")
 	cmd.AddCommand(
 		groupListCommand(admin),
 		groupLagCommand(admin, "describe", "A group's members, their partitions and lag"),
@@ -192,7 +192,11 @@ func printLag(w io.Writer, g inspect.Group, members bool) {
 		}
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
+	from := "COMMITTED"
+	if g.Type == "share" {
+		from = "START" // a share-partition's start offset, not a commit
+	}
+	fmt.Fprintf(tw, "TOPIC\tPARTITION\t%s\tEND\tLAG\tMEMBER\n", from)
 	for _, pl := range g.Partitions {
 		member := "-"
 		if m, ok := g.Member(pl.MemberID); ok {

@@ -75,6 +75,9 @@ type Config struct {
 	// known, to keep (the server's is internal/ledger); it must not
 	// block: it is called on the fetch path.
 	Ledger Ledger
+	// Others keeps the records of __consumer_offsets another coordinator
+	// writes there (the share groups'): nil drops them at load.
+	Others OtherRecords
 	// FetchReportDelay is how long a fetch answered by another broker may
 	// take to reach FetchedElsewhere; 0 when every fetch is reported at
 	// once (one broker). A departed member's hand-offs wait that long for

@@ -77,7 +77,8 @@ func (c *Coordinator) LoadPartition(i, n int32, p coordinator.Partition) error {
 
 	start := time.Now()
 	loaded := map[string]*loadedGroup{}
-	records, err := replay(p, loaded)
+	st := &replayState{loaded: loaded, open: map[int64]map[string]bool{}, others: c.cfg.Others}
+	records, err := st.replay(p)
 	if err != nil {
 		if !errors.Is(err, coordinator.ErrCompressed) {
 			c.mu.Lock()
@@ -97,6 +98,9 @@ func (c *Coordinator) LoadPartition(i, n int32, p coordinator.Partition) error {
 	}
 	c.writers[i] = w
 	c.mu.Unlock()
+	if c.cfg.Others != nil {
+		c.cfg.Others.Loaded(i, n, st.otherRecs)
+	}
 	groups := 0
 	for id, lg := range loaded {
 		if lg.meta == nil && lg.consumer == nil && len(lg.offsets) == 0 && len(lg.txns) == 0 {
@@ -144,8 +148,12 @@ func (c *Coordinator) UnloadPartition(i int32) {
 			delete(c.groups, id)
 		}
 	}
+	n := int32(len(c.writers))
 	c.mu.Unlock()
 	w.close()
+	if c.cfg.Others != nil {
+		c.cfg.Others.Unloaded(i, n)
+	}
 	for _, g := range gone {
 		g.mu.Lock()
 		g.unload()
@@ -181,6 +189,10 @@ type loadedGroup struct {
 type replayState struct {
 	loaded map[string]*loadedGroup
 	open   map[int64]map[string]bool
+	// others owns some record types; their records are kept, in log
+	// order, for it.
+	others    OtherRecords
+	otherRecs []model.KeyValue
 }
 
 func (st *replayState) get(id string) *loadedGroup {
@@ -192,9 +204,8 @@ func (st *replayState) get(id string) *loadedGroup {
 	return lg
 }
 
-// replay applies one partition's records to loaded.
-func replay(p coordinator.Partition, loaded map[string]*loadedGroup) (int, error) {
-	st := &replayState{loaded: loaded, open: map[int64]map[string]bool{}}
+// replay applies one partition's records.
+func (st *replayState) replay(p coordinator.Partition) (int, error) {
 	var errs error
 	n, err := coordinator.Replay(p, loadReadBytes, func(r coordinator.Record) {
 		var err error
@@ -309,9 +320,13 @@ func (st *replayState) record(producerID, at int64, key, value []byte) error {
 	case consumerGroupEpochType, consumerTopicsType, consumerMemberType, consumerTargetEpochType,
 		consumerTargetMemberType, consumerCurrentMemberType:
 		return st.consumerRecord(at, key, value)
+	default:
+		if st.others != nil && st.others.Owns(version) {
+			st.otherRecs = append(st.otherRecs, model.KeyValue{Key: key, Value: value})
+		}
 	}
-	// Other key versions (share and streams groups, regular expressions)
-	// are not kept.
+	// Other key versions (streams groups, regular expressions) are not
+	// kept.
 	return nil
 }
 

@@ -16,14 +16,15 @@ import (
 )
 
 // A group is read whichever protocol it speaks: a classic group answers
-// DescribeGroups, a consumer group (KIP-848) ConsumerGroupDescribe, and a
-// consumer group is Dead to DescribeGroups, as in Kafka.
+// DescribeGroups, a consumer group (KIP-848) ConsumerGroupDescribe, a
+// share group (KIP-932) ShareGroupDescribe and DescribeShareGroupOffsets;
+// the others are Dead to DescribeGroups, as in Kafka.
 
 // Group is a group with its members and the lag of each partition it
 // owns or has committed. -1 is an offset or lag that is not known.
 type Group struct {
 	Group        string         `json:"group"`
-	Type         string         `json:"type"` // classic or consumer; empty when the cluster does not know the group
+	Type         string         `json:"type"` // classic, consumer or share; empty when the cluster does not know the group
 	State        string         `json:"state"`
 	ProtocolType string         `json:"protocol_type"`
 	Protocol     string         `json:"protocol"` // the classic protocol, or the consumer group's assignor
@@ -59,7 +60,8 @@ func (p Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.Part
 
 // PartitionLag is one partition the group owns or has committed: lag
 // counts from the commit, or without one from the partition's start, as
-// Kafka's tools do.
+// Kafka's tools do. A share group's Committed is its share-partition start
+// offset, and its lag the records from there not yet delivered for good.
 type PartitionLag struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
@@ -98,6 +100,9 @@ func ReadGroup(ctx context.Context, adm *kadm.Client, group string) (Group, erro
 		parts.Each(func(t string, p int32) { m.Owned = append(m.Owned, Partition{t, p}) })
 		slices.SortFunc(m.Owned, ComparePartitions)
 		g.Members = append(g.Members, m)
+	}
+	if g.Type == "share" {
+		return readShareGroup(ctx, adm, g)
 	}
 	if g.Type == "consumer" {
 		ds, err := adm.DescribeConsumerGroups(ctx, group)
@@ -190,6 +195,66 @@ func ReadGroup(ctx context.Context, adm *kadm.Client, group string) (Group, erro
 	for _, pl := range lags {
 		g.Partitions = append(g.Partitions, *pl)
 		g.TotalLag += max(pl.Lag, 0)
+	}
+	slices.SortFunc(g.Partitions, func(a, b PartitionLag) int {
+		return ComparePartitions(Partition{a.Topic, a.Partition}, Partition{b.Topic, b.Partition})
+	})
+	return g, nil
+}
+
+// readShareGroup reads a share group's members (several may share a
+// partition; the first is named its owner) and its share-partitions'
+// start offsets and lag, as kafka-share-groups.sh --describe shows them.
+func readShareGroup(ctx context.Context, adm *kadm.Client, g Group) (Group, error) {
+	ds, err := adm.DescribeShareGroups(ctx, g.Group)
+	if err != nil {
+		return g, err
+	}
+	d := ds[g.Group]
+	if d.Err != nil {
+		return g, fmt.Errorf("describing share group %s: %w", g.Group, d.Err)
+	}
+	g.State, g.ProtocolType, g.Protocol = d.GroupState, "share", d.Assignor
+	owner := map[Partition]string{}
+	for _, m := range d.Members {
+		mem := Member{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Owned: []Partition{}}
+		m.Assignment.Each(func(t string, p int32) {
+			mem.Owned = append(mem.Owned, Partition{t, p})
+			if _, ok := owner[Partition{t, p}]; !ok {
+				owner[Partition{t, p}] = m.MemberID
+			}
+		})
+		slices.SortFunc(mem.Owned, ComparePartitions)
+		g.Members = append(g.Members, mem)
+	}
+	offs, err := adm.DescribeShareGroupOffsets(ctx, g.Group)
+	if err != nil {
+		return g, fmt.Errorf("describing the offsets of share group %s: %w", g.Group, err)
+	}
+	do := offs[g.Group]
+	if do.Err != nil {
+		return g, fmt.Errorf("describing the offsets of share group %s: %w", g.Group, do.Err)
+	}
+	var topics []string
+	for t := range do.Offsets {
+		topics = append(topics, t)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil && len(topics) > 0 {
+		return g, fmt.Errorf("listing end offsets: %w", err)
+	}
+	for t, ps := range do.Offsets {
+		for p, o := range ps {
+			pl := PartitionLag{Topic: t, Partition: p, Committed: o.StartOffset, End: -1, Lag: o.Lag, MemberID: owner[Partition{t, p}]}
+			if o.Err != nil {
+				pl.Committed, pl.Lag = -1, -1
+			}
+			if end, ok := ends.Lookup(t, p); ok && end.Err == nil {
+				pl.End = end.Offset
+			}
+			g.Partitions = append(g.Partitions, pl)
+			g.TotalLag += max(pl.Lag, 0)
+		}
 	}
 	slices.SortFunc(g.Partitions, func(a, b PartitionLag) int {
 		return ComparePartitions(Partition{a.Topic, a.Partition}, Partition{b.Topic, b.Partition})

@@ -21,7 +21,10 @@ import (
 // members than partitions (package share), and answers the assignment
 // when the member must learn it: after a join, when it changed, and again
 // to a member that comes with its previous epoch (the answer that told it
-// the new one was lost). Served while share.version is 1.
+// the new one was lost). A new group, or one subscribed to a topic it had
+// no offsets of, is written to __consumer_offsets (its epoch and topics)
+// before the answer; its members are kept in memory, and join again when
+// the coordinator moves. Served while share.version is 1.
 //
 // Errors: INVALID_REQUEST for a malformed request, GROUP_ID_NOT_FOUND for
 // a group id a classic or consumer group has, GROUP_MAX_SIZE_REACHED,
@@ -64,6 +67,9 @@ func handleShareGroupHeartbeat(_ context.Context, b *Broker, r *Request) (*Respo
 		h.Rack = *req.RackID
 	}
 	a, err := b.Shares.Groups.Heartbeat(h, r.ClientID, r.Client, b.Shares.Now())
+	if err == nil && req.MemberEpoch != -1 {
+		err = b.persistShareGroup(req.GroupID, false)
+	}
 	if err != nil {
 		return fail(err)
 	}

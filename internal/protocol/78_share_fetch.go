@@ -33,8 +33,10 @@ import (
 // the first time starts where the group's share.auto.offset.reset says
 // (latest unless set). A group with share.isolation.level read_committed
 // reads up to the last stable offset, and an aborted transaction's
-// records are archived, never delivered. A partition the request forgets, and every
-// partition of a session that ends, gives the member's records back.
+// records are archived, never delivered. A partition the request forgets,
+// and every partition of a session that ends, gives the member's records
+// back. A session's opening request reads again the state of its
+// share-partitions that was started over or deleted meanwhile.
 // Served while share.version is 1.
 //   - v2: IsRenewAck: a request with renew acknowledgements acquires
 //     nothing.
@@ -129,6 +131,9 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 
 	out := newShareAnswer(b, r, resp)
 	parts := b.shareParts(r, group, named)
+	if req.ShareSessionEpoch == 0 {
+		b.recheckShareState(parts)
+	}
 	b.applyShareAcks(parts, acks, member, out)
 
 	var forget []share.Key
@@ -171,6 +176,28 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 		b.shareWait(ctx, fetch, member, maxRecords, int(req.MaxBytes), time.Duration(req.MaxWaitMillis)*time.Millisecond, out)
 		return reply(out.response())
 	}}, nil
+}
+
+// recheckShareState drops what is held of the share-partitions of parts
+// whose state was started over or deleted since it was read
+// (AlterShareGroupOffsets, DeleteShareGroupOffsets, which need the group
+// empty): a member opening its session reads them anew. A state that
+// cannot be read now is checked by the fence of the next write.
+func (b *Broker) recheckShareState(parts []*sharePart) {
+	for _, part := range parts {
+		sp := b.Shares.Leader.Get(part.key)
+		if part.err != nil || sp == nil {
+			continue
+		}
+		sp.Mu.Lock()
+		if sp.P != nil {
+			saved, found, err := b.Shares.State.Read(part.key)
+			if err == nil && (!found || saved.StateEpoch != sp.StateEpoch) {
+				sp.P = nil
+			}
+		}
+		sp.Mu.Unlock()
+	}
 }
 
 // byTopic groups share-partition keys by topic id.

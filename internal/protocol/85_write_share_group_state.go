@@ -16,7 +16,8 @@ import (
 // answered once it is durable there. Served while share.version is 1.
 //
 // Errors, per partition: FENCED_LEADER_EPOCH for a write from a leader of
-// an older epoch than the state's, NOT_COORDINATOR when the state's
+// an older epoch than the state's, FENCED_STATE_EPOCH for one of a state
+// since started over (InitializeShareGroupState), NOT_COORDINATOR when the state's
 // partition is led elsewhere, COORDINATOR_NOT_AVAILABLE when it cannot be
 // written, CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION while
 // share.version is 0.
@@ -42,8 +43,9 @@ func handleWriteShareGroupState(_ context.Context, b *Broker, r *Request) (*Resp
 					batches = append(batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset,
 						State: share.State(sb.DeliveryState), Deliveries: sb.DeliveryCount})
 				}
-				err = b.Shares.State.WriteLocal(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition},
-					p.StartOffset, batches, p.LeaderEpoch)
+				err = b.Shares.State.ChangeLocal(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition},
+					share.Change{Kind: share.ChangeWrite, StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch,
+						Start: p.StartOffset, Batches: batches})
 			}
 			if err != nil {
 				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())

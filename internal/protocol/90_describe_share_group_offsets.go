@@ -130,11 +130,5 @@ func (b *Broker) shareLag(topic string, partition int32, saved share.Saved) int6
 	if !ok || !p.IsLeader() {
 		return -1
 	}
-	lag := max(p.HighWatermark()-saved.Start, 0)
-	for _, sb := range saved.Batches {
-		if sb.State == share.Acknowledged || sb.State == share.Archived {
-			lag -= sb.Last - sb.First + 1
-		}
-	}
-	return max(lag, 0)
+	return max(p.HighWatermark()-saved.Start-saved.Completed(), 0)
 }

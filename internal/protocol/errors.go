@@ -86,6 +86,8 @@ var codes = []struct {
 	{share.ErrInvalidRequest, kerr.InvalidRequest.Code},
 	{share.ErrNotShareGroup, kerr.GroupIDNotFound.Code},
 	{share.ErrInvalidRecordState, kerr.InvalidRecordState.Code},
+	{share.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
+	{share.ErrFencedStateEpoch, kerr.FencedStateEpoch.Code},
 	{share.ErrSessionNotFound, kerr.ShareSessionNotFound.Code},
 	{share.ErrInvalidSessionEpoch, kerr.InvalidShareSessionEpoch.Code},
 	{share.ErrSessionLimit, kerr.ShareSessionLimitReached.Code},

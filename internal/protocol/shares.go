@@ -22,10 +22,10 @@ import (
 // ShareVersionFeature is the feature that turns share groups (KIP-932) on:
 // at level 1 their APIs are served and listed by ApiVersions. It is 0
 // until an operator finalizes it (kafka-features.sh upgrade --feature
-// share.version=1). The share-partitions' state is durable (in
-// __share_group_state), but the members are kept in memory, and brokers do
-// not yet exchange the state: a share-partition is served where its
-// partition and its state are led by the same broker.
+// share.version=1). The share-partitions' state is durable in
+// __share_group_state, the groups (their epochs and topics) in
+// __consumer_offsets; the members are kept in memory, and join again when
+// the coordinator moves.
 const ShareVersionFeature = "share.version"
 
 // errSharesOff answers the share group APIs while share.version is 0, as
@@ -33,7 +33,7 @@ const ShareVersionFeature = "share.version"
 var errSharesOff = newAPIError(kerr.UnsupportedVersion, "Share groups are off in this cluster (the share.version feature is 0).")
 
 // shareAPIs are the APIs served only while share groups are on.
-var shareAPIs = []int16{76, 77, 78, 79, 84, 85, 90}
+var shareAPIs = []int16{76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}
 
 // Shares is what the share group handlers reach.
 type Shares struct {
@@ -56,21 +56,24 @@ type Shares struct {
 	IsolationLevel func(group string) string
 	// State keeps the share-partitions' state durable.
 	State ShareState
-	Now   func() time.Time
+	// Persist writes a share group's records to its __consumer_offsets
+	// partition, and returns once they are durable.
+	Persist func(group string, recs []model.KeyValue) error
+	Now     func() time.Time
 }
 
 // ShareState is where the share-partitions' state is kept (the share
 // coordinator's __share_group_state). Ensure makes the topic if need be;
-// Read and Write, called under a share-partition's lock, never do. Read
-// and Write reach the broker that keeps a key's state; ReadLocal and
-// WriteLocal, which serve ReadShareGroupState and WriteShareGroupState,
-// only this one (NOT_COORDINATOR elsewhere).
+// Read and Change, called under a share-partition's lock, never do. Read
+// and Change reach the broker that keeps a key's state; ReadLocal and
+// ChangeLocal, which serve the share-group state APIs, only this one
+// (NOT_COORDINATOR elsewhere).
 type ShareState interface {
 	Ensure() error
 	Read(k share.Key) (share.Saved, bool, error)
-	Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error
+	Change(k share.Key, c share.Change) error
 	ReadLocal(k share.Key) (share.Saved, bool, error)
-	WriteLocal(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error
+	ChangeLocal(k share.Key, c share.Change) error
 }
 
 // sharePartition is the share-partition of key over p, which this broker
@@ -105,7 +108,7 @@ func (b *Broker) sharePartition(key share.Key, p Partition) (*share.SharePartiti
 		return nil, stateError(err)
 	}
 	if found {
-		sp.P = share.Restore(saved.Start, saved.Batches, limits)
+		sp.P, sp.StateEpoch = share.Restore(saved.Start, saved.Batches, limits), saved.StateEpoch
 		return sp, nil
 	}
 	start := p.HighWatermark()
@@ -121,11 +124,27 @@ func (b *Broker) sharePartition(key share.Key, p Partition) (*share.SharePartiti
 			}
 		}
 	}
-	if err := s.State.Write(key, start, nil, epoch); err != nil {
+	// The first state of the key, at state epoch 0.
+	if err := s.State.Change(key, share.Change{Kind: share.ChangeInitialize, Start: start}); err != nil {
 		return nil, stateError(err)
 	}
-	sp.P = share.New(start, limits)
+	sp.P, sp.StateEpoch = share.New(start, limits), 0
 	return sp, nil
+}
+
+// persistShareGroup writes a share group's records to __consumer_offsets
+// when they say less than it is now (its topics changed), or always with
+// force, and returns once they are durable.
+func (b *Broker) persistShareGroup(group string, force bool) error {
+	recs, written := b.Shares.Groups.Records(group, force)
+	if recs == nil || b.Shares.Persist == nil {
+		return nil
+	}
+	if err := b.Shares.Persist(group, recs); err != nil {
+		return err
+	}
+	written()
+	return nil
 }
 
 // stateError is a failure to read or write the share-group state, as the
@@ -168,6 +187,9 @@ func (b *Broker) shareAcquire(key share.Key, p Partition, member string, maxReco
 	}
 	sp.Mu.Lock()
 	defer sp.Mu.Unlock()
+	if sp.P == nil {
+		return nil, nil, nil // fenced meanwhile: read again at the next fetch
+	}
 	sp.P.SetLimits(s.Limits(key.Group))
 	sp.P.MoveStart(p.StartOffset())
 	from, ok := sp.P.NextFetchOffset(now)
@@ -255,7 +277,16 @@ func (b *Broker) shareAcknowledge(key share.Key, member string, batches []shareA
 		applied = applied || err == nil
 	}
 	if applied {
-		if err := b.Shares.State.Write(key, sp.P.Start(), sp.P.StateBatches(), sp.LeaderEpoch); err != nil {
+		err := b.Shares.State.Change(key, share.Change{Kind: share.ChangeWrite, StateEpoch: sp.StateEpoch,
+			LeaderEpoch: sp.LeaderEpoch, Start: sp.P.Start(), Batches: sp.P.StateBatches()})
+		if errors.Is(err, share.ErrFencedStateEpoch) {
+			// Started over (AlterShareGroupOffsets) since it was read:
+			// what this leader holds is of the old state, and is read
+			// again at the next fetch. The member holds nothing of it.
+			sp.P = nil
+			return fmt.Errorf("%w: the share-partition's offsets were reset", share.ErrInvalidRecordState)
+		}
+		if err != nil {
 			sp.P = before
 			return stateError(err)
 		}

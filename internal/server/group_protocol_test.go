@@ -70,7 +70,7 @@ func TestGroupAPIVersionsAdvertised(t *testing.T) {
 	req.SetVersion(3)
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
 	want := map[int16][2]int16{8: {2, 9}, 9: {1, 9}, 10: {0, 6}, 11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5},
-		15: {0, 5}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}}
+		15: {0, 5}, 16: {0, 5}, 42: {0, 3}, 47: {0, 0}}
 	for _, k := range c.do(req).(*kmsg.ApiVersionsResponse).ApiKeys {
 		if w, ok := want[k.ApiKey]; ok {
 			if k.MinVersion != w[0] || k.MaxVersion != w[1] {
@@ -334,7 +334,7 @@ func TestDescribeListDeleteEveryVersion(t *testing.T) {
 	if r := c.do(od).(*kmsg.OffsetDeleteResponse); r.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("OffsetDelete: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	for v := int16(0); v <= 2; v++ {
+	for v := int16(0); v <= 3; v++ {
 		g := fmt.Sprint("del-v", v)
 		cr := kmsg.NewPtrOffsetCommitRequest()
 		cr.SetVersion(8)
@@ -363,6 +363,10 @@ func TestDescribeListDeleteEveryVersion(t *testing.T) {
 		resp := c.do(req).(*kmsg.DeleteGroupsResponse)
 		if resp.Groups[0].ErrorCode != 0 || resp.Groups[1].ErrorCode != kerr.NonEmptyGroup.Code || resp.Groups[2].ErrorCode != kerr.GroupIDNotFound.Code {
 			t.Fatalf("DeleteGroups v%d: %+v", v, resp)
+		}
+		// v3 (KIP-1331) says why; before, the message is not sent.
+		if msg := resp.Groups[1].ErrorMessage; (v >= 3) != (msg != nil) || resp.Groups[0].ErrorMessage != nil {
+			t.Fatalf("DeleteGroups v%d messages: %v, %v", v, resp.Groups[0].ErrorMessage, msg)
 		}
 	}
 }

@@ -186,7 +186,14 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 			gcfg.FetchReportDelay = fetchPositionsReportDelay
 		}
 	}
+	// The share groups are kept in __consumer_offsets too: they load and
+	// unload with its partitions.
+	shares := newShares(cfg, s.cluster, &shareState{topic: s.coordinatorTopic(share.StateTopic, shareStateConfigs,
+		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore(),
+		peers: s.peers, self: cfg.NodeID}, logger)
+	gcfg.Others = shares.Groups
 	s.groups = group.New(gcfg, s.coordinatorTopic(group.OffsetsTopic, offsetsTopicConfigs, cfg.OffsetsTopicReplicationFactor))
+	shares.Persist = s.groups.WriteOther
 	if cfg.HandoffLedger {
 		observer = s.groups
 		if s.clustered() {
@@ -210,9 +217,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 		s.broker.Meter = s.metrics
 	}
 	s.broker.Loggers = s.loggers
-	s.broker.Shares = newShares(cfg, s.cluster, &shareState{topic: s.coordinatorTopic(share.StateTopic, shareStateConfigs,
-		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore(),
-		peers: s.peers, self: cfg.NodeID})
+	s.broker.Shares = shares
 	s.broker.Telemetry = telemetry.New(telemetry.Config{MaxBytes: int(cfg.TelemetryMaxBytes), Decompress: decompressTelemetry})
 	s.broker.Quotas = quota.New(s.cluster, quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	// Then the __transaction_state partitions led here; transactions that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // over the cluster's topics, and the share-partitions of the partitions
 // this broker leads, each with its group's settings: the group's share.*
 // configs over the broker's group.share.* settings.
-func newShares(cfg config.Broker, metadata *cluster.Store, state protocol.ShareState) *protocol.Shares {
+func newShares(cfg config.Broker, metadata *cluster.Store, state protocol.ShareState, logger *slog.Logger) *protocol.Shares {
 	topics := func(names []string) map[string]share.TopicInfo {
 		out := make(map[string]share.TopicInfo, len(names))
 		for _, n := range names {
@@ -49,8 +50,11 @@ func newShares(cfg config.Broker, metadata *cluster.Store, state protocol.ShareS
 		return def
 	}
 	return &protocol.Shares{
-		Groups: share.NewCoordinator(share.GroupLimits{SessionTimeout: cfg.GroupShareSessionTimeout,
-			HeartbeatInterval: cfg.GroupShareHeartbeatInterval, MaxSize: int(cfg.GroupShareMaxSize)}, topics),
+		Groups: share.NewCoordinator(share.GroupLimits{MaxSize: int(cfg.GroupShareMaxSize),
+			Timings: func(group string) (session, heartbeat time.Duration) {
+				return time.Duration(groupInt(group, "share.session.timeout.ms", cfg.GroupShareSessionTimeout.Milliseconds())) * time.Millisecond,
+					time.Duration(groupInt(group, "share.heartbeat.interval.ms", cfg.GroupShareHeartbeatInterval.Milliseconds())) * time.Millisecond
+			}}, topics, logger.With("component", "share")),
 		Leader: share.NewLeader(int(cfg.GroupShareMaxSessions)),
 		Limits: func(group string) share.Limits {
 			return share.Limits{
@@ -144,30 +148,32 @@ func (s *shareState) ReadLocal(k share.Key) (share.Saved, bool, error) {
 	return st, ok, nil
 }
 
-// WriteLocal appends k's new snapshot to a partition led here, and returns
-// once it is durable on every in-sync replica. A write from a leader of an
-// older epoch than the last is refused: it is a share-partition leader
-// that has been replaced.
-func (s *shareState) WriteLocal(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error {
+// ChangeLocal writes c to k's state on a partition led here (a snapshot,
+// or tombstones when c deletes it), and returns once it is durable on
+// every in-sync replica. The store refuses what is fenced.
+func (s *shareState) ChangeLocal(k share.Key, c share.Change) error {
 	p, err := s.partition(k)
 	if err != nil {
 		return err
 	}
-	if prev, ok := s.store.Get(k); ok && prev.LeaderEpoch > leaderEpoch {
-		return fmt.Errorf("%w: the state was written at leader epoch %d, this write is of %d", kerr.FencedLeaderEpoch,
-			prev.LeaderEpoch, leaderEpoch)
+	st, keep, err := s.store.After(k, c)
+	if err != nil {
+		return err
 	}
-	st := s.store.Next(k, start, batches, leaderEpoch)
 	now := time.Now().UnixMilli()
-	key, value := share.EncodeSnapshot(k, st, now)
-	_, wait, err := p.Append(model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, now, model.Producer{ID: -1}))
+	recs := share.EncodeTombstones(k)
+	if keep {
+		key, value := share.EncodeSnapshot(k, st, now)
+		recs = []model.KeyValue{{Key: key, Value: value}}
+	}
+	_, wait, err := p.Append(model.EncodeBatch(recs, now, model.Producer{ID: -1}))
 	if err == nil {
 		err = wait()
 	}
 	if err != nil {
 		return err
 	}
-	s.store.Put(k, st)
+	s.store.Set(k, st, keep)
 	return nil
 }
 
@@ -214,35 +220,90 @@ func (s *shareState) Read(k share.Key) (share.Saved, bool, error) {
 	return saved, true, nil
 }
 
-func (s *shareState) Write(k share.Key, start int64, batches []share.StateBatch, leaderEpoch int32) error {
-	err := s.WriteLocal(k, start, batches, leaderEpoch)
+// Change writes c to k's state where it is kept: here, or on the broker
+// that leads its partition, by WriteShareGroupState,
+// InitializeShareGroupState or DeleteShareGroupState.
+func (s *shareState) Change(k share.Key, c share.Change) error {
+	err := s.ChangeLocal(k, c)
 	var there *stateElsewhere
 	if !errors.As(err, &there) {
 		return err
 	}
-	req := kmsg.NewPtrWriteShareGroupStateRequest()
-	req.Version = 1
-	req.GroupID = k.Group
-	rt := kmsg.NewWriteShareGroupStateRequestTopic()
-	rt.TopicID = k.TopicID
-	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.LeaderEpoch, rp.StartOffset, rp.DeliveryCompleteCount = k.Partition, leaderEpoch, start, -1
-	for _, b := range batches {
-		sb := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
-		sb.FirstOffset, sb.LastOffset, sb.DeliveryState, sb.DeliveryCount = b.First, b.Last, int8(b.State), b.Deliveries
-		rp.StateBatches = append(rp.StateBatches, sb)
+	var req kmsg.Request
+	switch c.Kind {
+	case share.ChangeWrite:
+		w := kmsg.NewPtrWriteShareGroupStateRequest()
+		w.Version = 1
+		w.GroupID = k.Group
+		rt := kmsg.NewWriteShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset, rp.DeliveryCompleteCount = k.Partition, c.StateEpoch, c.LeaderEpoch, c.Start, -1
+		for _, b := range c.Batches {
+			sb := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
+			sb.FirstOffset, sb.LastOffset, sb.DeliveryState, sb.DeliveryCount = b.First, b.Last, int8(b.State), b.Deliveries
+			rp.StateBatches = append(rp.StateBatches, sb)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		w.Topics = append(w.Topics, rt)
+		req = w
+	case share.ChangeInitialize:
+		in := kmsg.NewPtrInitializeShareGroupStateRequest()
+		in.GroupID = k.Group
+		rt := kmsg.NewInitializeShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, c.StateEpoch, c.Start
+		rt.Partitions = append(rt.Partitions, rp)
+		in.Topics = append(in.Topics, rt)
+		req = in
+	case share.ChangeDelete:
+		del := kmsg.NewPtrDeleteShareGroupStateRequest()
+		del.GroupID = k.Group
+		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewDeleteShareGroupStateRequestTopicPartition()
+		rp.Partition = k.Partition
+		rt.Partitions = append(rt.Partitions, rp)
+		del.Topics = append(del.Topics, rt)
+		req = del
 	}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	kresp, err := s.peers.Request(ctx, there.leader, req)
 	if err != nil {
-		return fmt.Errorf("%w: writing the share-group state on broker %d: %v", kerr.CoordinatorNotAvailable, there.leader, err)
+		return fmt.Errorf("%w: changing the share-group state on broker %d: %v", kerr.CoordinatorNotAvailable, there.leader, err)
 	}
-	resp := kresp.(*kmsg.WriteShareGroupStateResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fmt.Errorf("%w: broker %d answered no write", kerr.CoordinatorNotAvailable, there.leader)
+	code, found := int16(0), false
+	switch resp := kresp.(type) {
+	case *kmsg.WriteShareGroupStateResponse:
+		if found = len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1; found {
+			code = resp.Topics[0].Partitions[0].ErrorCode
+		}
+	case *kmsg.InitializeShareGroupStateResponse:
+		if found = len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1; found {
+			code = resp.Topics[0].Partitions[0].ErrorCode
+		}
+	case *kmsg.DeleteShareGroupStateResponse:
+		if found = len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1; found {
+			code = resp.Topics[0].Partitions[0].ErrorCode
+		}
 	}
-	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	if !found {
+		return fmt.Errorf("%w: broker %d answered no change", kerr.CoordinatorNotAvailable, there.leader)
+	}
+	return stateCodeError(code)
+}
+
+// stateCodeError is another broker's answer to a change of the state:
+// its fences as the store's own errors, so that a leader tells them
+// apart wherever the state is kept.
+func stateCodeError(code int16) error {
+	switch code {
+	case kerr.FencedLeaderEpoch.Code:
+		return share.ErrFencedLeaderEpoch
+	case kerr.FencedStateEpoch.Code:
+		return share.ErrFencedStateEpoch
+	}
+	return kerr.ErrorForCode(code)
 }

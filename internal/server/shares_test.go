@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -464,5 +465,149 @@ func TestShareGroupResetByDuration(t *testing.T) {
 	}
 	if code := testutil.AlterGroupConfig(t, admin, group, "share.isolation.level", "committed"); code != kerr.InvalidConfig.Code {
 		t.Fatalf("share.isolation.level=committed: error %d, want INVALID_CONFIG", code)
+	}
+}
+
+// TestShareGroupOffsetsAdmin: a share group's offsets are reset and
+// deleted only while it has no member (NON_EMPTY_GROUP), and a reset
+// fences what the partition's leader held: the acknowledgement of a
+// member still holding records from before is refused, and a new member
+// gets every record again from the new start.
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	const topic, group = "reset", "g"
+	b, admin, id := shareTopic(t, topic)
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	produceEach(t, b.Addr, topic, 10)
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	a.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	if code := ackError(a.acknowledge(id, ack(0, 4, 1))); code != 0 {
+		t.Fatalf("a accepting 0-4: %d", code)
+	}
+	c := admin
+	alter := func(start int64) *kmsg.AlterShareGroupOffsetsResponse {
+		t.Helper()
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: start}}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	deleteOffsets := func(g string) *kmsg.DeleteShareGroupOffsetsResponse {
+		t.Helper()
+		req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+		req.GroupID = g
+		req.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: topic}}
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := alter(0); resp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("resetting a group with a member: %+v", resp)
+	}
+	if resp := deleteOffsets(group); resp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("deleting the offsets of a group with a member: %+v", resp)
+	}
+	if resp := deleteOffsets("nobody"); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("deleting the offsets of an unknown group: %+v", resp)
+	}
+
+	// leave: the member leaves the group, keeping its share session and
+	// the records it holds.
+	leave := func(m *shareConn) {
+		t.Helper()
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.Version = 1
+		hb.GroupID, hb.MemberID, hb.MemberEpoch = group, m.member, -1
+		if resp := m.c.do(hb).(*kmsg.ShareGroupHeartbeatResponse); resp.ErrorCode != 0 {
+			t.Fatalf("%s leaving: %+v", m.member, resp)
+		}
+	}
+	leave(a) // holding 5-9
+	if resp := alter(2); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("resetting the empty group to 2: %+v", resp)
+	}
+	// A member opening its session reads the state anew: all from 2.
+	d := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-d"}
+	d.join(topic)
+	if got := acquiredRuns(d.fetch(id)); !slices.Equal(got, [][3]int64{{2, 9, 1}}) {
+		t.Fatalf("after the reset to 2, d acquired %v", got)
+	}
+	if code := ackError(a.acknowledge(id, ack(5, 9, 1))); code != kerr.InvalidRecordState.Code {
+		t.Fatalf("a accepting records it held before the reset: %d, want INVALID_RECORD_STATE", code)
+	}
+	// A leader's write of the state before a reset is fenced.
+	leave(d) // holding 2-9
+	if resp := alter(0); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("resetting the empty group to 0: %+v", resp)
+	}
+	if code := ackError(d.acknowledge(id, ack(2, 9, 1))); code != kerr.InvalidRecordState.Code {
+		t.Fatalf("d accepting records it held before the reset: %d, want INVALID_RECORD_STATE", code)
+	}
+	e := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-e"}
+	e.join(topic)
+	if got := acquiredRuns(e.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("after the reset to 0, e acquired %v", got)
+	}
+	// strand group describe's reading: e owns the partition, whose share-
+	// partition starts at 0 with all ten records still to deliver.
+	g, err := inspect.ReadGroup(context.Background(), kadm.NewClient(admin), group)
+	wantParts := []inspect.PartitionLag{{Topic: topic, Partition: 0, Committed: 0, End: 10, Lag: 10, MemberID: e.member}}
+	if err != nil || g.Type != "share" || g.State != "Stable" || len(g.Members) != 1 || g.Members[0].MemberID != e.member ||
+		!slices.Equal(g.Members[0].Owned, []inspect.Partition{{Topic: topic, Partition: 0}}) || !slices.Equal(g.Partitions, wantParts) ||
+		g.TotalLag != 10 {
+		t.Fatalf("the share group read as %+v, %v", g, err)
+	}
+}
+
+// TestShareGroupSurvivesRestart: a share group with no member is kept in
+// __consumer_offsets: after a restart it is still listed, and its offsets
+// described, as kafka-share-groups.sh shows them; deleted, it stays gone.
+func TestShareGroupSurvivesRestart(t *testing.T) {
+	const topic, group = "kept", "g"
+	b, admin, id := shareTopic(t, topic)
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	produceEach(t, b.Addr, topic, 10)
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	a.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	if code := ackError(a.acknowledge(id, ack(0, 3, 1))); code != 0 {
+		t.Fatalf("a accepting 0-3: %d", code)
+	}
+	b.Restart(t)
+	adm := kadm.NewClient(newClient(t, b.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listed, err := adm.ListGroups(ctx)
+	if err != nil || listed[group].GroupType != "share" || listed[group].State != "Empty" {
+		t.Fatalf("after the restart the groups list as %+v, %v", listed, err)
+	}
+	offs, err := adm.DescribeShareGroupOffsets(ctx, group)
+	if err != nil || offs[group].Err != nil {
+		t.Fatalf("after the restart, the group's offsets: %+v %v", offs, err)
+	}
+	if o, ok := offs[group].Offsets.Lookup(topic, 0); !ok || o.Err != nil || o.StartOffset != 4 || o.Lag != 6 {
+		t.Fatalf("after the restart, partition 0's offset %+v %v; want start 4, lag 6", o, ok)
+	}
+	deleted, err := adm.DeleteGroups(ctx, group)
+	if err != nil || deleted[group].Err != nil {
+		t.Fatalf("deleting the group: %+v %v", deleted, err)
+	}
+	b.Restart(t)
+	adm = kadm.NewClient(newClient(t, b.Addr))
+	if listed, err := adm.ListGroups(ctx); err != nil || listed[group].Group != "" {
+		t.Fatalf("deleted, then restarted, the groups list as %+v, %v", listed, err)
 	}
 }

@@ -2,6 +2,7 @@ package share
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,18 @@ type GroupLimits struct {
 	SessionTimeout    time.Duration // group.share.session.timeout.ms
 	HeartbeatInterval time.Duration // group.share.heartbeat.interval.ms
 	MaxSize           int           // group.share.max.size
+	// Timings, when set, gives a group's own session timeout and
+	// heartbeat interval (its share.session.timeout.ms and
+	// share.heartbeat.interval.ms configs, else the two above).
+	Timings func(group string) (session, heartbeat time.Duration)
+}
+
+// timings are group's session timeout and heartbeat interval.
+func (l GroupLimits) timings(group string) (session, heartbeat time.Duration) {
+	if l.Timings != nil {
+		return l.Timings(group)
+	}
+	return l.SessionTimeout, l.HeartbeatInterval
 }
 
 // TopicInfo is what the assignor knows of a topic.
@@ -86,6 +99,10 @@ type group struct {
 	members         map[string]*member
 	partitions      map[string]TopicInfo // the subscribed topics as last assigned
 	everSubscribed  map[string]bool      // every topic a member subscribed to, for the group's offsets
+	// written says the group's records in __consumer_offsets are there,
+	// saying writtenAs (grouprecords.go).
+	written   bool
+	writtenAs string
 }
 
 // Coordinator keeps the share groups' members and assigns them
@@ -96,14 +113,19 @@ type group struct {
 type Coordinator struct {
 	limits GroupLimits
 	topics Topics
+	log    *slog.Logger
 
 	mu     lockrank.Mutex[lockrank.Coordinator]
 	groups map[string]*group
 }
 
-// NewCoordinator is a coordinator with no groups.
-func NewCoordinator(limits GroupLimits, topics Topics) *Coordinator {
-	return &Coordinator{limits: limits, topics: topics, groups: map[string]*group{}}
+// NewCoordinator is a coordinator with no groups; logger reports the
+// records of __consumer_offsets it cannot read (nil: none reported).
+func NewCoordinator(limits GroupLimits, topics Topics, logger *slog.Logger) *Coordinator {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{limits: limits, topics: topics, log: logger, groups: map[string]*group{}}
 }
 
 // Heartbeat serves one member's heartbeat at time now.
@@ -150,7 +172,8 @@ func (c *Coordinator) Heartbeat(h Heartbeat, clientID, clientHost string, now ti
 	}
 	resend := h.Epoch == 0 || h.Epoch != m.Epoch // the answer that told it its epoch was lost
 	m.Rack, m.ClientID, m.ClientHost = h.Rack, clientID, clientHost
-	m.expires = now.Add(c.limits.SessionTimeout)
+	session, interval := c.limits.timings(h.Group)
+	m.expires = now.Add(session)
 	if h.Topics != nil {
 		topics := slices.Clone(h.Topics)
 		slices.Sort(topics)
@@ -169,7 +192,7 @@ func (c *Coordinator) Heartbeat(h Heartbeat, clientID, clientHost string, now ti
 	if changed || c.topicsChanged(g) {
 		c.reassign(g)
 	}
-	answer := HeartbeatAnswer{Epoch: m.Epoch, Interval: c.limits.HeartbeatInterval}
+	answer := HeartbeatAnswer{Epoch: m.Epoch, Interval: interval}
 	if resend || m.assignedAt != g.assignmentEpoch {
 		m.assignedAt = g.assignmentEpoch
 		if m.Epoch != g.assignmentEpoch {
@@ -273,6 +296,52 @@ func (c *Coordinator) Groups() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Members counts a share group's members; ok is false when no share
+// group has the name.
+func (c *Coordinator) Members(name string) (n int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[name]
+	if g == nil {
+		return 0, false
+	}
+	return len(g.members), true
+}
+
+// OffsetsAltered records that an empty share group's offsets were set
+// for topics (AlterShareGroupOffsets), making the group if it is unknown:
+// its offsets are of those topics now. It returns the group's new epoch,
+// which the share-partitions' state starts over under.
+func (c *Coordinator) OffsetsAltered(name string, topics []string) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[name]
+	if g == nil {
+		g = &group{name: name, members: map[string]*member{}}
+		c.groups[name] = g
+	}
+	if g.everSubscribed == nil {
+		g.everSubscribed = map[string]bool{}
+	}
+	for _, t := range topics {
+		g.everSubscribed[t] = true
+	}
+	g.epoch++
+	return g.epoch
+}
+
+// OffsetsDeleted records that a share group's offsets of topics were
+// deleted (DeleteShareGroupOffsets): it has none of them now.
+func (c *Coordinator) OffsetsDeleted(name string, topics []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		for _, t := range topics {
+			delete(g.everSubscribed, t)
+		}
+	}
 }
 
 // Delete removes an empty share group; false when it has members or is

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/internal/model"
 )
 
 var groupLimits = GroupLimits{SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, MaxSize: 10}
@@ -43,7 +45,7 @@ func beat(t *testing.T, c *Coordinator, member string, epoch int32, now time.Tim
 
 func TestShareGroupAssignsEveryPartition(t *testing.T) {
 	topics := fakeTopics{"orders": {ID: [16]byte{1}, Partitions: 3}}
-	c := NewCoordinator(groupLimits, topics.lookup)
+	c := NewCoordinator(groupLimits, topics.lookup, nil)
 	a := join(t, c, "m0", t0, "orders")
 	if a.Epoch != 1 || !slices.Equal(a.Assignment[[16]byte{1}], []int32{0, 1, 2}) || a.Interval != 5*time.Second {
 		t.Fatalf("first member: %+v", a)
@@ -82,7 +84,7 @@ func TestShareGroupAssignsEveryPartition(t *testing.T) {
 
 func TestShareGroupEpochsAndFencing(t *testing.T) {
 	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 2}, "b": {ID: [16]byte{2}, Partitions: 1}}
-	c := NewCoordinator(groupLimits, topics.lookup)
+	c := NewCoordinator(groupLimits, topics.lookup, nil)
 	a1 := join(t, c, "x", t0, "a")
 	// Nothing changed: the same epoch, no assignment sent again.
 	if a := beat(t, c, "x", a1.Epoch, t0); a.Epoch != a1.Epoch || a.Assignment != nil {
@@ -139,7 +141,7 @@ func TestShareGroupEpochsAndFencing(t *testing.T) {
 
 func TestShareGroupSessionsAndSize(t *testing.T) {
 	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 4}}
-	c := NewCoordinator(GroupLimits{SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second, MaxSize: 2}, topics.lookup)
+	c := NewCoordinator(GroupLimits{SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second, MaxSize: 2}, topics.lookup, nil)
 	ax := join(t, c, "x", t0, "a")
 	join(t, c, "y", t0.Add(5*time.Second), "a")
 	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "z", Topics: []string{"a"}}, "", "", t0); !errors.Is(err, ErrGroupFull) {
@@ -167,5 +169,81 @@ func TestShareGroupSessionsAndSize(t *testing.T) {
 	c.Expire(t0.Add(time.Minute))
 	if !c.Delete("g") || c.Exists("g") {
 		t.Fatal("an empty group was not deleted")
+	}
+}
+
+// TestShareGroupOwnTimings: a group's own session timeout and heartbeat
+// interval (its share.* configs) apply to its members; other groups keep
+// the broker's.
+func TestShareGroupOwnTimings(t *testing.T) {
+	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 1}}
+	limits := groupLimits
+	limits.Timings = func(group string) (time.Duration, time.Duration) {
+		if group == "g" {
+			return 2 * time.Second, 500 * time.Millisecond
+		}
+		return limits.SessionTimeout, limits.HeartbeatInterval
+	}
+	c := NewCoordinator(limits, topics.lookup, nil)
+	if a := join(t, c, "x", t0, "a"); a.Interval != 500*time.Millisecond {
+		t.Fatalf("g's heartbeat interval %v", a.Interval)
+	}
+	other, err := c.Heartbeat(Heartbeat{Group: "h", Member: "y", Topics: []string{"a"}}, "", "", t0)
+	if err != nil || other.Interval != limits.HeartbeatInterval {
+		t.Fatalf("h's heartbeat interval %v %v", other.Interval, err)
+	}
+	gone := c.Expire(t0.Add(2 * time.Second))
+	if !slices.Equal(gone["g"], []string{"x"}) || len(gone["h"]) != 0 {
+		t.Fatalf("after 2s expired %v, want g's x only", gone)
+	}
+}
+
+// TestShareGroupRecords: a group's records in __consumer_offsets bring
+// it back, with its epoch and topics and no member, on the broker that
+// loads its partition; they are written again only when its topics
+// change; tombstones delete it; unloading drops the partition's groups.
+func TestShareGroupRecords(t *testing.T) {
+	topics := fakeTopics{"a": {ID: [16]byte{1}, Partitions: 2}, "b": {ID: [16]byte{2}, Partitions: 1}}
+	c := NewCoordinator(groupLimits, topics.lookup, nil)
+	join(t, c, "x", t0, "a")
+	recs, written := c.Records("g", false)
+	if len(recs) != 2 {
+		t.Fatalf("a new group's records: %d", len(recs))
+	}
+	written()
+	if again, _ := c.Records("g", false); again != nil {
+		t.Fatal("records written again with nothing new")
+	}
+	if _, err := c.Heartbeat(Heartbeat{Group: "g", Member: "x", Epoch: 1, Topics: []string{"a", "b"}}, "", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = c.Records("g", false)
+	if recs == nil {
+		t.Fatal("no records after the group subscribed to b")
+	}
+	info, _ := c.Describe("g")
+
+	d := NewCoordinator(groupLimits, topics.lookup, nil)
+	const n = 50
+	i := model.CoordinatorPartition("g", n)
+	d.Loaded(i+1, n, recs) // another partition's: not this group's
+	if d.Exists("g") {
+		t.Fatal("loaded a group of another partition")
+	}
+	d.Loaded(i, n, recs)
+	if got, ok := d.Describe("g"); !ok || got.Epoch != info.Epoch || len(got.Members) != 0 || !slices.Equal(d.Topics("g"), []string{"a", "b"}) {
+		t.Fatalf("loaded %+v %v, topics %v; want epoch %d, topics a b", got, ok, d.Topics("g"), info.Epoch)
+	}
+	if again, _ := d.Records("g", false); again != nil {
+		t.Fatal("a loaded group's records written again")
+	}
+	e := NewCoordinator(groupLimits, topics.lookup, nil)
+	e.Loaded(i, n, append(recs, Tombstones("g")...))
+	if e.Exists("g") {
+		t.Fatal("a group with tombstones loaded")
+	}
+	d.Unloaded(i, n)
+	if d.Exists("g") {
+		t.Fatal("unloaded, yet kept")
 	}
 }

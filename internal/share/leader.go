@@ -30,6 +30,10 @@ type SharePartition struct {
 	// read: led again at another, the state is read again, since
 	// another leader may have changed it meanwhile.
 	LeaderEpoch int32
+	// StateEpoch is the state's epoch when it was read: the state
+	// started over since (AlterShareGroupOffsets) refuses this leader's
+	// writes, and is read again.
+	StateEpoch int32
 }
 
 // SessionKey names a member's share session.

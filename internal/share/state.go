@@ -35,6 +35,38 @@ const (
 	updateType   = 1
 )
 
+// The refusals of a change to the state.
+var (
+	ErrFencedLeaderEpoch = errors.New("share: the state was written by a newer leader") // FENCED_LEADER_EPOCH
+	ErrFencedStateEpoch  = errors.New("share: the state was started over")              // FENCED_STATE_EPOCH
+)
+
+// ChangeKind is what a Change does to a share-partition's state.
+type ChangeKind int8
+
+const (
+	// ChangeWrite: the share-partition's leader writes its start offset
+	// and in-flight batches (WriteShareGroupState).
+	ChangeWrite ChangeKind = iota
+	// ChangeInitialize starts the state over at an offset, under a new
+	// state epoch (InitializeShareGroupState, for AlterShareGroupOffsets).
+	ChangeInitialize
+	// ChangeDelete removes the state (DeleteShareGroupState, for
+	// DeleteShareGroupOffsets and DeleteGroups).
+	ChangeDelete
+)
+
+// Change is one change to a share-partition's state.
+type Change struct {
+	Kind ChangeKind
+	// StateEpoch is the state epoch the leader read (-1: not checked),
+	// or the new one of a start over.
+	StateEpoch  int32
+	LeaderEpoch int32
+	Start       int64
+	Batches     []StateBatch
+}
+
 // Saved is a share-partition's state as the share coordinator keeps it.
 type Saved struct {
 	StateEpoch  int32
@@ -43,6 +75,18 @@ type Saved struct {
 	Batches     []StateBatch
 	// snapshotEpoch counts the snapshots of the key.
 	snapshotEpoch int32
+}
+
+// Completed counts the offsets from the start whose delivery is complete:
+// acknowledged, or given up.
+func (s Saved) Completed() int64 {
+	var n int64
+	for _, b := range s.Batches {
+		if b.State == Acknowledged || b.State == Archived {
+			n += b.Last - b.First + 1
+		}
+	}
+	return n
 }
 
 // StatePartition is where a share-partition's state is kept: the
@@ -77,6 +121,12 @@ func EncodeSnapshot(k Key, s Saved, ms int64) (key, value []byte) {
 	v = appendBatches(v, s.Batches)
 	v = kbin.AppendUvarint(v, 0) // no tagged fields
 	return encodeStateKey(snapshotType, k), v
+}
+
+// EncodeTombstones are the records that delete k's state: a tombstone of
+// each of its record keys, so that compaction drops them all.
+func EncodeTombstones(k Key) []model.KeyValue {
+	return []model.KeyValue{{Key: encodeStateKey(snapshotType, k)}, {Key: encodeStateKey(updateType, k)}}
 }
 
 func appendBatches(v []byte, batches []StateBatch) []byte {
@@ -229,21 +279,45 @@ func (s *Store) Get(k Key) (Saved, bool) {
 	return st, ok
 }
 
-// Put records k's state, once its snapshot is written.
-func (s *Store) Put(k Key, st Saved) {
+// After is the state k has once c is written, or why c is refused: a
+// leader's write from an older leader epoch than the state's last, or of
+// an older state epoch (the state was started over since the leader read
+// it), and a start over at an older state epoch. ok is false when c
+// deletes the state.
+func (s *Store) After(k Key, c Change) (st Saved, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keys[k] = st
+	prev, held := s.keys[k]
+	switch c.Kind {
+	case ChangeDelete:
+		return Saved{}, false, nil
+	case ChangeInitialize:
+		if held && c.StateEpoch < prev.StateEpoch {
+			return Saved{}, false, fmt.Errorf("%w: the state is at state epoch %d, this one is of %d", ErrFencedStateEpoch, prev.StateEpoch, c.StateEpoch)
+		}
+		return Saved{StateEpoch: c.StateEpoch, LeaderEpoch: -1, Start: c.Start, snapshotEpoch: prev.snapshotEpoch + 1}, true, nil
+	}
+	switch {
+	case held && prev.LeaderEpoch > c.LeaderEpoch:
+		return Saved{}, false, fmt.Errorf("%w: the state was written at leader epoch %d, this write is of %d", ErrFencedLeaderEpoch,
+			prev.LeaderEpoch, c.LeaderEpoch)
+	case held && c.StateEpoch >= 0 && prev.StateEpoch > c.StateEpoch:
+		return Saved{}, false, fmt.Errorf("%w: the state was started over at state epoch %d, this write is of %d", ErrFencedStateEpoch,
+			prev.StateEpoch, c.StateEpoch)
+	}
+	return Saved{StateEpoch: prev.StateEpoch, LeaderEpoch: c.LeaderEpoch, Start: c.Start, Batches: c.Batches,
+		snapshotEpoch: prev.snapshotEpoch + 1}, true, nil
 }
 
-// Next is the state to write for k: its batches and start, at the next
-// snapshot epoch.
-func (s *Store) Next(k Key, start int64, batches []StateBatch, leaderEpoch int32) Saved {
+// Set records k's state once it is written, or its removal (ok false).
+func (s *Store) Set(k Key, st Saved, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev := s.keys[k]
-	return Saved{StateEpoch: prev.StateEpoch, LeaderEpoch: leaderEpoch, Start: start, Batches: batches,
-		snapshotEpoch: prev.snapshotEpoch + 1}
+	if ok {
+		s.keys[k] = st
+	} else {
+		delete(s.keys, k)
+	}
 }
 
 // Forget drops what was loaded of partition i: this broker leads it no

@@ -1,6 +1,7 @@
 package share
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -77,12 +78,57 @@ func TestStoreLoad(t *testing.T) {
 	if !s.Loaded(0, parts[0].LeaderEpoch()) || s.Loaded(0, parts[0].LeaderEpoch()+1) {
 		t.Fatal("loaded at the wrong epoch")
 	}
-	next := s.Next(a, 12, nil, 9)
-	if next.snapshotEpoch != got.snapshotEpoch+1 || next.LeaderEpoch != 9 {
-		t.Fatalf("next %+v", next)
+	next, keep, err := s.After(a, Change{Kind: ChangeWrite, StateEpoch: 0, LeaderEpoch: 9, Start: 12})
+	if err != nil || !keep || next.snapshotEpoch != got.snapshotEpoch+1 || next.LeaderEpoch != 9 || next.Start != 12 {
+		t.Fatalf("next %+v %v %v", next, keep, err)
 	}
 	s.Forget(0, 1)
 	if _, ok := s.Get(a); ok || s.Loaded(0, parts[0].LeaderEpoch()) {
 		t.Fatal("forgotten, yet kept")
+	}
+}
+
+// TestStateChangeFences: a leader's write is refused once a newer leader
+// wrote, or once the state started over under a newer state epoch; a
+// start over is refused at an older state epoch; a delete removes.
+func TestStateChangeFences(t *testing.T) {
+	s := NewStore()
+	k := Key{"g", [16]byte{1}, 0}
+	apply := func(c Change) error {
+		st, keep, err := s.After(k, c)
+		if err == nil {
+			s.Set(k, st, keep)
+		}
+		return err
+	}
+	steps := []struct {
+		c    Change
+		want error
+	}{
+		{Change{Kind: ChangeInitialize, Start: 5}, nil},
+		{Change{Kind: ChangeWrite, LeaderEpoch: 3, Start: 6}, nil},
+		{Change{Kind: ChangeWrite, LeaderEpoch: 2, Start: 7}, ErrFencedLeaderEpoch},
+		{Change{Kind: ChangeInitialize, StateEpoch: 1, Start: 0}, nil},
+		{Change{Kind: ChangeWrite, StateEpoch: 0, LeaderEpoch: 3, Start: 8}, ErrFencedStateEpoch},
+		{Change{Kind: ChangeInitialize, StateEpoch: 0, Start: 9}, ErrFencedStateEpoch},
+		{Change{Kind: ChangeWrite, StateEpoch: 1, LeaderEpoch: 3, Start: 2}, nil},
+	}
+	for i, st := range steps {
+		if err := apply(st.c); !errors.Is(err, st.want) {
+			t.Fatalf("step %d %+v: %v, want %v", i, st.c, err, st.want)
+		}
+	}
+	if got, ok := s.Get(k); !ok || got.StateEpoch != 1 || got.Start != 2 || got.LeaderEpoch != 3 {
+		t.Fatalf("after the steps: %+v %v", got, ok)
+	}
+	if err := apply(Change{Kind: ChangeDelete}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get(k); ok {
+		t.Fatal("deleted, yet kept")
+	}
+	// Deleted, the key starts anew at any state epoch.
+	if err := apply(Change{Kind: ChangeWrite, StateEpoch: -1, LeaderEpoch: 0, Start: 1}); err != nil {
+		t.Fatal(err)
 	}
 }

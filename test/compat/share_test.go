@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/internal/testutil"
 )
 
 // The Kafka tools of share groups (KIP-932).
@@ -89,6 +91,47 @@ func TestKafkaShareGroupTools(t *testing.T) {
 	state := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--state")
 	if state.err != nil || !regexp.MustCompile(`(?m)^`+group+`\s+\S+\s+\(0\)\s+Empty\s+0\s*$`).MatchString(state.stdout) {
 		t.Fatalf("kafka-share-groups.sh --describe --state: %v", state)
+	}
+
+	// Reset to the earliest offsets (AlterShareGroupOffsets): every
+	// partition starts over at 0 with its ten records to deliver again,
+	// and a new consumer gets all of them, although the partition's
+	// leader held the old state.
+	if r := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--reset-offsets", "--group", group, "--topic", topic,
+		"--to-earliest", "--execute"); r.err != nil {
+		t.Fatalf("kafka-share-groups.sh --reset-offsets: %v", r)
+	}
+	offsets = runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--offsets")
+	for p := range 3 {
+		if offsets.err != nil || !regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%s\s+%d\s+0\s+10\s*$`, group, topic, p)).MatchString(offsets.stdout) {
+			t.Fatalf("kafka-share-groups.sh --describe --offsets after the reset, partition %d: %v", p, offsets)
+		}
+	}
+	// strand group describe reads a share group as kafka-share-groups.sh
+	// does.
+	d := run(time.Minute, "", "", testutil.Binary(t), "group", "describe", group, "--brokers", b.Addr)
+	wantCLI(t, d, true, "share, state Empty, protocol share simple", "START", "total lag 30")
+	again := runKafkaTool(t, consoleShareConsume, "--bootstrap-server", b.Addr, "--topic", topic, "--group", group,
+		"--max-messages", fmt.Sprint(n), "--timeout-ms", "30000")
+	if c := strings.Count(again.stdout, "task-"); again.err != nil || c != n {
+		t.Fatalf("after the reset the console share consumer printed %d records, want %d: %v", c, n, again)
+	}
+
+	// Delete the topic's offsets (DeleteShareGroupOffsets), then the group
+	// (DeleteGroups).
+	if r := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--delete-offsets", "--group", group, "--topic", topic); r.err != nil {
+		t.Fatalf("kafka-share-groups.sh --delete-offsets: %v", r)
+	}
+	offsets = runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--describe", "--group", group, "--offsets")
+	if offsets.err != nil || regexp.MustCompile(`(?m)^`+group+`\s+`+topic+`\s+\d`).MatchString(offsets.stdout) {
+		t.Fatalf("kafka-share-groups.sh --describe --offsets after --delete-offsets: %v", offsets)
+	}
+	if r := runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--delete", "--group", group); r.err != nil {
+		t.Fatalf("kafka-share-groups.sh --delete: %v", r)
+	}
+	list = runKafkaTool(t, shareGroupTool, "--bootstrap-server", b.Addr, "--list")
+	if list.err != nil || regexp.MustCompile(`(?m)^`+group+`$`).MatchString(list.stdout) {
+		t.Fatalf("kafka-share-groups.sh --list after --delete: %v", list)
 	}
 }
 
