@@ -12,7 +12,7 @@
 # cache (never into the repository), then runs `strand-bench suite`, which
 # formats a single-node KRaft Kafka (combined controller+broker) in a
 # temporary directory, starts it and Strand in turn on free loopback ports,
-# runs workloads (a)-(f) against each, alternating over several rounds, and
+# runs workloads (a)-(g) against each, alternating over several rounds, and
 # writes results.md and results.json (default: bench/results/<time>-<mode>/).
 # The mirror mode also fetches MirrorMaker 2 (connect-mirror and its
 # dependencies) and runs `strand-bench mirror`: Strand's cluster link beside

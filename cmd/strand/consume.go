@@ -25,12 +25,13 @@ import (
 
 // consumeOptions are strand consume's flags.
 type consumeOptions struct {
-	brokers, group, from, format string
-	assignors                    []string
-	partitions                   []int32
-	num                          int
-	exitAtEnd, readCommitted     bool
-	timeout                      time.Duration
+	brokers, group, shareGroup string
+	from, format               string
+	assignors                  []string
+	partitions                 []int32
+	num                        int
+	exitAtEnd, readCommitted   bool
+	timeout                    time.Duration
 }
 
 func consumeCommand() *cobra.Command {
@@ -48,17 +49,24 @@ takes a member only with an assignor its members offer: --assignor names
 those this one offers (cooperative-sticky by default), and a refused join
 says which the group runs.
 
+With --share-group the command is a member of a share group (KIP-932,
+share.version 1): the group hands it records, which it accepts once they
+are printed; those it does not print (past --num) go back to the group.
+Where a share group starts is its share.auto.offset.reset config.
+
 --format is text with fields: ` + formatVerbs() + `,
 %% for a percent sign, and the escapes \n \t \r \0 \\; or json for one
 JSON object per record and line.`,
 		Example: `  strand consume orders --from beginning --num 3 --format '%k=%v\n'
   strand consume orders --from -10 --exit-at-end --format json
   strand consume orders --group audit --from end
-  strand consume orders --group audit --assignor range,cooperative-sticky   # a group whose members offer those`,
+  strand consume orders --group audit --assignor range,cooperative-sticky   # a group whose members offer those
+  strand consume tasks --share-group workers --format '%o %c %v\n'           # %c: the record's delivery count`,
 		RunE: func(cmd *cobra.Command, topics []string) error { return consume(cmd, topics, o) }}
 	f := cmd.Flags()
 	brokersFlag(f, &o.brokers)
 	f.StringVarP(&o.group, "group", "g", "", "read as a member of this consumer group, committing what was printed")
+	f.StringVar(&o.shareGroup, "share-group", "", "read as a member of this share group, accepting what was printed")
 	f.StringSliceVar(&o.assignors, "assignor", nil, "with --group, the assignors this member offers, the first preferred: "+
 		strings.Join(assignorNames, ", ")+" (default cooperative-sticky); a member joins a group only with an assignor every member offers")
 	f.StringVarP(&o.from, "from", "o", "beginning", "where to start (see above)")
@@ -92,6 +100,18 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	if o.group != "" && len(o.partitions) > 0 {
 		return errors.New("--partitions reads without a group: the group assigns its members' partitions")
 	}
+	if o.shareGroup != "" {
+		switch {
+		case o.group != "":
+			return errors.New("--group and --share-group name two groups: a member is of one")
+		case len(o.partitions) > 0:
+			return errors.New("--partitions reads without a group: the share group hands out its records")
+		case cmd.Flags().Changed("from"):
+			return errors.New("--from does not apply to a share group: it starts where its share.auto.offset.reset config says")
+		case o.exitAtEnd:
+			return errors.New("--exit-at-end does not apply to a share group: give --num or --timeout")
+		}
+	}
 	balancers, err := groupBalancers(o.assignors)
 	if err != nil {
 		return err
@@ -112,6 +132,9 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	}
 	defer meta.Close()
 	adm := kadm.NewClient(meta)
+	if o.shareGroup != "" {
+		return consumeShared(ctx, cmd, adm, topics, o, f)
+	}
 	pos, ends, err := startPositions(ctx, adm, topics, o.partitions, o.group, start)
 	var perr *inspect.PartitionError
 	if errors.As(err, &perr) && errors.Is(err, kerr.UnknownTopicOrPartition) {
@@ -171,6 +194,45 @@ func consume(cmd *cobra.Command, topics []string, o consumeOptions) error {
 	return err
 }
 
+// consumeShared reads as a member of a share group: each record printed
+// is accepted, the others released; the acknowledgements are sent before
+// the command ends.
+func consumeShared(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, topics []string, o consumeOptions,
+	f *recordfmt.Formatter) error {
+	// The topics exist: a share group would wait for them.
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = inspect.ListedError(starts)
+	}
+	var perr *inspect.PartitionError
+	if errors.As(err, &perr) && errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return topicNotFound(ctx, adm, perr.Topic, perr.Err)
+	} else if err != nil {
+		return err
+	}
+	cl, err := connect(ctx, o.brokers, kgo.ShareGroup(o.shareGroup), kgo.ConsumeTopics(topics...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r := &reading{f: f, num: o.num, share: true, out: bufio.NewWriter(cmd.OutOrStdout())}
+	r.assigned.Store(true)
+	if !isTerminal(cmd.OutOrStdout()) {
+		r.progress = startProgress(cmd.ErrOrStderr(), "records read")
+	}
+	err = r.run(ctx, cl)
+	r.progress.end()
+	if ferr := r.out.Flush(); err == nil {
+		err = ferr
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ferr := cl.FlushAcks(fctx); ferr != nil && err == nil {
+		err = fmt.Errorf("acknowledging: %w", ferr)
+	}
+	return err
+}
+
 // reading is a consume loop's state.
 type reading struct {
 	f         *recordfmt.Formatter
@@ -181,6 +243,7 @@ type reading struct {
 	exitAtEnd bool
 	assigned  atomic.Bool // the consumer has partitions to read
 	progress  *progress   // on a terminal, when the records go elsewhere
+	share     bool        // a share group member: it accepts what it printed
 }
 
 // idleAtEnd is how long a consumer with partitions short of their end
@@ -205,8 +268,10 @@ func (r *reading) run(ctx context.Context, cl *kgo.Client) error {
 			return err
 		}
 		n := 0
+		var printed, unprinted []*kgo.Record
 		fs.EachRecord(func(rec *kgo.Record) {
 			if r.num > 0 && r.printed >= r.num {
+				unprinted = append(unprinted, rec)
 				return
 			}
 			buf = r.f.Append(buf[:0], rec)
@@ -217,10 +282,19 @@ func (r *reading) run(ctx context.Context, cl *kgo.Client) error {
 			if r.pos[rec.Topic] != nil {
 				r.pos[rec.Topic][rec.Partition] = rec.Offset + 1
 			}
-			cl.MarkCommitRecords(rec)
+			if r.share {
+				printed = append(printed, rec)
+			} else {
+				cl.MarkCommitRecords(rec)
+			}
 		})
 		if err := r.out.Flush(); err != nil {
 			return err
+		}
+		if r.share {
+			// Accepted once written out; the rest go to other members.
+			cl.MarkAcks(kgo.AckAccept, printed...)
+			cl.MarkAcks(kgo.AckRelease, unprinted...)
 		}
 		switch {
 		case n > 0 || !r.assigned.Load():

@@ -90,7 +90,9 @@ func plan(in planInput, v groupView) []finding {
 		total := v.members + in.planned
 		if total > least-1 {
 			add("FAIL", "capacity", "%d consumers (%d now + %d planned) for %d partitions of %s: some would get none; "+
-				"keep consumers at most partitions - 1 (%d), or add partitions first", total, v.members, in.planned, least, leastTopic, max(least-1, 0))
+				"keep consumers at most partitions - 1 (%d), or add partitions first; or, when the records need no order "+
+				"per partition, read them as a share group, where consumers may outnumber partitions (README: Share groups)",
+				total, v.members, in.planned, least, leastTopic, max(least-1, 0))
 		} else {
 			add("ok", "capacity", "%d consumers (%d now + %d planned) for %d partitions of %s", total, v.members, in.planned, least, leastTopic)
 		}

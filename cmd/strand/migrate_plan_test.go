@@ -37,6 +37,8 @@ func TestPlanRules(t *testing.T) {
 		says  string
 	}{
 		{"10 consumers for 10 partitions", func(_ *planInput, v *groupView) { v.members = 10 }, "capacity", "FAIL", "11 consumers"},
+		{"more consumers than partitions: a share group", func(_ *planInput, v *groupView) { v.members = 12 }, "capacity", "FAIL",
+			"read them as a share group, where consumers may outnumber partitions"},
 		{"canary fills the last partition", func(_ *planInput, v *groupView) { v.members = 9 }, "capacity", "FAIL", "at most partitions - 1 (9)"},
 		{"the smallest topic counts", func(_ *planInput, v *groupView) {
 			v.topics = []string{"orders", "refunds"}

@@ -39,7 +39,10 @@ type Config struct {
 	Replicas LocalReplicas
 	// Telemetry, when set, exports what clients pushed (KIP-714).
 	Telemetry ClientTelemetry
-	Metrics   *Metrics
+	// Shares, when set, exports the share groups' members and their
+	// share-partitions' lag and in-flight records.
+	Shares  Shares
+	Metrics *Metrics
 	// Console, when set, serves every path the API and /metrics do not.
 	Console http.Handler
 	Logger  *slog.Logger
@@ -70,6 +73,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{})}
 	cfg.Metrics.reg.MustRegister(groupCollector{groups: cfg.Groups, parts: cfg.Partitions, timeout: cfg.Timeout})
+	if cfg.Shares != nil {
+		cfg.Metrics.reg.MustRegister(shareCollector{cfg.Shares})
+	}
 	if cfg.Health != nil {
 		cfg.Metrics.reg.MustRegister(healthCollector{health: cfg.Health})
 	}

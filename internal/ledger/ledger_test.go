@@ -110,13 +110,22 @@ func TestWriterNeverBlocks(t *testing.T) {
 func TestWriterFailures(t *testing.T) {
 	bad := &coordinator.MemPartition{}
 	bad.FailAppends(coordinator.ErrNotLeader)
-	w := NewWriter(fakeTopic{[]Appender{bad}}, quiet())
+	w := newWriter(fakeTopic{[]Appender{bad}}, quiet(), time.Millisecond)
 	w.Record(entry("g", 0))
 	w.Close()
 	if w.Failed() != 1 || w.Written() != 0 {
 		t.Fatalf("failed %d, written %d", w.Failed(), w.Written())
 	}
-	none := NewWriter(fakeTopic{[]Appender{nil, nil}}, quiet())
+	// A partition that refuses twice (its replica not made yet on its
+	// leader) takes the entries at the third try.
+	flaky := &refusing{n: 2, p: &coordinator.MemPartition{}}
+	w = newWriter(fakeTopic{[]Appender{flaky}}, quiet(), time.Millisecond)
+	w.Record(entry("g", 0))
+	w.Close()
+	if w.Failed() != 0 || w.Written() != 1 || len(entries(t, flaky.p)) != 1 {
+		t.Fatalf("after two refusals: failed %d, written %d", w.Failed(), w.Written())
+	}
+	none := newWriter(fakeTopic{[]Appender{nil, nil}}, quiet(), time.Millisecond)
 	none.Record(entry("g", 0))
 	none.Close()
 	if none.Failed() != 1 {
@@ -144,4 +153,18 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Errorf("%s decoded as an entry", bad)
 		}
 	}
+}
+
+// refusing refuses its first n appends, then appends to p.
+type refusing struct {
+	n int
+	p *coordinator.MemPartition
+}
+
+func (r *refusing) Append(batch []byte) (int64, func() error, error) {
+	if r.n > 0 {
+		r.n--
+		return -1, nil, coordinator.ErrNotLeader
+	}
+	return r.p.Append(batch)
 }

@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/internal/lockrank"
 	"github.com/strandlog/strand/internal/model"
 )
@@ -43,12 +45,26 @@ type Writer struct {
 	mu     lockrank.RWMutex[lockrank.LedgerWriter] // guards closing the queue against Record
 	closed bool
 
-	lastWarn atomic.Int64 // unix ms of the last warning, to rate-limit them
+	lastWarn atomic.Int64  // unix ms of the last warning, to rate-limit them
+	retry    time.Duration // the first wait before an append is tried again
 }
+
+// retryFirst is the wait before a failed append is tried again; it
+// doubles for each of the retryAttempts, about 3 s in all: long enough for
+// a partition's replica to be made on its leader, or a new leader elected.
+const (
+	retryFirst    = 25 * time.Millisecond
+	retryAttempts = 7
+)
 
 // NewWriter starts a writer over parts.
 func NewWriter(parts Partitions, logger *slog.Logger) *Writer {
-	w := &Writer{parts: parts, log: logger.With("component", "ledger"), queue: make(chan Entry, queueSize), done: make(chan struct{})}
+	return newWriter(parts, logger, retryFirst)
+}
+
+func newWriter(parts Partitions, logger *slog.Logger, retry time.Duration) *Writer {
+	w := &Writer{parts: parts, log: logger.With("component", "ledger"), queue: make(chan Entry, queueSize), done: make(chan struct{}),
+		retry: retry}
 	go w.run()
 	return w
 }
@@ -129,9 +145,17 @@ func (w *Writer) write(entries []Entry) {
 		byPart[i] = append(byPart[i], model.KeyValue{Key: k, Value: v})
 	}
 	for i, recs := range byPart {
-		_, wait, err := parts[i].Append(model.EncodeBatch(recs, now, model.NoProducer))
-		if err == nil && wait != nil {
-			err = wait()
+		batch := model.EncodeBatch(recs, now, model.NoProducer)
+		err := appendTo(parts[i], batch)
+		// A partition just made, or changing leader, refuses for a
+		// moment: tried again, on the partition as it is then.
+		for attempt, backoff := 1, w.retry; err != nil && !errors.Is(err, coordinator.ErrTooLarge) && attempt < retryAttempts; attempt++ {
+			time.Sleep(backoff)
+			backoff *= 2
+			if fresh, ferr := w.parts.Writable(); ferr == nil && i < len(fresh) && fresh[i] != nil {
+				parts[i] = fresh[i]
+			}
+			err = appendTo(parts[i], batch)
 		}
 		if err != nil {
 			w.fail(len(recs), "writing hand-off ledger entries failed", err)
@@ -139,6 +163,15 @@ func (w *Writer) write(entries []Entry) {
 		}
 		w.written.Add(int64(len(recs)))
 	}
+}
+
+// appendTo appends batch and waits until it is durable.
+func appendTo(p Appender, batch []byte) error {
+	_, wait, err := p.Append(batch)
+	if err == nil && wait != nil {
+		err = wait()
+	}
+	return err
 }
 
 // pick is the partition for a group's entries: its own (Kafka's key

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,9 +21,9 @@ import (
 // read for the first time by nobody yet is left out when none are named,
 // and answered StartOffset -1 when named.
 //   - v1: the lag: records from the start offset to the high watermark not
-//     yet done with (accepted, rejected or given up); -1 when the
-//     partition is not led here, since only its leader knows its high
-//     watermark.
+//     yet done with (accepted, rejected or given up). The high watermark of
+//     a partition led elsewhere is asked of its leader (ListOffsets); -1
+//     when it cannot be.
 //
 // Errors: per group, GROUP_AUTHORIZATION_FAILED, NOT_COORDINATOR,
 // GROUP_ID_NOT_FOUND for a group that is not a share group here,
@@ -34,7 +35,7 @@ import (
 
 func init() { register(90, 0, 1, handleDescribeShareGroupOffsets) }
 
-func handleDescribeShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*Response, error) {
+func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, r *Request) (*Response, error) {
 	req := r.Body.(*kmsg.DescribeShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	may := b.topicCheck(r, acl.Describe)
@@ -86,7 +87,7 @@ func handleDescribeShareGroupOffsets(_ context.Context, b *Broker, r *Request) (
 					}
 					if err == nil && ok {
 						rp.StartOffset, rp.LeaderEpoch = saved.Start, saved.LeaderEpoch
-						rp.Lag = b.shareLag(t.Topic, p, saved)
+						rp.Lag = b.shareLag(ctx, t.Topic, p, saved)
 					}
 				}
 				if err != nil {
@@ -124,11 +125,46 @@ func (b *Broker) subscribedTopics(group string) []kmsg.DescribeShareGroupOffsets
 
 // shareLag is how many records of a share-partition are not yet done
 // with: from its start offset to the partition's high watermark, less
-// those acknowledged or archived; -1 when the partition is not led here.
-func (b *Broker) shareLag(topic string, partition int32, saved share.Saved) int64 {
-	p, ok := b.Replicas.Get(model.TopicPartition{Topic: topic, Partition: partition})
-	if !ok || !p.IsLeader() {
+// those acknowledged or archived; -1 when the high watermark is not known.
+func (b *Broker) shareLag(ctx context.Context, topic string, partition int32, saved share.Saved) int64 {
+	hw, ok := b.highWatermark(ctx, topic, partition)
+	if !ok {
 		return -1
 	}
-	return max(p.HighWatermark()-saved.Start-saved.Completed(), 0)
+	return max(hw-saved.Start-saved.Completed(), 0)
+}
+
+// highWatermark is a partition's high watermark: its own when led here,
+// else its leader's answer to ListOffsets (latest, read uncommitted).
+func (b *Broker) highWatermark(ctx context.Context, topic string, partition int32) (int64, bool) {
+	if p, ok := b.Replicas.Get(model.TopicPartition{Topic: topic, Partition: partition}); ok && p.IsLeader() {
+		return p.HighWatermark(), true
+	}
+	leader, _ := b.shareLeader(topic, partition)
+	if leader < 0 || leader == b.Config.NodeID || b.Peers == nil {
+		return -1, false
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(4)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kresp, err := b.Peers.Request(ctx, leader, req)
+	if err != nil {
+		return -1, false
+	}
+	for _, t := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 {
+				return p.Offset, true
+			}
+		}
+	}
+	return -1, false
 }

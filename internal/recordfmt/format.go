@@ -28,7 +28,7 @@ var Verbs = map[byte]string{
 	't': "topic", 'p': "partition", 'o': "offset", 'k': "key", 'v': "value", 's': "value",
 	'K': "key length (-1 for a null key)", 'V': "value length (-1 for a null value)", 'S': "value length",
 	'h': "headers, as k=v separated by commas", 'T': "timestamp in milliseconds since 1970",
-	'd': "timestamp, RFC 3339", 'l': "leader epoch",
+	'd': "timestamp, RFC 3339", 'l': "leader epoch", 'c': "delivery count (a share group's; 0 otherwise)",
 }
 
 // Parse reads a format: "json" is a JSON object per record and line;
@@ -139,6 +139,8 @@ func appendField(dst []byte, verb byte, r *kgo.Record) []byte {
 		return r.Timestamp.UTC().AppendFormat(dst, time.RFC3339Nano)
 	case 'l':
 		return strconv.AppendInt(dst, int64(r.LeaderEpoch), 10)
+	case 'c':
+		return strconv.AppendInt(dst, int64(r.DeliveryCount()), 10)
 	}
 	return dst
 }
@@ -156,16 +158,19 @@ func length(b []byte) int64 {
 // of the same name with "_base64" after it; a null key or value is
 // absent.
 type Record struct {
-	Topic       string   `json:"topic"`
-	Partition   int32    `json:"partition"`
-	Offset      int64    `json:"offset"`
-	Timestamp   int64    `json:"timestamp"`
-	LeaderEpoch int32    `json:"leader_epoch"`
-	Key         *string  `json:"key,omitempty"`
-	KeyBase64   *string  `json:"key_base64,omitempty"`
-	Value       *string  `json:"value,omitempty"`
-	ValueBase64 *string  `json:"value_base64,omitempty"`
-	Headers     []Header `json:"headers"`
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Offset      int64  `json:"offset"`
+	Timestamp   int64  `json:"timestamp"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	// DeliveryCount is a share group's delivery of the record (1 the
+	// first); absent otherwise.
+	DeliveryCount int32    `json:"delivery_count,omitempty"`
+	Key           *string  `json:"key,omitempty"`
+	KeyBase64     *string  `json:"key_base64,omitempty"`
+	Value         *string  `json:"value,omitempty"`
+	ValueBase64   *string  `json:"value_base64,omitempty"`
+	Headers       []Header `json:"headers"`
 }
 
 // Header is a record header in the JSON format.
@@ -177,7 +182,7 @@ type Header struct {
 
 func jsonOf(r *kgo.Record) Record {
 	out := Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(),
-		LeaderEpoch: r.LeaderEpoch, Headers: make([]Header, len(r.Headers))}
+		LeaderEpoch: r.LeaderEpoch, DeliveryCount: r.DeliveryCount(), Headers: make([]Header, len(r.Headers))}
 	out.Key, out.KeyBase64 = textOrBase64(r.Key)
 	out.Value, out.ValueBase64 = textOrBase64(r.Value)
 	for i, h := range r.Headers {

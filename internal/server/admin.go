@@ -50,6 +50,7 @@ func (s *Server) startAdmin() error {
 		Connections: s.adminLocal(),
 		Replicas:    s.adminLocal(),
 		Telemetry:   s.broker.Telemetry,
+		Shares:      adminShares{shares: s.broker.Shares, metadata: s.cluster, replicas: s.replicas},
 	}
 	if s.ledger != nil {
 		cfg.Ledger = adminLedger{addr: s.selfAddr(), clientOpts: s.selfClientOpts()}

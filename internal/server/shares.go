@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/admin"
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/coordinator"
@@ -18,6 +19,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/protocol"
+	"github.com/strandlog/strand/internal/replica"
 	"github.com/strandlog/strand/internal/share"
 )
 
@@ -306,4 +308,58 @@ func stateCodeError(code int16) error {
 		return share.ErrFencedStateEpoch
 	}
 	return kerr.ErrorForCode(code)
+}
+
+// adminShares counts this broker's part of the share groups for /metrics
+// (admin.Shares).
+type adminShares struct {
+	shares   *protocol.Shares
+	metadata *cluster.Store
+	replicas *replica.Manager
+}
+
+func (a adminShares) ShareGroups() []admin.ShareGroupFigures {
+	var out []admin.ShareGroupFigures
+	for _, name := range a.shares.Groups.Groups() {
+		info, ok := a.shares.Groups.Describe(name)
+		if !ok {
+			continue
+		}
+		state := "Stable"
+		if len(info.Members) == 0 {
+			state = "Empty"
+		}
+		out = append(out, admin.ShareGroupFigures{Group: name, State: state, Members: len(info.Members)})
+	}
+	return out
+}
+
+func (a adminShares) SharePartitions() []admin.SharePartitionFigures {
+	var out []admin.SharePartitionFigures
+	for _, k := range a.shares.Leader.Keys() {
+		t, ok := a.metadata.TopicByID(cluster.TopicID(k.TopicID))
+		if !ok {
+			continue
+		}
+		p, ok := a.replicas.Get(model.TopicPartition{Topic: t.Name, Partition: k.Partition})
+		if !ok || !p.IsLeader() {
+			continue
+		}
+		sp := a.shares.Leader.Get(k)
+		if sp == nil {
+			continue
+		}
+		sp.Mu.Lock()
+		if sp.P == nil {
+			sp.Mu.Unlock()
+			continue
+		}
+		saved := share.Saved{Start: sp.P.Start(), Batches: sp.P.StateBatches()}
+		f := admin.SharePartitionFigures{Group: k.Group, Topic: t.Name, Partition: k.Partition,
+			Acquired: int64(sp.P.AcquiredCount()), InFlight: int64(sp.P.InFlight())}
+		sp.Mu.Unlock()
+		f.Lag = max(p.HighWatermark()-saved.Start-saved.Completed(), 0)
+		out = append(out, f)
+	}
+	return out
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/inspect"
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/grouptest"
 )
 
 func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
@@ -279,7 +281,7 @@ func (m *shareConn) acknowledge(id [16]byte, acks ...kmsg.ShareAcknowledgeReques
 // topic, and returns the broker, a client and the topic's id.
 func shareTopic(t *testing.T, topic string) (*testutil.Broker, *kgo.Client, [16]byte) {
 	t.Helper()
-	b := testutil.StartBroker(t, nil)
+	b := testutil.StartBroker(t, func(c *config.Broker) { c.AdminListen = "127.0.0.1:0" })
 	admin := newClient(t, b.Addr)
 	testutil.EnableShareGroups(t, admin)
 	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 1, 1, nil, topic)
@@ -609,5 +611,35 @@ func TestShareGroupSurvivesRestart(t *testing.T) {
 	adm = kadm.NewClient(newClient(t, b.Addr))
 	if listed, err := adm.ListGroups(ctx); err != nil || listed[group].Group != "" {
 		t.Fatalf("deleted, then restarted, the groups list as %+v, %v", listed, err)
+	}
+}
+
+// TestShareGroupMetrics: /metrics has a share group's members on its
+// coordinator, and each share-partition's lag, acquired and in-flight
+// records on the partition's leader.
+func TestShareGroupMetrics(t *testing.T) {
+	const topic, group = "measured", "g"
+	b, admin, id := shareTopic(t, topic)
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	produceEach(t, b.Addr, topic, 10)
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	a.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	// 0-3 accepted, 4 rejected, 5 released: 6-9 still held.
+	if code := ackError(a.acknowledge(id, ack(0, 3, 1), ack(4, 4, 3), ack(5, 5, 2))); code != 0 {
+		t.Fatalf("a's acknowledgements: %d", code)
+	}
+	fams := grouptest.Scrape(t, b.Server().AdminAddr().String())
+	part := map[string]string{"group": group, "topic": topic, "partition": "0"}
+	for name, want := range map[string]float64{"strand_share_partition_lag": 5, "strand_share_partition_acquired": 4,
+		"strand_share_partition_in_flight": 5} {
+		if v, ok := grouptest.Sample(fams, name, part); !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", name, v, ok, want)
+		}
+	}
+	if v, ok := grouptest.Sample(fams, "strand_group_members", map[string]string{"group": group, "type": "share", "state": "Stable"}); !ok || v != 1 {
+		t.Errorf("strand_group_members of the share group = %v (%v), want 1", v, ok)
 	}
 }

@@ -37,6 +37,8 @@ var readmeBlocksNotRun = map[string]string{
 		"section against a real Kafka",
 	"### One consumer at a time: a group on both clusters": "needs a Kafka cluster at kafka-1:9092; test/link's " +
 		"TestLinkGroupPassThroughFromKafka runs this section against a real Kafka",
+	"### Share groups (queues)": "Kafka's own kafka-features.sh, kafka-configs.sh and kafka-console-share-consumer.sh; " +
+		"TestKafkaShareGroupTools runs them",
 }
 
 const readmeMention = "names a command in the text"
@@ -58,6 +60,8 @@ var readmeSpansNotRun = map[string]string{
 	"strand serve --log-format json":      "a second broker, on the README's ports; TestLogFormatJSON runs it",
 	"strand dev-cluster --brokers N":      "N brokers on the README's ports; test/cluster's dev-cluster tests run it",
 	"strand cluster decommission 3":       "needs four brokers; TestClusterDecommission runs it",
+	"strand consume TOPIC --share-group G": "needs share groups on and records to settle; test/fault's TestShareGroupFaults " +
+		"runs it as a member, killed while it reads",
 	"strand link failover kafka-prod": "needs a link; the failover of a link is run by internal/server's " +
 		"TestLinkPromoteWithOpenSourceTransaction",
 	"strand migrate plan --brokers kafka-1:9092 --group orders-processor --link kafka-prod": "needs a Kafka " +

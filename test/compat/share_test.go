@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/internal/testutil"
+	"github.com/strandlog/strand/test/librdkafkatest"
 )
 
 // The Kafka tools of share groups (KIP-932).
@@ -36,8 +39,9 @@ func TestKafkaShareGroupTools(t *testing.T) {
 		t.Fatalf("kafka-features.sh upgrade --feature share.version=1: %v", r)
 	}
 	createTopic(t, b.Addr, topic, 3, nil)
+	// The group's configs as the README sets them.
 	if r := runKafkaTool(t, configTool, "--bootstrap-server", b.Addr, "--entity-type", "groups", "--entity-name", group,
-		"--alter", "--add-config", "share.auto.offset.reset=earliest"); r.err != nil {
+		"--alter", "--add-config", "share.auto.offset.reset=earliest,share.record.lock.duration.ms=30000"); r.err != nil {
 		t.Fatalf("kafka-configs.sh: %v", r)
 	}
 	var recs []*kgo.Record
@@ -201,5 +205,65 @@ func TestVerifiableShareConsumer(t *testing.T) {
 	defer stop()
 	if fs := late.PollRecords(pollCtx, 10); fs.NumRecords() > 0 {
 		t.Fatalf("a new member acquired %d records past the delivery limit", fs.NumRecords())
+	}
+}
+
+// TestLibrdkafkaShareConsumer: librdkafka's share consumer
+// (confluent-kafka's ShareConsumer) is a member of a share group. In
+// explicit mode it rejects the values ending in 0, releases those ending in
+// 1 at their first delivery (they come back, counted as second deliveries)
+// and accepts the rest; in implicit mode, in another group, it accepts
+// every record of a poll at the next. Each value is settled once, as the
+// broker confirms it.
+func TestLibrdkafkaShareConsumer(t *testing.T) {
+	t.Parallel()
+	python := librdkafkatest.Python(t)
+	b := startBroker(t)
+	const topic, n = "queue", 60
+	if r := runKafkaTool(t, featureTool, "--bootstrap-server", b.Addr, "upgrade", "--feature", "share.version=1"); r.err != nil {
+		t.Fatalf("kafka-features.sh upgrade --feature share.version=1: %v", r)
+	}
+	createTopic(t, b.Addr, topic, 3, nil)
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "task-%02d", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client(t, b.Addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"explicit", "implicit"} {
+		group := "librdkafka-" + mode
+		testutil.SetGroupConfig(t, client(t, b.Addr), group, "share.auto.offset.reset", "earliest")
+		r := run(2*time.Minute, "", "", python, filepath.Join(librdkafkatest.ScriptsDir(), "share_librdkafka.py"),
+			b.Addr, topic, group, fmt.Sprint(n), mode)
+		if r.err != nil {
+			t.Fatalf("%s: %v", mode, r)
+		}
+		deliveries, settled := map[string][]int{}, map[string][]string{}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 3 && f[0] == "delivered":
+				c, _ := strconv.Atoi(f[2])
+				deliveries[f[1]] = append(deliveries[f[1]], c)
+			case len(f) == 3 && f[0] == "settled":
+				settled[f[1]] = append(settled[f[1]], f[2])
+			}
+		}
+		for i := range n {
+			v := fmt.Sprintf("task-%02d", i)
+			want, wantDeliveries := "accept", []int{1}
+			if mode == "explicit" && i%10 == 0 {
+				want = "reject"
+			}
+			if mode == "explicit" && i%10 == 1 {
+				wantDeliveries = []int{1, 2}
+			}
+			if !slices.Equal(settled[v], []string{want}) || !slices.Equal(deliveries[v], wantDeliveries) {
+				t.Errorf("%s: %s settled %v after deliveries %v; want %s after %v", mode, v, settled[v], deliveries[v], want, wantDeliveries)
+			}
+		}
 	}
 }

@@ -139,7 +139,7 @@ func suiteCommand() *cobra.Command {
 		Short: "Run every workload against Strand, Apache Kafka and kfake, side by side",
 		Long: `Start each broker in turn on a free loopback port with a fresh data
 directory, measure its start-up (process start to first acknowledged
-produce), run workloads (a)-(f) against it, record its peak RSS and stop it;
+produce), run workloads (a)-(g) against it, record its peak RSS and stop it;
 repeat for the given rounds, rotating which broker goes first, and measure
 the machine's own limits (loopback TCP, write+fsync) before and after.
 Writes results.md and results.json to --out and prints the Markdown; exits
@@ -243,7 +243,7 @@ fifth of the records, 2 rounds), smoke (seconds, Strand only, for CI).`,
 	f.StringVar(&o.Mode, "mode", "full", "full, quick or smoke")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds (default: full 3, quick 2, smoke 1)")
 	f.StringVar(&brokers, "brokers", "strand,strand-nofsync,kafka,kafka-flush,kfake", "broker kinds to compare (smoke default: strand)")
-	f.StringVar(&workloads, "workloads", "", "workloads to run, e.g. a,c (default: all of a,b,c,d,e,f; f is f-10 and f-1000)")
+	f.StringVar(&workloads, "workloads", "", "workloads to run, e.g. a,c (default: all of a,b,c,d,e,f,g; f is f-10 and f-1000)")
 	f.StringVar(&o.Out, "out", "", "directory for results.md, results.json and profiles (default bench/results/<time>-<mode>)")
 	f.StringVar(&o.WorkDir, "work-dir", "", "where the brokers keep their data, on the disk under test (default: a new temporary directory)")
 	f.StringVar(&o.Factory.strandBin, "strand-bin", "", "strand binary to benchmark (default: strand in this program's directory)")

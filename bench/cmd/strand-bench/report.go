@@ -80,6 +80,22 @@ func metricsFor(w benchWorkload) []metric {
 		return r.ClientCPUSeconds / r.ProduceSeconds
 	}}
 	switch {
+	case w.ShareConsumers > 0:
+		return []metric{
+			{Name: "share consume records/s (backlog)", Get: func(r benchResult) float64 { return r.ConsumeRecordsPerSec }, Format: fmtRate},
+			{Name: "share consume MB/s (payload)", Get: func(r benchResult) float64 { return r.ConsumeMBPerSec }, Format: fmtMB},
+			{Name: "achieved records/s (fixed rate)", Get: func(r benchResult) float64 { return r.AchievedRate }, Format: fmtRate},
+			lat("end-to-end p50 ms", func(r benchResult) float64 { return r.E2EP50Ms }),
+			lat("end-to-end p99 ms", func(r benchResult) float64 { return r.E2EP99Ms }),
+			lat("end-to-end max ms", func(r benchResult) float64 { return r.E2EMaxMs }),
+			{Name: "records received more than once", Format: fmtCount, NoRatio: true, Get: func(r benchResult) float64 { return float64(r.Redelivered) }},
+			{Name: "broker CPU per 1M records consumed, s", Format: fmtMs, Lower: true, Get: func(r benchResult) float64 {
+				if r.ConsumeBrokerCPUSeconds <= 0 || w.Records <= 0 {
+					return math.NaN()
+				}
+				return r.ConsumeBrokerCPUSeconds / float64(w.Records) * 1e6
+			}},
+		}
 	case w.TxnRecords > 0:
 		return []metric{
 			{Name: "committed transactions/s", Get: func(r benchResult) float64 { return r.TxnPerSec }, Format: fmtRate},
@@ -146,6 +162,8 @@ func metricsFor(w benchWorkload) []metric {
 }
 
 func fmtCores(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func fmtCount(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 // column is a broker column, or a ratio between two broker columns.
 type column struct {

@@ -21,6 +21,8 @@ import (
 // quick (the same shapes, about a fifth of the records) or smoke (tiny,
 // seconds in all, to keep the tool working in CI). (f) is two workloads,
 // f-10 and f-1000 (records per transaction); --workloads f selects both.
+// (g) is share groups: a backlog drained by 8 members of one share group,
+// then records at a fixed rate while they read along.
 func suiteWorkloads(mode string) ([]benchWorkload, error) {
 	const kib = 1024
 	a := benchWorkload{Name: "a", Title: "(a) throughput, small records", Records: 2_000_000, RecordSize: 100, Partitions: 6,
@@ -44,22 +46,27 @@ func suiteWorkloads(mode string) ([]benchWorkload, error) {
 			Duration: 15 * time.Second, Warmup: 2 * time.Second}
 	}
 	f10, f1000 := txn(10), txn(1000)
+	g := benchWorkload{Name: "g", Title: "(g) share groups", Records: 1_000_000, RecordSize: 100, Partitions: 3,
+		Acks: "all", Idempotent: true, Compression: "none", Linger: 5 * time.Millisecond, BatchBytes: 1 << 20,
+		MaxBufferedBytes: 32 << 20, Rate: 10_000, Duration: 15 * time.Second, Warmup: 2 * time.Second, ShareConsumers: 8}
 	switch mode {
 	case "full":
 	case "quick":
 		a.Records, b.Records, c.Records, e.Records = 400_000, 40_000, 5_000, 200_000
 		d.Duration, d.Warmup = 6*time.Second, time.Second
 		f10.Duration, f10.Warmup, f1000.Duration, f1000.Warmup = 6*time.Second, time.Second, 6*time.Second, time.Second
+		g.Records, g.Duration, g.Warmup = 200_000, 6*time.Second, time.Second
 	case "smoke":
 		a.Records, b.Records, c.Records, e.Records = 5_000, 100, 200, 5_000
 		d.Rate, d.Duration, d.Warmup = 2_000, time.Second, 200*time.Millisecond
 		e.Partitions = 50
 		e.Title = "(e) many partitions"
 		f10.Duration, f10.Warmup, f1000.Duration, f1000.Warmup = time.Second, 200*time.Millisecond, time.Second, 200*time.Millisecond
+		g.Records, g.Rate, g.Duration, g.Warmup = 5_000, 1_000, time.Second, 200*time.Millisecond
 	default:
 		return nil, fmt.Errorf("mode %q: want full, quick or smoke", mode)
 	}
-	return []benchWorkload{a, b, c, d, e, f10, f1000}, nil
+	return []benchWorkload{a, b, c, d, e, f10, f1000, g}, nil
 }
 
 type suiteOptions struct {
@@ -117,7 +124,7 @@ func runSuite(ctx context.Context, o suiteOptions) (*suiteReport, error) {
 	}
 	for _, n := range o.Workloads {
 		if !slices.ContainsFunc(all, func(w benchWorkload) bool { return w.Name == n || w.group() == n }) {
-			return nil, fmt.Errorf("unknown workload %q (want a, b, c, d, e, f, f-10 or f-1000)", n)
+			return nil, fmt.Errorf("unknown workload %q (want a, b, c, d, e, f, f-10, f-1000 or g)", n)
 		}
 	}
 	var ws []benchWorkload
@@ -307,6 +314,10 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 }
 
 func summarize(w benchWorkload, r benchResult) string {
+	if w.ShareConsumers > 0 {
+		return fmt.Sprintf("%s: %d share consumers drained %d records at %.0f rec/s, %.1f MB/s; at %.0f rec/s end-to-end p50 %.2f / p99 %.2f / max %.2f ms; %d records received more than once, %d acknowledgements refused; every record received",
+			w.Name, w.ShareConsumers, w.Records, r.ConsumeRecordsPerSec, r.ConsumeMBPerSec, r.AchievedRate, r.E2EP50Ms, r.E2EP99Ms, r.E2EMaxMs, r.Redelivered, r.AckErrors)
+	}
 	cpu := fmt.Sprintf("CPU: client %.2f cores", r.ClientCPUSeconds/r.ProduceSeconds)
 	if r.BrokerCPUSeconds > 0 {
 		cpu += fmt.Sprintf(", broker %.2f cores", r.BrokerCPUSeconds/r.ProduceSeconds)

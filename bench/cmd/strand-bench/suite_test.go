@@ -36,12 +36,17 @@ func TestBenchSmoke(t *testing.T) {
 	if len(rep.Failures) > 0 {
 		t.Errorf("failures: %v", rep.Failures)
 	}
-	want := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f-10": true, "f-1000": true}
+	want := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f-10": true, "f-1000": true, "g": true}
 	for _, r := range rep.Results {
 		if r.Broker != "strand" || !r.Verified || r.Error != "" {
 			t.Errorf("workload %s on %s: verified %v, error %q", r.Workload, r.Broker, r.Verified, r.Error)
 		}
-		if strings.HasPrefix(r.Workload, "f-") {
+		if r.Workload == "g" {
+			if r.Records != 6_000 || r.ConsumeRecordsPerSec <= 0 || r.ConsumeMBPerSec <= 0 || r.AchievedRate <= 0 ||
+				r.E2EP50Ms <= 0 || r.E2EP99Ms < r.E2EP50Ms || r.E2EMaxMs < r.E2EP99Ms || r.Redelivered < 0 {
+				t.Errorf("share groups: empty or inconsistent measurements %+v", r)
+			}
+		} else if strings.HasPrefix(r.Workload, "f-") {
 			if r.Transactions <= 0 || r.TxnPerSec <= 0 || r.ProduceRecordsPerSec <= 0 || r.WireBytes <= 0 ||
 				r.CommitP50Ms <= 0 || r.CommitP99Ms < r.CommitP50Ms || r.TxnP50Ms < r.CommitP50Ms || r.TxnP99Ms < r.TxnP50Ms {
 				t.Errorf("workload %s: empty or inconsistent measurements %+v", r.Workload, r)
@@ -67,7 +72,8 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"(a) throughput", "(e) many partitions", "(f) transactions of 1000 records", "committed transactions/s", "start-up to first acknowledged produce", "loopback TCP",
+	for _, s := range []string{"(a) throughput", "(e) many partitions", "(f) transactions of 1000 records", "committed transactions/s",
+		"(g) share groups", "share consume records/s", "end-to-end max ms", "start-up to first acknowledged produce", "loopback TCP",
 		"broker CPU per consumed GB", "client CPU while consuming"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("results.md lacks %q", s)

@@ -51,6 +51,10 @@ type benchWorkload struct {
 	// transactional producer runs back-to-back transactions of TxnRecords
 	// records for Duration; those begun during Warmup are not counted.
 	TxnRecords int `json:"txn_records,omitempty"`
+	// ShareConsumers > 0 selects the share group workload (share.go): that
+	// many members of one share group drain a backlog of Records, then
+	// read along while records are produced at Rate for Duration.
+	ShareConsumers int `json:"share_consumers,omitempty"`
 	// Topic configs for the topic the workload creates.
 	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
 	// ReplicationFactor of that topic (cluster mode); 0 is 1.
@@ -76,6 +80,9 @@ func (w benchWorkload) total() int64 {
 }
 
 func (w benchWorkload) describe() string {
+	if w.ShareConsumers > 0 {
+		return w.describeShare()
+	}
 	var b strings.Builder
 	if w.TxnRecords > 0 {
 		fmt.Fprintf(&b, "transactions of %d × %s for %s", w.TxnRecords, bytesStr(w.RecordSize), w.Duration)
@@ -236,6 +243,12 @@ type benchResult struct {
 	E2EP50Ms     float64 `json:"e2e_p50_ms,omitempty"`
 	E2EP99Ms     float64 `json:"e2e_p99_ms,omitempty"`
 	E2EP999Ms    float64 `json:"e2e_p999_ms,omitempty"`
+	E2EMaxMs     float64 `json:"e2e_max_ms,omitempty"` // share groups
+
+	// Share groups: records received more than once, and partitions'
+	// acknowledgements the broker refused.
+	Redelivered int64 `json:"redelivered,omitempty"`
+	AckErrors   int64 `json:"ack_errors,omitempty"`
 
 	// CPU time over the produce phase: the broker process's (0 when not
 	// known, as for kfake, which runs in the client's process) and this
@@ -448,6 +461,13 @@ func runWorkload(ctx context.Context, addr, topic string, w benchWorkload, broke
 	}
 	if w.TxnRecords > 0 {
 		if err := runTxnWorkload(ctx, addr, topic, w, brokerCPU, &res); err != nil {
+			return fail(err)
+		}
+		res.Verified = true
+		return res, nil
+	}
+	if w.ShareConsumers > 0 {
+		if err := runShareWorkload(ctx, addr, topic, w, brokerCPU, &res); err != nil {
 			return fail(err)
 		}
 		res.Verified = true
