@@ -294,11 +294,15 @@ func viewGroup(d *doc, g groupPage, actions bool) {
 	if len(g.Members) == 0 {
 		d.h(`<tr><td colspan="7" class="muted">No members: the group is not reading.</td></tr>`)
 	}
+	from := "Committed"
+	if g.Group.Type == "share" {
+		from = "Start" // a share-partition's start offset, not a commit
+	}
 	d.h(`</table>
 <h2>Lag per partition</h2>
 <table id="lag-table">
-<tr><th>Topic</th><th class="num">Partition</th><th class="num">Committed</th><th class="num">End</th><th class="num">Lag</th><th class="num">Lag (s)</th><th>Owner</th></tr>
-`)
+<tr><th>Topic</th><th class="num">Partition</th><th class="num">%s</th><th class="num">End</th><th class="num">Lag</th><th class="num">Lag (s)</th><th>Owner</th></tr>
+`, from)
 	for _, p := range g.Partitions {
 		s, ok := g.LagSeconds[inspect.Partition{Topic: p.Topic, Partition: p.Partition}]
 		d.h(`<tr data-partition="%s-%d"><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num lag">%s</td><td class="num seconds">%s</td><td>%s</td></tr>`+"\n",

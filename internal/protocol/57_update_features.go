@@ -107,7 +107,8 @@ func handleUpdateFeatures(_ context.Context, b *Broker, r *Request) (*Response, 
 
 // featureLevel is a served feature's finalized level: the cluster
 // metadata's, else this broker's default (transaction.version from its
-// settings, group.version 1, share.version 0).
+// settings, group.version 1, share.version 1, as Kafka 4.2 and later
+// format a new cluster).
 func (b *Broker) featureLevel(name string) int16 {
 	if level, _, ok := b.Cluster.FeatureLevel(name); ok {
 		return level
@@ -115,7 +116,7 @@ func (b *Broker) featureLevel(name string) int16 {
 	switch name {
 	case TransactionVersionFeature:
 		return b.Config.TransactionVersion
-	case GroupVersionFeature:
+	case GroupVersionFeature, ShareVersionFeature:
 		return 1
 	}
 	return 0

@@ -20,9 +20,10 @@ import (
 // ShareAcknowledge) share.
 
 // ShareVersionFeature is the feature that turns share groups (KIP-932) on:
-// at level 1 their APIs are served and listed by ApiVersions. It is 0
-// until an operator finalizes it (kafka-features.sh upgrade --feature
-// share.version=1). The share-partitions' state is durable in
+// at level 1 their APIs are served and listed by ApiVersions. It is 1
+// unless an operator finalizes another level, as in a cluster Kafka 4.2 or
+// later formats (kafka-features.sh downgrade --feature share.version=0
+// turns share groups off). The share-partitions' state is durable in
 // __share_group_state, the groups (their epochs and topics) in
 // __consumer_offsets; the members are kept in memory, and join again when
 // the coordinator moves.

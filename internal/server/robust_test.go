@@ -715,9 +715,10 @@ func checkTransactionVersion(t *testing.T, resp *kmsg.ApiVersionsResponse, level
 	for _, f := range resp.FinalizedFeatures {
 		finalized[f.Name] = [2]int16{f.MinVersionLevel, f.MaxVersionLevel}
 	}
-	// group.version is finalized at 1: the consumer group protocol is on;
-	// share.version at 0 is not listed: share groups are off.
-	want := map[string][2]int16{"group.version": {1, 1}}
+	// group.version and share.version are finalized at 1: the consumer
+	// group protocol and share groups are on, as in a cluster Kafka 4.2 or
+	// later formats.
+	want := map[string][2]int16{"group.version": {1, 1}, "share.version": {1, 1}}
 	if level > 0 {
 		want["transaction.version"] = [2]int16{level, level}
 	}

@@ -29,22 +29,51 @@ func apiListed(t *testing.T, cl *kgo.Client, key int16) bool {
 }
 
 // TestShareGroupsNeedTheFeature: the share group APIs are listed and
-// served only once share.version is 1.
+// served while share.version is 1, its level unless an operator finalizes
+// another (as in a cluster Kafka 4.2 or later formats); at 0 they are
+// neither listed nor served, and at 1 again they are back.
 func TestShareGroupsNeedTheFeature(t *testing.T) {
 	b := testutil.StartBroker(t, nil)
-	cl := newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79, 84, 85, 90} {
-		if apiListed(t, cl, key) {
-			t.Fatalf("API %d listed with share.version 0", key)
+	keys := []int16{76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}
+	listed := func(want bool) {
+		t.Helper()
+		// A fresh client: a client keeps the versions it was told.
+		cl := newClient(t, b.Addr)
+		for _, key := range keys {
+			if apiListed(t, cl, key) != want {
+				t.Fatalf("API %d listed: %v, want %v", key, !want, want)
+			}
 		}
 	}
-	testutil.EnableShareGroups(t, cl)
-	// A fresh client: the first one keeps the versions it was told.
-	cl = newClient(t, b.Addr)
-	for _, key := range []int16{76, 77, 78, 79, 84, 85, 90} {
-		if !apiListed(t, cl, key) {
-			t.Fatalf("API %d not listed with share.version 1", key)
-		}
+	listed(true)
+	setShareVersion(t, newClient(t, b.Addr), 0)
+	listed(false)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "g", "m", []string{"t"}
+	if resp := dialRaw(t, b.Addr).do(hb).(*kmsg.ShareGroupHeartbeatResponse); resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("ShareGroupHeartbeat with share.version 0: %+v", resp)
+	}
+	testutil.EnableShareGroups(t, newClient(t, b.Addr))
+	listed(true)
+}
+
+// setShareVersion finalizes share.version at level, downgrading if need be.
+func setShareVersion(t *testing.T, cl *kgo.Client, level int16) {
+	t.Helper()
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	u.Feature, u.MaxVersionLevel, u.UpgradeType = "share.version", level, 2 // a safe downgrade
+	req.FeatureUpdates = append(req.FeatureUpdates, u)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil && len(resp.Results) == 1 {
+		err = kerr.ErrorForCode(resp.Results[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("finalizing share.version %d: %v", level, err)
 	}
 }
 
@@ -291,6 +320,22 @@ func shareTopic(t *testing.T, topic string) (*testutil.Broker, *kgo.Client, [16]
 	return b, admin, [16]byte(created.ID)
 }
 
+// shareHolding starts a broker with a one-partition topic of ten records
+// (values 0 to 9) and a share group reading it from the earliest, whose
+// member-a has joined and acquired all ten.
+func shareHolding(t *testing.T, topic, group string) (*testutil.Broker, *kgo.Client, [16]byte, *shareConn) {
+	t.Helper()
+	b, admin, id := shareTopic(t, topic)
+	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	produceEach(t, b.Addr, topic, 10)
+	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
+	a.join(topic)
+	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
+		t.Fatalf("a acquired %v", got)
+	}
+	return b, admin, id, a
+}
+
 // produceEach writes the values 0 to n-1, a batch each.
 func produceEach(t *testing.T, addr, topic string, n int) {
 	t.Helper()
@@ -384,14 +429,7 @@ func TestShareGroupProtocol(t *testing.T) {
 // deliveries.
 func TestShareGroupStateSurvivesRestart(t *testing.T) {
 	const topic, group = "durable", "g"
-	b, admin, id := shareTopic(t, topic)
-	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	produceEach(t, b.Addr, topic, 10)
-	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
-	a.join(topic)
-	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
-		t.Fatalf("a acquired %v", got)
-	}
+	b, _, id, a := shareHolding(t, topic, group)
 	if code := ackError(a.acknowledge(id, ack(0, 3, 1), ack(4, 4, 3), ack(5, 5, 2))); code != 0 {
 		t.Fatalf("a's acknowledgements: %d", code)
 	}
@@ -477,14 +515,7 @@ func TestShareGroupResetByDuration(t *testing.T) {
 // gets every record again from the new start.
 func TestShareGroupOffsetsAdmin(t *testing.T) {
 	const topic, group = "reset", "g"
-	b, admin, id := shareTopic(t, topic)
-	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	produceEach(t, b.Addr, topic, 10)
-	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
-	a.join(topic)
-	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
-		t.Fatalf("a acquired %v", got)
-	}
+	b, admin, id, a := shareHolding(t, topic, group)
 	if code := ackError(a.acknowledge(id, ack(0, 4, 1))); code != 0 {
 		t.Fatalf("a accepting 0-4: %d", code)
 	}
@@ -577,14 +608,7 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 // described, as kafka-share-groups.sh shows them; deleted, it stays gone.
 func TestShareGroupSurvivesRestart(t *testing.T) {
 	const topic, group = "kept", "g"
-	b, admin, id := shareTopic(t, topic)
-	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	produceEach(t, b.Addr, topic, 10)
-	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
-	a.join(topic)
-	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
-		t.Fatalf("a acquired %v", got)
-	}
+	b, _, id, a := shareHolding(t, topic, group)
 	if code := ackError(a.acknowledge(id, ack(0, 3, 1))); code != 0 {
 		t.Fatalf("a accepting 0-3: %d", code)
 	}
@@ -599,6 +623,11 @@ func TestShareGroupSurvivesRestart(t *testing.T) {
 	offs, err := adm.DescribeShareGroupOffsets(ctx, group)
 	if err != nil || offs[group].Err != nil {
 		t.Fatalf("after the restart, the group's offsets: %+v %v", offs, err)
+	}
+	// DescribeGroups describes classic groups: a share group is Dead to
+	// it, as to Kafka before v6.
+	if d, err := adm.DescribeGroups(ctx, group); err != nil || d[group].Err != nil || d[group].State != "Dead" {
+		t.Fatalf("DescribeGroups of the share group: %+v %v", d[group], err)
 	}
 	if o, ok := offs[group].Offsets.Lookup(topic, 0); !ok || o.Err != nil || o.StartOffset != 4 || o.Lag != 6 {
 		t.Fatalf("after the restart, partition 0's offset %+v %v; want start 4, lag 6", o, ok)
@@ -619,14 +648,7 @@ func TestShareGroupSurvivesRestart(t *testing.T) {
 // records on the partition's leader.
 func TestShareGroupMetrics(t *testing.T) {
 	const topic, group = "measured", "g"
-	b, admin, id := shareTopic(t, topic)
-	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
-	produceEach(t, b.Addr, topic, 10)
-	a := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "member-a"}
-	a.join(topic)
-	if got := acquiredRuns(a.fetch(id)); !slices.Equal(got, [][3]int64{{0, 9, 1}}) {
-		t.Fatalf("a acquired %v", got)
-	}
+	b, _, id, a := shareHolding(t, topic, group)
 	// 0-3 accepted, 4 rejected, 5 released: 6-9 still held.
 	if code := ackError(a.acknowledge(id, ack(0, 3, 1), ack(4, 4, 3), ack(5, 5, 2))); code != 0 {
 		t.Fatalf("a's acknowledgements: %d", code)

@@ -37,7 +37,7 @@ var readmeBlocksNotRun = map[string]string{
 		"section against a real Kafka",
 	"### One consumer at a time: a group on both clusters": "needs a Kafka cluster at kafka-1:9092; test/link's " +
 		"TestLinkGroupPassThroughFromKafka runs this section against a real Kafka",
-	"### Share groups (queues)": "Kafka's own kafka-features.sh, kafka-configs.sh and kafka-console-share-consumer.sh; " +
+	"### Share groups (queues)": "Kafka's own kafka-configs.sh and kafka-console-share-consumer.sh; " +
 		"TestKafkaShareGroupTools runs them",
 }
 
