@@ -217,53 +217,99 @@ func TestVerifiableShareConsumer(t *testing.T) {
 // broker confirms it.
 func TestLibrdkafkaShareConsumer(t *testing.T) {
 	t.Parallel()
-	python := librdkafkatest.Python(t)
 	b := startBroker(t)
-	const topic, n = "queue", 60
-	if r := runKafkaTool(t, featureTool, "--bootstrap-server", b.Addr, "upgrade", "--feature", "share.version=1"); r.err != nil {
-		t.Fatalf("kafka-features.sh upgrade --feature share.version=1: %v", r)
+	createTopic(t, b.Addr, "queue", 3, nil)
+	produceTasks(t, b.Addr, "queue", 60)
+	for _, mode := range []string{"explicit", "implicit"} {
+		librdkafkaShareMember(t, b.Addr, "queue", "librdkafka-"+mode, mode, 60)
 	}
-	createTopic(t, b.Addr, topic, 3, nil)
+}
+
+// TestClusterShareClients: share groups on three brokers, with a topic
+// whose six partitions all three lead, read by librdkafka's share consumer
+// in explicit mode through one broker, and by Java's KafkaShareConsumer
+// (kafka-console-share-consumer.sh, implicit acknowledgement) through
+// another: each settles every record once.
+func TestClusterShareClients(t *testing.T) {
+	c := startCluster(t)
+	const topic, n = "queue-cluster", 120
+	leaders := c.spreadTopic(t, 0, topic)
+	t.Logf("%s leaders %v", topic, leaders)
+	produceTasks(t, c.seed(0), topic, n)
+	librdkafkaShareMember(t, c.seed(1), topic, "librdkafka-cluster", "explicit", n)
+
+	const group = "java-cluster"
+	testutil.SetGroupConfig(t, client(t, c.seed(0)), group, "share.auto.offset.reset", "earliest")
+	r := runKafkaTool(t, consoleShareConsume, "--bootstrap-server", c.seed(2), "--topic", topic, "--group", group,
+		"--max-messages", fmt.Sprint(n), "--timeout-ms", "60000")
+	if r.err != nil {
+		t.Fatalf("kafka-console-share-consumer.sh: %v", r)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if strings.HasPrefix(line, "task-") {
+			seen[line]++
+		}
+	}
+	for i := range n {
+		if v := fmt.Sprintf("task-%03d", i); seen[v] != 1 {
+			t.Errorf("the Java share consumer printed %s %d times", v, seen[v])
+		}
+	}
+}
+
+// produceTasks writes the values task-000 to task-(n-1), spread over the
+// topic's partitions.
+func produceTasks(t *testing.T, addr, topic string, n int) {
+	t.Helper()
 	var recs []*kgo.Record
 	for i := range n {
-		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "task-%02d", i)})
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "task-%03d", i)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := client(t, b.Addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := client(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())).ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"explicit", "implicit"} {
-		group := "librdkafka-" + mode
-		testutil.SetGroupConfig(t, client(t, b.Addr), group, "share.auto.offset.reset", "earliest")
-		r := run(2*time.Minute, "", "", python, filepath.Join(librdkafkatest.ScriptsDir(), "share_librdkafka.py"),
-			b.Addr, topic, group, fmt.Sprint(n), mode)
-		if r.err != nil {
-			t.Fatalf("%s: %v", mode, r)
+}
+
+// librdkafkaShareMember runs share_librdkafka.py as a member of group
+// (reading from the earliest) until the n tasks are settled, and checks
+// what it says: in explicit mode the tasks ending in 0 rejected and those
+// ending in 1 delivered twice (released at the first), the rest accepted
+// at their first delivery; in implicit mode every task accepted at its
+// first.
+func librdkafkaShareMember(t *testing.T, addr, topic, group, mode string, n int) {
+	t.Helper()
+	python := librdkafkatest.Python(t)
+	testutil.SetGroupConfig(t, client(t, addr), group, "share.auto.offset.reset", "earliest")
+	r := run(2*time.Minute, "", "", python, filepath.Join(librdkafkatest.ScriptsDir(), "share_librdkafka.py"),
+		addr, topic, group, fmt.Sprint(n), mode)
+	if r.err != nil {
+		t.Fatalf("%s: %v", mode, r)
+	}
+	deliveries, settled := map[string][]int{}, map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "delivered":
+			c, _ := strconv.Atoi(f[2])
+			deliveries[f[1]] = append(deliveries[f[1]], c)
+		case len(f) == 3 && f[0] == "settled":
+			settled[f[1]] = append(settled[f[1]], f[2])
 		}
-		deliveries, settled := map[string][]int{}, map[string][]string{}
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 3 && f[0] == "delivered":
-				c, _ := strconv.Atoi(f[2])
-				deliveries[f[1]] = append(deliveries[f[1]], c)
-			case len(f) == 3 && f[0] == "settled":
-				settled[f[1]] = append(settled[f[1]], f[2])
-			}
+	}
+	for i := range n {
+		v := fmt.Sprintf("task-%03d", i)
+		want, wantDeliveries := "accept", []int{1}
+		if mode == "explicit" && i%10 == 0 {
+			want = "reject"
 		}
-		for i := range n {
-			v := fmt.Sprintf("task-%02d", i)
-			want, wantDeliveries := "accept", []int{1}
-			if mode == "explicit" && i%10 == 0 {
-				want = "reject"
-			}
-			if mode == "explicit" && i%10 == 1 {
-				wantDeliveries = []int{1, 2}
-			}
-			if !slices.Equal(settled[v], []string{want}) || !slices.Equal(deliveries[v], wantDeliveries) {
-				t.Errorf("%s: %s settled %v after deliveries %v; want %s after %v", mode, v, settled[v], deliveries[v], want, wantDeliveries)
-			}
+		if mode == "explicit" && i%10 == 1 {
+			wantDeliveries = []int{1, 2}
+		}
+		if !slices.Equal(settled[v], []string{want}) || !slices.Equal(deliveries[v], wantDeliveries) {
+			t.Errorf("%s: %s settled %v after deliveries %v; want %s after %v", mode, v, settled[v], deliveries[v], want, wantDeliveries)
 		}
 	}
 }

@@ -129,14 +129,16 @@ func shareMember(ctx context.Context, t *testing.T, seeds []string, group, topic
 // TestShareGroupFaults: eight members of a share group read a topic of
 // three partitions on three brokers: seven franz-go share consumers,
 // which reject, release and accept, and `strand consume --share-group`,
-// killed with SIGKILL while it reads. Then the group's coordinator broker
-// is killed with SIGKILL and started again. The checker, over everything
-// handed out: every record delivered and, at the end, done with (the
-// group's lag 0 on every partition); no acceptance the brokers confirmed
-// twice; a record whose acceptance or rejection was confirmed never
-// delivered again (two members never both settle a record), a released
-// one delivered again with a higher delivery count; delivery counts
-// within the delivery limit.
+// killed with SIGKILL while it reads; beside them a ninth member takes
+// records once and stalls, its locks (3 s) running out. Then the group's
+// coordinator broker is killed with SIGKILL and started again. The
+// checker, over everything handed out: every record delivered and, at the
+// end, done with (the group's lag 0 on every partition); no acceptance the
+// brokers confirmed twice; a record whose acceptance or rejection was
+// confirmed never delivered again (two members never both settle a
+// record); a released one, and one the stalled member held, delivered
+// again with a higher delivery count; delivery counts within the delivery
+// limit.
 func TestShareGroupFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three broker processes, a killed consumer and a killed coordinator")
@@ -165,6 +167,24 @@ func TestShareGroupFaults(t *testing.T) {
 
 	l := &shareLedger{deliveries: map[string][]int32{}, accepted: map[string]int{}, settledAt: map[string]int32{},
 		released: map[string]bool{}, rejected: map[string]bool{}}
+
+	// A member that stalls: it takes records once, then neither
+	// acknowledges nor polls again, its connection open. Its locks run
+	// out and its records go to the others.
+	stalled, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ShareMaxRecords(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	held := map[string]int32{}
+	for len(held) == 0 && ctx.Err() == nil {
+		stalled.PollRecords(ctx, 20).EachRecord(func(r *kgo.Record) {
+			held[string(r.Value)] = r.DeliveryCount()
+			l.delivered(string(r.Value), r.DeliveryCount())
+		})
+	}
+
 	members, stopMembers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for range 7 {
@@ -269,7 +289,10 @@ func TestShareGroupFaults(t *testing.T) {
 		if l.released[v] && most < 2 {
 			t.Errorf("%s released, never delivered again (deliveries %v)", v, counts)
 		}
+		if c, ok := held[v]; ok && most <= c {
+			t.Errorf("%s, held by the stalled member at delivery %d, not delivered again (deliveries %v)", v, c, counts)
+		}
 	}
-	t.Logf("%d records, %d deliveries again, %d acceptances and %d rejections confirmed to the franz-go members",
-		n, redelivered, len(l.accepted), len(l.rejected))
+	t.Logf("%d records, %d deliveries again, %d acceptances and %d rejections confirmed to the franz-go members, "+
+		"%d records held by the stalled member", n, redelivered, len(l.accepted), len(l.rejected), len(held))
 }
