@@ -10,6 +10,7 @@ import (
 	"github.com/strandlog/strand/internal/cluster"
 	"github.com/strandlog/strand/internal/group"
 	"github.com/strandlog/strand/internal/model"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/txn"
 )
 
@@ -29,8 +30,15 @@ import (
 //   - With an authorizer: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
 //     or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //
-// Not supported: share groups (key type 2, v6) and unknown key types are
-// INVALID_REQUEST.
+//   - Share-partitions (key type 2, v6+, KIP-932): the share coordinator
+//     of "group:topic id:partition" is the leader of its
+//     __share_group_state partition, created on the way as for the
+//     others. Brokers ask it: CLUSTER_ACTION on the cluster
+//     (CLUSTER_AUTHORIZATION_FAILED); a key of another form, or below v6,
+//     is INVALID_REQUEST, as Kafka answers; while share.version is 0,
+//     COORDINATOR_NOT_AVAILABLE.
+//
+// Unknown key types are INVALID_REQUEST.
 
 func init() { register(10, 0, 6, handleFindCoordinator) }
 
@@ -63,6 +71,21 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *Request) (*Response,
 			case !b.allowed(r, acl.Describe, acl.TransactionalID, key):
 				err = kerr.TransactionalIDAuthorizationFailed
 			case b.Txns.EnsureTopic() != nil:
+				err = kerr.CoordinatorNotAvailable
+			}
+		case 2:
+			topic = share.StateTopic
+			k, validKey := share.ParseCoordinatorKey(key)
+			// The partition is that of the key as Kafka prints it.
+			key = share.CoordinatorKey(k)
+			switch {
+			case req.Version < 6 || !validKey:
+				err = kerr.InvalidRequest
+			case !b.sharesServed():
+				err = kerr.CoordinatorNotAvailable
+			case !b.allowedCluster(r, acl.ClusterAction):
+				err = kerr.ClusterAuthorizationFailed
+			case b.Shares.State.Ensure() != nil:
 				err = kerr.CoordinatorNotAvailable
 			}
 		default:

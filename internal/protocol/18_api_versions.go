@@ -23,8 +23,9 @@ import (
 //     its last change: a single node's --transaction-version, a cluster's
 //     first broker's (the others keep it). At 2 clients use KIP-890's
 //     transaction protocol, below it the older flow.
-//   - v3+: the share.version feature, supported 0-1 and finalized at 0
-//     until UpdateFeatures raises it: the share group APIs (KIP-932) are
+//   - v3+: the share.version feature, supported 0-1 and finalized at 1
+//     unless the cluster metadata holds another level, as in a cluster
+//     Kafka 4.2 or later formats: the share group APIs (KIP-932) are
 //     listed only at 1.
 //   - v3+: the group.version feature, supported 0-1 and finalized at 1
 //     unless the cluster metadata holds another level: at 1 the consumer

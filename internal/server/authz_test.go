@@ -21,6 +21,7 @@ import (
 	"github.com/strandlog/strand/internal/model"
 	"github.com/strandlog/strand/internal/peer"
 	"github.com/strandlog/strand/internal/scram"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/testutil"
 )
 
@@ -260,6 +261,15 @@ func TestAuthorizationTable(t *testing.T) {
 			},
 			code:   findCoordinatorCode,
 			stages: []authStage{{nil, kerr.TransactionalIDAuthorizationFailed.Code}, {acls(allowACL(aclTxnID, "tx", kmsg.ACLOperationDescribe)), 0}}},
+		{name: "FindCoordinator of a share-partition: CLUSTER_ACTION, as brokers ask it",
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrFindCoordinatorRequest()
+				key := share.CoordinatorKey(share.Key{Group: "app", TopicID: ordersID, Partition: 0})
+				r.CoordinatorType, r.CoordinatorKey, r.CoordinatorKeys = 2, key, []string{key}
+				return r
+			},
+			code:   findCoordinatorCode,
+			stages: []authStage{{acls(groupDescribe), kerr.ClusterAuthorizationFailed.Code}, {acls(cluster(kmsg.ACLOperationClusterAction)), 0}}},
 		{name: "JoinGroup: READ on the group",
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrJoinGroupRequest()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/strandlog/strand/internal/config"
 	"github.com/strandlog/strand/internal/inspect"
+	"github.com/strandlog/strand/internal/share"
 	"github.com/strandlog/strand/internal/testutil"
 	"github.com/strandlog/strand/test/grouptest"
 )
@@ -663,5 +665,53 @@ func TestShareGroupMetrics(t *testing.T) {
 	}
 	if v, ok := grouptest.Sample(fams, "strand_group_members", map[string]string{"group": group, "type": "share", "state": "Stable"}); !ok || v != 1 {
 		t.Errorf("strand_group_members of the share group = %v (%v), want 1", v, ok)
+	}
+}
+
+// TestShareCoordinatorLookup: FindCoordinator of the share type (2), as a
+// broker asks it for a share-partition's state, names the leader of the
+// __share_group_state partition the key hashes to, creating the topic on
+// the way; a key of another form, or a version below 6, is
+// INVALID_REQUEST, and while share.version is 0 there is no coordinator.
+func TestShareCoordinatorLookup(t *testing.T) {
+	t.Parallel()
+	b, admin, id := shareTopic(t, "lookup")
+	find := func(version int16, key string) kmsg.FindCoordinatorResponseCoordinator {
+		t.Helper()
+		r := kmsg.NewPtrFindCoordinatorRequest()
+		r.Version, r.CoordinatorType, r.CoordinatorKey, r.CoordinatorKeys = version, 2, key, []string{key}
+		resp := dialRaw(t, b.Addr).do(r).(*kmsg.FindCoordinatorResponse)
+		if version < 4 {
+			return kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: resp.NodeID, ErrorCode: resp.ErrorCode}
+		}
+		if len(resp.Coordinators) != 1 {
+			t.Fatalf("FindCoordinator v%d of %q: %+v", version, key, resp)
+		}
+		return resp.Coordinators[0]
+	}
+	brokers, err := kadm.NewClient(admin).ListBrokers(context.Background())
+	if err != nil || len(brokers) != 1 {
+		t.Fatalf("ListBrokers: %v %+v", err, brokers)
+	}
+	key := share.CoordinatorKey(share.Key{Group: "a:b", TopicID: id, Partition: 0})
+	if c := find(6, key); c.ErrorCode != 0 || c.NodeID != brokers[0].NodeID || c.Key != key {
+		t.Fatalf("FindCoordinator of %s: %+v", key, c)
+	}
+	md, err := kadm.NewClient(admin).ListTopicsWithInternal(context.Background(), share.StateTopic)
+	if err != nil || md[share.StateTopic].Err != nil || len(md[share.StateTopic].Partitions) == 0 {
+		t.Fatalf("%s after the lookup: %v %+v", share.StateTopic, err, md)
+	}
+	for _, bad := range []string{"a", "a:b:0", "g:" + base64.RawURLEncoding.EncodeToString(id[:4]) + ":0",
+		":" + base64.RawURLEncoding.EncodeToString(id[:]) + ":0", key[:len(key)-1] + "-1"} {
+		if c := find(6, bad); c.ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("FindCoordinator of %q: %+v, want INVALID_REQUEST", bad, c)
+		}
+	}
+	if c := find(5, key); c.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("FindCoordinator v5 of a share-partition: %+v, want INVALID_REQUEST", c)
+	}
+	setShareVersion(t, admin, 0)
+	if c := find(6, key); c.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("FindCoordinator of a share-partition at share.version 0: %+v", c)
 	}
 }

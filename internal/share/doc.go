@@ -4,7 +4,7 @@
 // released for redelivery, rejected), redelivered when its lock expires,
 // and given up after a delivery limit.
 //
-// It has three parts:
+// It has four parts:
 //   - Partition, a share-partition: one group's view of one topic
 //     partition, the records between its start offset, before which every
 //     record is done with, and the end of its in-flight window, each with

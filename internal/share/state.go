@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
@@ -93,13 +94,35 @@ func (s Saved) Completed() int64 {
 // partition of StateTopic Kafka's share coordinator picks, by the Java
 // hash of "group:topic id:partition".
 func StatePartition(k Key, partitions int32) int32 {
-	return model.CoordinatorPartition(coordinatorKey(k), partitions)
+	return model.CoordinatorPartition(CoordinatorKey(k), partitions)
 }
 
-// coordinatorKey is Kafka's SharePartitionKey.asCoordinatorKey: the topic
+// CoordinatorKey is Kafka's SharePartitionKey.asCoordinatorKey: the topic
 // id as Kafka's Uuid prints it.
-func coordinatorKey(k Key) string {
+func CoordinatorKey(k Key) string {
 	return k.Group + ":" + base64.RawURLEncoding.EncodeToString(k.TopicID[:]) + ":" + strconv.Itoa(int(k.Partition))
+}
+
+// ParseCoordinatorKey reads a key of CoordinatorKey's form, as a
+// FindCoordinator of the share type (2) names a share-partition. The group
+// may hold colons: the topic id and the partition are the last two parts.
+func ParseCoordinatorKey(s string) (Key, bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return Key{}, false
+	}
+	part, err := strconv.ParseInt(s[i+1:], 10, 32)
+	j := strings.LastIndexByte(s[:i], ':')
+	if err != nil || part < 0 || j < 1 {
+		return Key{}, false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(s[j+1 : i])
+	if err != nil || len(id) != 16 {
+		return Key{}, false
+	}
+	k := Key{Group: s[:j], Partition: int32(part)}
+	copy(k.TopicID[:], id)
+	return k, true
 }
 
 func encodeStateKey(typ int16, k Key) []byte {

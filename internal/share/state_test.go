@@ -29,8 +29,21 @@ func TestStateRecords(t *testing.T) {
 		t.Fatal("a cut value decoded")
 	}
 	// Kafka's coordinator key prints the topic id as its Uuid does.
-	if got := coordinatorKey(k); got != "g:AQIDAAAAAAAAAAAAAAAAAA:4" {
+	if got := CoordinatorKey(k); got != "g:AQIDAAAAAAAAAAAAAAAAAA:4" {
 		t.Fatalf("coordinator key %q", got)
+	}
+	// And it reads back, a group with colons too (a FindCoordinator key).
+	for _, group := range []string{"g", "a:b", "a::"} {
+		want := Key{Group: group, TopicID: k.TopicID, Partition: 4}
+		if got, ok := ParseCoordinatorKey(CoordinatorKey(want)); !ok || got != want {
+			t.Fatalf("parsing %q: %+v %v", CoordinatorKey(want), got, ok)
+		}
+	}
+	for _, bad := range []string{"", "g", "g:4", ":AQIDAAAAAAAAAAAAAAAAAA:4", "g:AQIDAAAAAAAAAAAAAAAAAA:-1",
+		"g:AQIDAAAAAAAAAAAAAAAAAA:x", "g:AQIDAAAAAAAAAAAAAAAA:4", "g:AQIDAAAAAAAAAAAAAAAAAA==:4"} {
+		if got, ok := ParseCoordinatorKey(bad); ok {
+			t.Fatalf("parsing %q: %+v, want a refusal", bad, got)
+		}
 	}
 }
 

@@ -36,9 +36,10 @@ type brokerKind struct {
 	Durability string `json:"durability"`
 	// TopicConfigs are given to every topic the workloads create.
 	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
-	// TxnStateConfigs are set on __transaction_state before a transaction
-	// workload, so the coordinator's writes are as durable as the data's.
-	TxnStateConfigs map[string]string `json:"txn_state_configs,omitempty"`
+	// StateConfigs are set on the coordinator state topic a workload
+	// writes (__transaction_state in (f), __share_group_state in (g)), so
+	// the coordinator's writes are as durable as the data's.
+	StateConfigs map[string]string `json:"state_configs,omitempty"`
 }
 
 var brokerKinds = map[string]brokerKind{
@@ -51,8 +52,8 @@ var brokerKinds = map[string]brokerKind{
 	"kafka": {Name: "kafka", Label: "Kafka",
 		Durability: "fsync left to the OS (Kafka's default)"},
 	"kafka-flush": {Name: "kafka-flush", Label: "Kafka flush.messages=1",
-		Durability:   "fsync after every append, before the acknowledgement (in (f) __transaction_state too)",
-		TopicConfigs: map[string]string{"flush.messages": "1"}, TxnStateConfigs: map[string]string{"flush.messages": "1"}},
+		Durability:   "fsync after every append, before the acknowledgement (in (f) __transaction_state too, in (g) __share_group_state)",
+		TopicConfigs: map[string]string{"flush.messages": "1"}, StateConfigs: map[string]string{"flush.messages": "1"}},
 	"kfake": {Name: "kfake", Label: "kfake",
 		Durability: "in memory, in the bench process (no disk, no durability)"},
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,6 +72,11 @@ func runShareWorkload(ctx context.Context, addr, topic string, w benchWorkload, 
 	group := shareGroupName(topic)
 	if err := enableShareGroup(ctx, addr, group); err != nil {
 		return err
+	}
+	if len(w.StateConfigs) > 0 {
+		if err := setShareStateConfigs(ctx, addr, topic, group, w.StateConfigs); err != nil {
+			return err
+		}
 	}
 
 	// Records go round-robin from 0 in each produce call, so record i of a
@@ -252,6 +258,51 @@ func enableShareGroup(ctx context.Context, addr, group string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// setShareStateConfigs sets configs on __share_group_state before the
+// clock starts. Kafka creates that topic on first use: a FindCoordinator
+// of the share type (2) for one of the group's share-partitions, as a
+// broker sends it, makes it; then every partition is waited for.
+func setShareStateConfigs(ctx context.Context, addr, topic, group string, configs map[string]string) error {
+	const stateTopic = "__share_group_state"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), dialer)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, topic)
+	if err == nil {
+		err = td[topic].Err
+	}
+	if err != nil {
+		return fmt.Errorf("the topic id of %s: %w", topic, err)
+	}
+	id := td[topic].ID
+	key := group + ":" + base64.RawURLEncoding.EncodeToString(id[:]) + ":0"
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKey, req.CoordinatorKeys = 2, key, []string{key}
+		resp, err := req.RequestWith(wctx, cl)
+		if err == nil && len(resp.Coordinators) == 1 {
+			err = kerr.ErrorForCode(resp.Coordinators[0].ErrorCode)
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("the share coordinator of %s: %w", key, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := waitTopicOnline(wctx, adm, stateTopic, 0); err != nil {
+		return err
+	}
+	return alterTopicConfigs(ctx, cl, stateTopic, configs)
 }
 
 // shareVersion is the lowest finalized share.version level among the

@@ -280,8 +280,8 @@ func runOneBroker(ctx context.Context, o suiteOptions, rep *suiteReport, ws []be
 			w.ReplicationFactor = int16(cb.Size())
 			w.TopicConfigs = clusterTopicConfigs(w.TopicConfigs)
 		}
-		if w.TxnRecords > 0 {
-			w.TxnStateConfigs = brokerKinds[kind].TxnStateConfigs
+		if w.TxnRecords > 0 || w.ShareConsumers > 0 {
+			w.StateConfigs = brokerKinds[kind].StateConfigs
 		}
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		res, err := runWorkload(wctx, b.Addr(), fmt.Sprintf("bench-%s-r%d", w.Name, round+1), w, b.CPU)

@@ -50,8 +50,8 @@ func runTxnWorkload(ctx context.Context, addr, topic string, w benchWorkload, br
 	if err := waitTxnStateOnline(ctx, kadm.NewClient(cl)); err != nil {
 		return err
 	}
-	if len(w.TxnStateConfigs) > 0 {
-		if err := alterTopicConfigs(ctx, cl, "__transaction_state", w.TxnStateConfigs); err != nil {
+	if len(w.StateConfigs) > 0 {
+		if err := alterTopicConfigs(ctx, cl, "__transaction_state", w.StateConfigs); err != nil {
 			return err
 		}
 	}

@@ -59,10 +59,11 @@ type benchWorkload struct {
 	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
 	// ReplicationFactor of that topic (cluster mode); 0 is 1.
 	ReplicationFactor int16 `json:"replication_factor,omitempty"`
-	// TxnStateConfigs are set on __transaction_state before a transaction
-	// workload starts (Kafka with flush.messages=1: the coordinator's
+	// StateConfigs are set on the coordinator state topic before a
+	// transaction or share group workload starts (__transaction_state,
+	// __share_group_state; Kafka with flush.messages=1: the coordinator's
 	// writes are fsynced too, as Strand's are).
-	TxnStateConfigs map[string]string `json:"txn_state_configs,omitempty"`
+	StateConfigs map[string]string `json:"state_configs,omitempty"`
 }
 
 // group is the name --workloads selects a workload by besides its own: the
