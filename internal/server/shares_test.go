@@ -715,3 +715,43 @@ func TestShareCoordinatorLookup(t *testing.T) {
 		t.Fatalf("FindCoordinator of a share-partition at share.version 0: %+v", c)
 	}
 }
+
+// TestShareFetchForgetsANamedPartition: a request that names a partition
+// for its acknowledgements and forgets it too (as franz-go does for a
+// partition no longer assigned to the member) leaves it out of the
+// session: later fetches acquire nothing there, where they would hand
+// the member records its client no longer reads.
+func TestShareFetchForgetsANamedPartition(t *testing.T) {
+	t.Parallel()
+	b, _, id, a := shareHolding(t, "forget", "forget-group")
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &a.group, &a.member, a.session
+	req.MaxRecords, req.MaxBytes = 100, 1<<20
+	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{
+		Partition: 0, AcknowledgementBatches: []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 9, AcknowledgeTypes: []int8{1}}},
+	}}}}
+	req.ForgottenTopicsData = []kmsg.ShareFetchRequestForgottenTopicsData{{TopicID: id, Partitions: []int32{0}}}
+	resp := a.c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 {
+		t.Fatalf("acknowledging and forgetting: %+v", resp)
+	}
+	if got := acquiredRuns(resp); len(got) != 0 {
+		t.Fatalf("acquired %v from a partition the request forgets", got)
+	}
+	a.session++
+	produceEach(t, b.Addr, "forget", 5)
+	next := kmsg.NewPtrShareFetchRequest()
+	next.Version = 1
+	next.GroupID, next.MemberID, next.ShareSessionEpoch = &a.group, &a.member, a.session
+	next.MaxRecords, next.MaxBytes = 100, 1<<20
+	if got := acquiredRuns(a.c.do(next).(*kmsg.ShareFetchResponse)); len(got) != 0 {
+		t.Fatalf("acquired %v from a forgotten partition", got)
+	}
+	// Another member gets the new records.
+	c := &shareConn{t: t, c: dialRaw(t, b.Addr), group: a.group, member: "member-c"}
+	c.join("forget")
+	if got := acquiredRuns(c.fetch(id)); !slices.Equal(got, [][3]int64{{10, 14, 1}}) {
+		t.Fatalf("member-c acquired %v", got)
+	}
+}

@@ -183,8 +183,11 @@ func next(e int32) int32 {
 	return e + 1
 }
 
-// SetPartitions changes a session's partitions: add those fetched,
-// forget those named. It returns the session's partitions after.
+// SetPartitions changes a session's partitions: add those fetched, then
+// forget those named. It returns the session's partitions after. A
+// partition both named and forgotten is not kept, as Kafka updates a
+// session: a client names one it no longer fetches to acknowledge its
+// records there, and forgets it in the same request.
 func (l *Leader) SetPartitions(k SessionKey, add, forget []Key) []Key {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -192,12 +195,12 @@ func (l *Leader) SetPartitions(k SessionKey, add, forget []Key) []Key {
 	if s == nil {
 		return nil
 	}
-	s.Partitions = slices.DeleteFunc(s.Partitions, func(p Key) bool { return slices.Contains(forget, p) })
 	for _, p := range add {
 		if !slices.Contains(s.Partitions, p) {
 			s.Partitions = append(s.Partitions, p)
 		}
 	}
+	s.Partitions = slices.DeleteFunc(s.Partitions, func(p Key) bool { return slices.Contains(forget, p) })
 	return slices.Clone(s.Partitions)
 }
 

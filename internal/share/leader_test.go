@@ -29,6 +29,11 @@ func TestShareSessions(t *testing.T) {
 	if got := l.SetPartitions(a, nil, []Key{p0}); !slices.Equal(got, []Key{p1}) {
 		t.Fatalf("after forgetting: %v", got)
 	}
+	// A partition named (for its acknowledgements) and forgotten in one
+	// request is not kept.
+	if got := l.SetPartitions(a, []Key{p0, p1}, []Key{p0}); !slices.Equal(got, []Key{p1}) {
+		t.Fatalf("named and forgotten: %v", got)
+	}
 	// The limit counts open sessions; a member's new session replaces
 	// its last.
 	if _, err := l.Session(b, 0, "conn-1"); err != nil {
