@@ -38,6 +38,9 @@
 // TestLinkGroupPassThroughFromKafka runs two of its seven variants unless
 // STRAND_LINK_PLAYBOOKS=all.
 //
+// Beside the link, TestShareAPIsServedAsKafka uses the Kafka source to
+// check that Strand serves the share group APIs at Kafka's versions.
+//
 // A test whose Java or Kafka jars are missing skips with a message saying
 // so, unless the CI variable is set: CI installs them (.ci/run), so there
 // it fails.
