@@ -33,9 +33,11 @@ import (
 // the first time starts where the group's share.auto.offset.reset says
 // (latest unless set). A group with share.isolation.level read_committed
 // reads up to the last stable offset, and an aborted transaction's
-// records are archived, never delivered. A partition the request forgets,
-// and every partition of a session that ends, gives the member's records
-// back. A session's opening request reads again the state of its
+// records are archived, never delivered. A partition the request forgets
+// leaves the session after the partitions it names are added, as Kafka
+// updates a session; the member's records there stay acquired until
+// acknowledged or their locks run out. Every partition of a session that
+// ends gives the member's records back. A session's opening request reads again the state of its
 // share-partitions that was started over or deleted meanwhile.
 // Served while share.version is 1.
 //   - v2: IsRenewAck: a request with renew acknowledgements acquires
@@ -155,10 +157,9 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 			out.part(sp).err = sp.err // answered, not kept in the session
 		}
 	}
-	if len(forget) > 0 {
-		b.releaseMember(forget, member)
-		b.Shares.Leader.NotifyReleased()
-	}
+	// A forgotten partition leaves the session only: the member's records
+	// there stay acquired until it acknowledges them (its client may hold
+	// them still) or their locks run out, as in Kafka.
 	keys := b.Shares.Leader.SetPartitions(sk, add, forget)
 	if req.IsRenewAck {
 		return reply(out.response())

@@ -720,7 +720,9 @@ func TestShareCoordinatorLookup(t *testing.T) {
 // for its acknowledgements and forgets it too (as franz-go does for a
 // partition no longer assigned to the member) leaves it out of the
 // session: later fetches acquire nothing there, where they would hand
-// the member records its client no longer reads.
+// the member records its client no longer reads. The records the member
+// still holds there stay its own, as in Kafka: another member cannot
+// acquire them, and the member acknowledges them later.
 func TestShareFetchForgetsANamedPartition(t *testing.T) {
 	t.Parallel()
 	b, _, id, a := shareHolding(t, "forget", "forget-group")
@@ -729,7 +731,7 @@ func TestShareFetchForgetsANamedPartition(t *testing.T) {
 	req.GroupID, req.MemberID, req.ShareSessionEpoch = &a.group, &a.member, a.session
 	req.MaxRecords, req.MaxBytes = 100, 1<<20
 	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{
-		Partition: 0, AcknowledgementBatches: []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 9, AcknowledgeTypes: []int8{1}}},
+		Partition: 0, AcknowledgementBatches: []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}},
 	}}}}
 	req.ForgottenTopicsData = []kmsg.ShareFetchRequestForgottenTopicsData{{TopicID: id, Partitions: []int32{0}}}
 	resp := a.c.do(req).(*kmsg.ShareFetchResponse)
@@ -748,10 +750,14 @@ func TestShareFetchForgetsANamedPartition(t *testing.T) {
 	if got := acquiredRuns(a.c.do(next).(*kmsg.ShareFetchResponse)); len(got) != 0 {
 		t.Fatalf("acquired %v from a forgotten partition", got)
 	}
-	// Another member gets the new records.
+	a.session++
+	// Another member gets the new records, not those member-a holds.
 	c := &shareConn{t: t, c: dialRaw(t, b.Addr), group: a.group, member: "member-c"}
 	c.join("forget")
 	if got := acquiredRuns(c.fetch(id)); !slices.Equal(got, [][3]int64{{10, 14, 1}}) {
 		t.Fatalf("member-c acquired %v", got)
+	}
+	if code := ackError(a.acknowledge(id, ack(5, 9, 1))); code != 0 {
+		t.Fatalf("member-a accepting what it still holds: error %d", code)
 	}
 }
