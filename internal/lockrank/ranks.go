@@ -36,6 +36,9 @@ type (
 	// ShareStateLoad serialises loading a partition of the share-group
 	// state, taken under a share-partition's lock.
 	ShareStateLoad struct{}
+	// ShareStateWrite is one of server.shareState.writeMu: a key's state
+	// from its fence check until its record is durable.
+	ShareStateWrite struct{}
 	// ReplicaManager is replica.Manager.mu.
 	ReplicaManager struct{}
 	// LogManager is log.Manager.mu.
@@ -77,7 +80,7 @@ type (
 // order lists the ranks' names from the first taken to the last.
 var order = []string{
 	"ConfigChange", "GroupOrTxn", "Coordinator", "TopicAdmin", "ReconcilerTurn", "Subsystem", "ProducerIDs", "LinkPassThrough", "Worker",
-	"GroupWriter", "SharePartition", "ShareStateLoad", "ReplicaManager", "LogManager",
+	"GroupWriter", "SharePartition", "ShareStateLoad", "ShareStateWrite", "ReplicaManager", "LogManager",
 	"LogCompaction", "PartitionAppend", "PartitionSnapshot", "Partition", "LogSync", "FileSyncer", "Log", "Segment",
 	"FetchIndex", "History", "LedgerWriter", "Leaf", "Metadata",
 }

@@ -65,7 +65,8 @@ type Shares struct {
 
 // ShareState is where the share-partitions' state is kept (the share
 // coordinator's __share_group_state). Ensure makes the topic if need be;
-// Read and Change, called under a share-partition's lock, never do. Read
+// Read and Change never do (a leader calls them under a share-partition's
+// lock, the offsets admin APIs without one). Read
 // and Change reach the broker that keeps a key's state; ReadLocal and
 // ChangeLocal, which serve the share-group state APIs, only this one
 // (NOT_COORDINATOR elsewhere).

@@ -81,10 +81,15 @@ var shareStateConfigs = map[string]string{"cleanup.policy": "compact", "segment.
 // (protocol.ShareState), as Kafka's share coordinator does: each key's
 // latest snapshot, in the partition its key hashes to. A partition led
 // here is loaded on first use and again at each new leader epoch; one led
-// by another broker is read and written there, with ReadShareGroupState
-// and WriteShareGroupState.
+// by another broker is read and written there, with ReadShareGroupState,
+// WriteShareGroupState, InitializeShareGroupState and
+// DeleteShareGroupState.
 //
-// Locking: loadMu serialises loads; the store's lock is a leaf.
+// Locking: loadMu serialises loads. A key's writes hold one of writeMu
+// from the store's fence check to its update after the record is durable,
+// so that two writers of a key (its leader and an offsets reset, say)
+// leave the store as their records leave the log. Keys share the locks by
+// hash. The store's lock is a leaf.
 type shareState struct {
 	topic      coordinatorTopic
 	partitions int32 // of the topic when this broker creates it
@@ -92,7 +97,11 @@ type shareState struct {
 	peers      *peer.Client
 	self       int32
 	loadMu     lockrank.Mutex[lockrank.ShareStateLoad]
+	writeMu    [shareStateWriteLocks]lockrank.Mutex[lockrank.ShareStateWrite]
 }
+
+// shareStateWriteLocks is how many locks the keys' writes share.
+const shareStateWriteLocks = 64
 
 // stateElsewhere: the partition keeping a state is led by another broker.
 type stateElsewhere struct {
@@ -158,6 +167,9 @@ func (s *shareState) ChangeLocal(k share.Key, c share.Change) error {
 	if err != nil {
 		return err
 	}
+	mu := &s.writeMu[share.StatePartition(k, shareStateWriteLocks)]
+	mu.Lock()
+	defer mu.Unlock()
 	st, keep, err := s.store.After(k, c)
 	if err != nil {
 		return err

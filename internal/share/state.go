@@ -60,8 +60,8 @@ const (
 // Change is one change to a share-partition's state.
 type Change struct {
 	Kind ChangeKind
-	// StateEpoch is the state epoch the leader read (-1: not checked),
-	// or the new one of a start over.
+	// StateEpoch is the state epoch the leader read, or the new one of a
+	// start over.
 	StateEpoch  int32
 	LeaderEpoch int32
 	Start       int64
@@ -303,10 +303,11 @@ func (s *Store) Get(k Key) (Saved, bool) {
 }
 
 // After is the state k has once c is written, or why c is refused: a
-// leader's write from an older leader epoch than the state's last, or of
-// an older state epoch (the state was started over since the leader read
-// it), and a start over at an older state epoch. ok is false when c
-// deletes the state.
+// leader's write to a key without state (deleted since the leader read
+// it: only a start over makes a key's state), from an older leader epoch
+// than the state's last, or of an older state epoch (the state was
+// started over since the leader read it), and a start over at an older
+// state epoch. ok is false when c deletes the state.
 func (s *Store) After(k Key, c Change) (st Saved, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,10 +322,12 @@ func (s *Store) After(k Key, c Change) (st Saved, ok bool, err error) {
 		return Saved{StateEpoch: c.StateEpoch, LeaderEpoch: -1, Start: c.Start, snapshotEpoch: prev.snapshotEpoch + 1}, true, nil
 	}
 	switch {
-	case held && prev.LeaderEpoch > c.LeaderEpoch:
+	case !held:
+		return Saved{}, false, fmt.Errorf("%w: the state is not kept (deleted, or never started)", ErrFencedStateEpoch)
+	case prev.LeaderEpoch > c.LeaderEpoch:
 		return Saved{}, false, fmt.Errorf("%w: the state was written at leader epoch %d, this write is of %d", ErrFencedLeaderEpoch,
 			prev.LeaderEpoch, c.LeaderEpoch)
-	case held && c.StateEpoch >= 0 && prev.StateEpoch > c.StateEpoch:
+	case prev.StateEpoch > c.StateEpoch:
 		return Saved{}, false, fmt.Errorf("%w: the state was started over at state epoch %d, this write is of %d", ErrFencedStateEpoch,
 			prev.StateEpoch, c.StateEpoch)
 	}

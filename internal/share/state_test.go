@@ -103,7 +103,8 @@ func TestStoreLoad(t *testing.T) {
 
 // TestStateChangeFences: a leader's write is refused once a newer leader
 // wrote, or once the state started over under a newer state epoch; a
-// start over is refused at an older state epoch; a delete removes.
+// start over is refused at an older state epoch; a delete removes, and a
+// leader's write to a deleted key is refused, not taken as a new state.
 func TestStateChangeFences(t *testing.T) {
 	s := NewStore()
 	k := Key{"g", [16]byte{1}, 0}
@@ -140,8 +141,15 @@ func TestStateChangeFences(t *testing.T) {
 	if _, ok := s.Get(k); ok {
 		t.Fatal("deleted, yet kept")
 	}
+	// A leader that held the state before it was deleted is refused.
+	if err := apply(Change{Kind: ChangeWrite, StateEpoch: 1, LeaderEpoch: 3, Start: 4}); !errors.Is(err, ErrFencedStateEpoch) {
+		t.Fatalf("a write to a deleted key: %v", err)
+	}
+	if _, ok := s.Get(k); ok {
+		t.Fatal("a refused write kept a state")
+	}
 	// Deleted, the key starts anew at any state epoch.
-	if err := apply(Change{Kind: ChangeWrite, StateEpoch: -1, LeaderEpoch: 0, Start: 1}); err != nil {
+	if err := apply(Change{Kind: ChangeInitialize, StateEpoch: 0, Start: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
