@@ -125,6 +125,16 @@ func TestWriterFailures(t *testing.T) {
 	if w.Failed() != 0 || w.Written() != 1 || len(entries(t, flaky.p)) != 1 {
 		t.Fatalf("after two refusals: failed %d, written %d", w.Failed(), w.Written())
 	}
+	// A write that may be in the log (durable here, not confirmed by
+	// every in-sync replica) is not tried again: the entries would be
+	// there twice.
+	unconfirmed := &refusing{n: 1, err: coordinator.ErrNotReplicated, p: &coordinator.MemPartition{}}
+	w = newWriter(fakeTopic{[]Appender{unconfirmed}}, quiet(), time.Millisecond)
+	w.Record(entry("g", 0))
+	w.Close()
+	if w.Failed() != 1 || w.Written() != 0 || len(entries(t, unconfirmed.p)) != 0 {
+		t.Fatalf("after an unconfirmed write: failed %d, written %d", w.Failed(), w.Written())
+	}
 	none := newWriter(fakeTopic{[]Appender{nil, nil}}, quiet(), time.Millisecond)
 	none.Record(entry("g", 0))
 	none.Close()
@@ -155,15 +165,20 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
-// refusing refuses its first n appends, then appends to p.
+// refusing fails its first n appends with err (ErrNotLeader when nil),
+// then appends to p.
 type refusing struct {
-	n int
-	p *coordinator.MemPartition
+	n   int
+	err error
+	p   *coordinator.MemPartition
 }
 
 func (r *refusing) Append(batch []byte) (int64, func() error, error) {
 	if r.n > 0 {
 		r.n--
+		if r.err != nil {
+			return -1, nil, r.err
+		}
 		return -1, nil, coordinator.ErrNotLeader
 	}
 	return r.p.Append(batch)

@@ -49,9 +49,10 @@ type Writer struct {
 	retry    time.Duration // the first wait before an append is tried again
 }
 
-// retryFirst is the wait before a failed append is tried again; it
-// doubles for each of the retryAttempts, about 3 s in all: long enough for
-// a partition's replica to be made on its leader, or a new leader elected.
+// retryFirst is the wait before a refused append is tried again; it
+// doubles for each of the retryAttempts, about 1.6 s of waits in all:
+// long enough for a partition's replica to be made on its leader, or a
+// new leader elected.
 const (
 	retryFirst    = 25 * time.Millisecond
 	retryAttempts = 7
@@ -148,8 +149,10 @@ func (w *Writer) write(entries []Entry) {
 		batch := model.EncodeBatch(recs, now, model.NoProducer)
 		err := appendTo(parts[i], batch)
 		// A partition just made, or changing leader, refuses for a
-		// moment: tried again, on the partition as it is then.
-		for attempt, backoff := 1, w.retry; err != nil && !errors.Is(err, coordinator.ErrTooLarge) && attempt < retryAttempts; attempt++ {
+		// moment (ErrNotLeader: nothing was appended): tried again, on
+		// the partition as it is then. Any other failure may have left
+		// the entries in the log, and is not tried again.
+		for attempt, backoff := 1, w.retry; errors.Is(err, coordinator.ErrNotLeader) && attempt < retryAttempts; attempt++ {
 			time.Sleep(backoff)
 			backoff *= 2
 			if fresh, ferr := w.parts.Writable(); ferr == nil && i < len(fresh) && fresh[i] != nil {

@@ -63,13 +63,14 @@ func (f *fetchPositionsTopic) Append(key, value []byte) error {
 	}
 	// The same partition while it is led here, so that this broker's
 	// records stay in order.
+	batch := model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, time.Now().UnixMilli(), model.NoProducer)
 	parts := leadingPartitions(f.replicas, t)
 	for i := range parts {
 		p := parts[(int(f.self)+i)%len(parts)]
 		if p == nil {
 			continue
 		}
-		_, wait, err := p.AppendInternal(model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, time.Now().UnixMilli(), model.NoProducer))
+		_, wait, err := p.AppendInternal(batch)
 		if err == nil {
 			// Synced and offered to the followers; not awaited on them,
 			// a record lost with this broker is only late figures.
@@ -77,10 +78,11 @@ func (f *fetchPositionsTopic) Append(key, value []byte) error {
 		}
 		return err
 	}
-	// None led here: the broker's own partition, through its leader.
+	// None led here: the broker's own partition, through its leader, not
+	// awaited on the followers either.
 	through := throughLeader{self: f.self, tp: model.TopicPartition{Topic: fetchpos.Topic, Partition: f.self % t.Partitions},
-		metadata: f.metadata, peers: f.peers}
-	_, _, err := through.Append(model.EncodeBatch([]model.KeyValue{{Key: key, Value: value}}, time.Now().UnixMilli(), model.NoProducer))
+		metadata: f.metadata, peers: f.peers, leaderOnly: true}
+	_, _, err := through.Append(batch)
 	return err
 }
 
