@@ -1,8 +1,6 @@
 package group
 
 import (
-	"time"
-
 	"github.com/strandlog/strand/internal/model"
 )
 
@@ -33,7 +31,7 @@ func (c *Coordinator) WriteOther(groupID string, recs []model.KeyValue) error {
 		return err
 	}
 	done := make(chan error, 1)
-	if err := w.write(recs, time.Now().UnixMilli(), func(_ int64, err error) { done <- err }); err != nil {
+	if err := w.write(recs, c.clock.Now().UnixMilli(), func(_ int64, err error) { done <- err }); err != nil {
 		return err
 	}
 	return <-done

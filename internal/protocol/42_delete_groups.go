@@ -57,9 +57,7 @@ func handleDeleteGroups(_ context.Context, b *Broker, r *Request) (*Response, er
 			case <-ctx.Done():
 				err = group.ErrNotCoordinator
 			}
-			if err != nil {
-				rg.ErrorCode, rg.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rg.ErrorCode, rg.ErrorMessage = errorCode(err), errorMessage(err)
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return &Response{Body: resp}

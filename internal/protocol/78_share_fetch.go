@@ -37,8 +37,9 @@ import (
 // leaves the session after the partitions it names are added, as Kafka
 // updates a session; the member's records there stay acquired until
 // acknowledged or their locks run out. Every partition of a session that
-// ends gives the member's records back. A session's opening request reads again the state of its
-// share-partitions that was started over or deleted meanwhile.
+// ends gives the member's records back. A session's opening request reads
+// again the state of its share-partitions that was started over or
+// deleted meanwhile.
 // Served while share.version is 1.
 //   - v2: IsRenewAck: a request with renew acknowledgements acquires
 //     nothing.
@@ -103,7 +104,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Response, er
 	req := r.Body.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	fail := func(err error) (*Response, error) {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return reply(resp)
 	}
 	group, member := deref(req.GroupID), deref(req.MemberID)

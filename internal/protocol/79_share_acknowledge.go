@@ -36,7 +36,7 @@ func handleShareAcknowledge(_ context.Context, b *Broker, r *Request) (*Response
 	req := r.Body.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	fail := func(err error) (*Response, error) {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return reply(resp)
 	}
 	group, member := deref(req.GroupID), deref(req.MemberID)

@@ -42,9 +42,7 @@ func handleInitializeShareGroupState(_ context.Context, b *Broker, r *Request) (
 				err = b.Shares.State.ChangeLocal(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition},
 					share.Change{Kind: share.ChangeInitialize, StateEpoch: p.StateEpoch, Start: p.StartOffset})
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -50,9 +50,7 @@ func handleReadShareGroupState(_ context.Context, b *Broker, r *Request) (*Respo
 					}
 				}
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

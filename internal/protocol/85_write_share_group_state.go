@@ -47,9 +47,7 @@ func handleWriteShareGroupState(_ context.Context, b *Broker, r *Request) (*Resp
 					share.Change{Kind: share.ChangeWrite, StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch,
 						Start: p.StartOffset, Batches: batches})
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -40,9 +40,7 @@ func handleDeleteShareGroupState(_ context.Context, b *Broker, r *Request) (*Res
 				err = b.Shares.State.ChangeLocal(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition},
 					share.Change{Kind: share.ChangeDelete})
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -46,9 +46,7 @@ func handleReadShareGroupStateSummary(_ context.Context, b *Broker, r *Request) 
 					rp.DeliveryCompleteCount = int32(saved.Completed())
 				}
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

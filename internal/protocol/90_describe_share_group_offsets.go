@@ -54,7 +54,7 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, r *Request)
 			err = newAPIError(kerr.GroupIDNotFound, "Group %s is not a share group.", g.GroupID)
 		}
 		if err != nil {
-			rg.ErrorCode, rg.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+			rg.ErrorCode, rg.ErrorMessage = errorCode(err), errorMessage(err)
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
@@ -90,9 +90,7 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, r *Request)
 						rp.Lag = b.shareLag(ctx, t.Topic, p, saved)
 					}
 				}
-				if err != nil {
-					rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-				}
+				rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			if len(rt.Partitions) > 0 || named {

@@ -37,7 +37,7 @@ func handleAlterShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*Re
 	req := r.Body.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
 	if err := b.checkShareGroupAdmin(r, req.GroupID, acl.Read, false); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return reply(resp)
 	}
 	may := b.topicCheck(r, acl.Read)
@@ -69,15 +69,13 @@ func handleAlterShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*Re
 			default:
 				err = b.restartShareState(share.Key{Group: req.GroupID, TopicID: rt.TopicID, Partition: p.Partition}, p.StartOffset, epoch)
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
-			}
+			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if err := b.persistShareGroup(req.GroupID, true); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 	}
 	return reply(resp)
 }

@@ -33,7 +33,7 @@ func handleDeleteShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*R
 	req := r.Body.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
 	if err := b.checkShareGroupAdmin(r, req.GroupID, acl.Delete, true); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return reply(resp)
 	}
 	may := b.topicCheck(r, acl.Read)
@@ -53,7 +53,7 @@ func handleDeleteShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*R
 			err = b.deleteShareState(req.GroupID, rt.TopicID, int32(len(ct.States)))
 		}
 		if err != nil {
-			rt.ErrorCode, rt.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+			rt.ErrorCode, rt.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
 			deleted = append(deleted, t.Topic)
 		}
@@ -61,7 +61,7 @@ func handleDeleteShareGroupOffsets(_ context.Context, b *Broker, r *Request) (*R
 	}
 	b.Shares.Groups.OffsetsDeleted(req.GroupID, deleted)
 	if err := b.persistShareGroup(req.GroupID, true); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), kmsg.StringPtr(err.Error())
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 	}
 	return reply(resp)
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/strandlog/strand/internal/share"
 )
 
-// What the share group handlers (ShareGroupHeartbeat, ShareFetch,
-// ShareAcknowledge) share.
+// What the share group handlers share: the members' APIs
+// (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge), the share-group
+// state between brokers (83-87) and the offsets admin APIs (90-92).
 
 // ShareVersionFeature is the feature that turns share groups (KIP-932) on:
 // at level 1 their APIs are served and listed by ApiVersions. It is 1

@@ -333,15 +333,15 @@ type adminShares struct {
 func (a adminShares) ShareGroups() []admin.ShareGroupFigures {
 	var out []admin.ShareGroupFigures
 	for _, name := range a.shares.Groups.Groups() {
-		info, ok := a.shares.Groups.Describe(name)
+		n, ok := a.shares.Groups.Members(name)
 		if !ok {
 			continue
 		}
 		state := "Stable"
-		if len(info.Members) == 0 {
+		if n == 0 {
 			state = "Empty"
 		}
-		out = append(out, admin.ShareGroupFigures{Group: name, State: state, Members: len(info.Members)})
+		out = append(out, admin.ShareGroupFigures{Group: name, State: state, Members: n})
 	}
 	return out
 }

@@ -19,7 +19,11 @@
 //   - Store, the share-partitions' state as the share coordinator keeps it
 //     in __share_group_state, in Kafka's record formats: read when a
 //     share-partition is first used, written before an acknowledgement is
-//     answered.
+//     answered, started over or deleted by the offsets admin APIs, and
+//     fenced by leader and state epochs.
+//
+// The Coordinator's groups are kept in __consumer_offsets too, in Kafka's
+// share group records (grouprecords.go).
 //
 // The members live in memory: a restart, or a move of a group's
 // coordinator, has them join again.

@@ -236,15 +236,6 @@ func (c *Coordinator) expireLocked(now time.Time) map[string][]string {
 	return gone
 }
 
-// IsMember reports whether member is in group: ShareFetch and
-// ShareAcknowledge come from members only.
-func (c *Coordinator) IsMember(group, member string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.groups[group]
-	return g != nil && g.members[member] != nil
-}
-
 // Exists reports whether a share group of that name is known.
 func (c *Coordinator) Exists(group string) bool {
 	c.mu.Lock()
