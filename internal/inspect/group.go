@@ -239,9 +239,11 @@ func readShareGroup(ctx context.Context, adm *kadm.Client, g Group) (Group, erro
 	for t := range do.Offsets {
 		topics = append(topics, t)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil && len(topics) > 0 {
-		return g, fmt.Errorf("listing end offsets: %w", err)
+	var ends kadm.ListedOffsets
+	if len(topics) > 0 { // none would list every topic's
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return g, fmt.Errorf("listing end offsets: %w", err)
+		}
 	}
 	for t, ps := range do.Offsets {
 		for p, o := range ps {

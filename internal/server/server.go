@@ -47,7 +47,11 @@ type Server struct {
 	cluster *cluster.Store
 	rec     *reconciler
 	peers   *peer.Client
-	fetcher *fetcher.Fetcher
+	// statePeers reads and writes the share-group state kept on other
+	// brokers, once an acknowledgement: its own connections, so that it
+	// neither waits behind peers' requests nor holds them up.
+	statePeers *peer.Client
+	fetcher    *fetcher.Fetcher
 	// links mirrors other clusters (cluster links); linkLocal is its
 	// client of this cluster.
 	links     *link.Manager
@@ -162,7 +166,10 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	s.fetcher = fetcher.New(fetcher.Config{Self: cfg.NodeID, BrokerEpoch: s.brokerEpoch.Load,
 		Client: s.newPeerClient(), Throttle: replica.NewThrottle(s.followerRate.Load), Logger: logger})
 	s.topics = &topicAdmin{s: s}
-	s.peers = s.newPeerClient() // the ledger writes through its partitions' leaders
+	// The ledger and the fetch positions write through their partitions'
+	// leaders; transaction markers and remote coordinators ask them too.
+	s.peers = s.newPeerClient()
+	s.statePeers = s.newPeerClient()
 	if cfg.HandoffLedger {
 		// Before the links, which record the commits they copy in it.
 		s.ledger = ledger.NewWriter(s.ledgerTopic(), logger)
@@ -190,7 +197,7 @@ func New(cfg config.Broker, logger *slog.Logger) (_ *Server, err error) {
 	// unload with its partitions.
 	shares := newShares(cfg, s.cluster, &shareState{topic: s.coordinatorTopic(share.StateTopic, shareStateConfigs,
 		cfg.ShareStateTopicReplicationFactor), partitions: cfg.ShareStateTopicPartitions, store: share.NewStore(),
-		peers: s.peers, self: cfg.NodeID}, logger)
+		peers: s.statePeers, self: cfg.NodeID}, logger)
 	gcfg.Others = shares.Groups
 	s.groups = group.New(gcfg, s.coordinatorTopic(group.OffsetsTopic, offsetsTopicConfigs, cfg.OffsetsTopicReplicationFactor))
 	shares.Persist = s.groups.WriteOther
@@ -254,6 +261,9 @@ func (s *Server) closeOpened() error {
 	var errs []error
 	if s.peers != nil {
 		errs = append(errs, s.peers.Close())
+	}
+	if s.statePeers != nil {
+		errs = append(errs, s.statePeers.Close())
 	}
 	if s.replicas != nil {
 		errs = append(errs, s.replicas.Close())
