@@ -48,7 +48,7 @@ func TestShareGroupsNeedTheFeature(t *testing.T) {
 		}
 	}
 	listed(true)
-	setShareVersion(t, newClient(t, b.Addr), 0)
+	testutil.SetShareVersion(t, newClient(t, b.Addr), 0)
 	listed(false)
 	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
 	hb.Version = 1
@@ -58,25 +58,6 @@ func TestShareGroupsNeedTheFeature(t *testing.T) {
 	}
 	testutil.EnableShareGroups(t, newClient(t, b.Addr))
 	listed(true)
-}
-
-// setShareVersion finalizes share.version at level, downgrading if need be.
-func setShareVersion(t *testing.T, cl *kgo.Client, level int16) {
-	t.Helper()
-	req := kmsg.NewPtrUpdateFeaturesRequest()
-	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
-	u.Feature, u.MaxVersionLevel, u.UpgradeType = "share.version", level, 2 // a safe downgrade
-	req.FeatureUpdates = append(req.FeatureUpdates, u)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
-	if err == nil && len(resp.Results) == 1 {
-		err = kerr.ErrorForCode(resp.Results[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("finalizing share.version %d: %v", level, err)
-	}
 }
 
 // TestShareGroupConsumers: eight franz-go share consumers read a
@@ -90,7 +71,8 @@ func TestShareGroupConsumers(t *testing.T) {
 	admin := newClient(t, b.Addr)
 	testutil.EnableShareGroups(t, admin)
 	const topic, group, n = "queue", "workers", 600
-	if _, err := kadm.NewClient(admin).CreateTopic(context.Background(), 3, 1, nil, topic); err != nil {
+	created, err := kadm.NewClient(admin).CreateTopic(context.Background(), 3, 1, nil, topic)
+	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
@@ -240,11 +222,10 @@ func TestShareGroupConsumers(t *testing.T) {
 	}
 
 	// Everything is acknowledged: a new member acquires nothing.
-	late := newClient(t, b.Addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
-	lateCtx, lateCancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer lateCancel()
-	if fs := late.PollRecords(lateCtx, 10); fs.NumRecords() > 0 {
-		t.Fatalf("a new member acquired %d records after all were accepted", fs.NumRecords())
+	late := &shareConn{t: t, c: dialRaw(t, b.Addr), group: group, member: "late"}
+	late.join(topic)
+	if got := acquiredRuns(late.fetchPartitions([16]byte(created.ID), 0, 1, 2)); len(got) != 0 {
+		t.Fatalf("a new member acquired %v after all were accepted", got)
 	}
 }
 
@@ -287,6 +268,40 @@ func (m *shareConn) fetch(id [16]byte, acks ...kmsg.ShareFetchRequestTopicPartit
 	if resp.ErrorCode == 0 {
 		m.session++
 	}
+	return resp
+}
+
+// fetchPartitions sends a ShareFetch at the session's epoch for the
+// topic's partitions, without acknowledgements or a wait, fails the test
+// on any error in the answer, and moves the epoch on.
+func (m *shareConn) fetchPartitions(id [16]byte, partitions ...int32) *kmsg.ShareFetchResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.session
+	req.MaxRecords, req.MaxBytes = 100, 1<<20
+	if len(partitions) > 0 {
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = id
+		for _, p := range partitions {
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := m.c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode != 0 {
+		m.t.Fatalf("%s's ShareFetch at epoch %d: error %d", m.member, m.session, resp.ErrorCode)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				m.t.Fatalf("%s's ShareFetch at epoch %d: partition %d error %d", m.member, m.session, p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	m.session++
 	return resp
 }
 
@@ -681,9 +696,6 @@ func TestShareCoordinatorLookup(t *testing.T) {
 		r := kmsg.NewPtrFindCoordinatorRequest()
 		r.Version, r.CoordinatorType, r.CoordinatorKey, r.CoordinatorKeys = version, 2, key, []string{key}
 		resp := dialRaw(t, b.Addr).do(r).(*kmsg.FindCoordinatorResponse)
-		if version < 4 {
-			return kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: resp.NodeID, ErrorCode: resp.ErrorCode}
-		}
 		if len(resp.Coordinators) != 1 {
 			t.Fatalf("FindCoordinator v%d of %q: %+v", version, key, resp)
 		}
@@ -710,7 +722,7 @@ func TestShareCoordinatorLookup(t *testing.T) {
 	if c := find(5, key); c.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("FindCoordinator v5 of a share-partition: %+v, want INVALID_REQUEST", c)
 	}
-	setShareVersion(t, admin, 0)
+	testutil.SetShareVersion(t, admin, 0)
 	if c := find(6, key); c.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("FindCoordinator of a share-partition at share.version 0: %+v", c)
 	}
@@ -743,14 +755,9 @@ func TestShareFetchForgetsANamedPartition(t *testing.T) {
 	}
 	a.session++
 	produceEach(t, b.Addr, "forget", 5)
-	next := kmsg.NewPtrShareFetchRequest()
-	next.Version = 1
-	next.GroupID, next.MemberID, next.ShareSessionEpoch = &a.group, &a.member, a.session
-	next.MaxRecords, next.MaxBytes = 100, 1<<20
-	if got := acquiredRuns(a.c.do(next).(*kmsg.ShareFetchResponse)); len(got) != 0 {
+	if got := acquiredRuns(a.fetchPartitions(id)); len(got) != 0 {
 		t.Fatalf("acquired %v from a forgotten partition", got)
 	}
-	a.session++
 	// Another member gets the new records, not those member-a holds.
 	c := &shareConn{t: t, c: dialRaw(t, b.Addr), group: a.group, member: "member-c"}
 	c.join("forget")

@@ -76,9 +76,10 @@ func TestClusterLedgerWrittenThroughLeader(t *testing.T) {
 	consume("v1") // the ledger's topic is made with the first hand-offs
 	handoffs(partitions)
 
-	// Every partition of the ledger moves to the other broker.
+	// Every partition of the ledger moves to the other broker, as the
+	// coordinator, which writes the next hand-offs, sees them.
 	other := 1 - coord.NodeID
-	meta := c.Brokers[0].Server().Metadata()
+	meta := c.Brokers[coord.NodeID].Server().Metadata()
 	lt, ok := meta.Topic(ledger.Topic)
 	if !ok {
 		t.Fatalf("no %s after the first hand-offs", ledger.Topic)

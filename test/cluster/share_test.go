@@ -45,7 +45,9 @@ func consumeShared(t *testing.T, ctx context.Context, seeds []string, group, top
 			}
 			flush, stop := context.WithTimeout(context.Background(), 10*time.Second)
 			defer stop()
-			cl.FlushAcks(flush)
+			if err := cl.FlushAcks(flush); err != nil {
+				t.Errorf("flushing acknowledgements: %v", err)
+			}
 		}()
 	}
 	wg.Wait()
@@ -70,6 +72,7 @@ func TestClusterShareGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	testutil.AwaitGroupConfig(t, seeds, group, "share.auto.offset.reset", "earliest")
 	prod := newClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produce := func(from, to int) {
 		var recs []*kgo.Record

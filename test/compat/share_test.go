@@ -221,7 +221,7 @@ func TestLibrdkafkaShareConsumer(t *testing.T) {
 	createTopic(t, b.Addr, "queue", 3, nil)
 	produceTasks(t, b.Addr, "queue", 60)
 	for _, mode := range []string{"explicit", "implicit"} {
-		librdkafkaShareMember(t, b.Addr, "queue", "librdkafka-"+mode, mode, 60)
+		librdkafkaShareMember(t, b.Addr, []string{b.Addr}, "queue", "librdkafka-"+mode, mode, 60)
 	}
 }
 
@@ -236,10 +236,12 @@ func TestClusterShareClients(t *testing.T) {
 	leaders := c.spreadTopic(t, 0, topic)
 	t.Logf("%s leaders %v", topic, leaders)
 	produceTasks(t, c.seed(0), topic, n)
-	librdkafkaShareMember(t, c.seed(1), topic, "librdkafka-cluster", "explicit", n)
+	all := []string{c.seed(0), c.seed(1), c.seed(2)}
+	librdkafkaShareMember(t, c.seed(1), all, topic, "librdkafka-cluster", "explicit", n)
 
 	const group = "java-cluster"
 	testutil.SetGroupConfig(t, client(t, c.seed(0)), group, "share.auto.offset.reset", "earliest")
+	testutil.AwaitGroupConfig(t, all, group, "share.auto.offset.reset", "earliest")
 	r := runKafkaTool(t, consoleShareConsume, "--bootstrap-server", c.seed(2), "--topic", topic, "--group", group,
 		"--max-messages", fmt.Sprint(n), "--timeout-ms", "60000")
 	if r.err != nil {
@@ -273,16 +275,17 @@ func produceTasks(t *testing.T, addr, topic string, n int) {
 	}
 }
 
-// librdkafkaShareMember runs share_librdkafka.py as a member of group
-// (reading from the earliest) until the n tasks are settled, and checks
-// what it says: in explicit mode the tasks ending in 0 rejected and those
+// librdkafkaShareMember runs share_librdkafka.py on addr as a member of
+// group (reading from the earliest, once every broker of brokers has the
+// group's config) until the n tasks are settled, and checks what it says: in explicit mode the tasks ending in 0 rejected and those
 // ending in 1 delivered twice (released at the first), the rest accepted
 // at their first delivery; in implicit mode every task accepted at its
 // first.
-func librdkafkaShareMember(t *testing.T, addr, topic, group, mode string, n int) {
+func librdkafkaShareMember(t *testing.T, addr string, brokers []string, topic, group, mode string, n int) {
 	t.Helper()
 	python := librdkafkatest.Python(t)
 	testutil.SetGroupConfig(t, client(t, addr), group, "share.auto.offset.reset", "earliest")
+	testutil.AwaitGroupConfig(t, brokers, group, "share.auto.offset.reset", "earliest")
 	r := run(2*time.Minute, "", "", python, filepath.Join(librdkafkatest.ScriptsDir(), "share_librdkafka.py"),
 		addr, topic, group, fmt.Sprint(n), mode)
 	if r.err != nil {

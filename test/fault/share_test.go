@@ -131,14 +131,14 @@ func shareMember(ctx context.Context, t *testing.T, seeds []string, group, topic
 // which reject, release and accept, and `strand consume --share-group`,
 // killed with SIGKILL while it reads; beside them a ninth member takes
 // records once and stalls, its locks (3 s) running out. Then the group's
-// coordinator broker is killed with SIGKILL and started again. The
-// checker, over everything handed out: every record delivered and, at the
-// end, done with (the group's lag 0 on every partition); no acceptance the
-// brokers confirmed twice; a record whose acceptance or rejection was
-// confirmed never delivered again (two members never both settle a
-// record); a released one, and one the stalled member held, delivered
-// again with a higher delivery count; delivery counts within the delivery
-// limit.
+// coordinator broker is killed with SIGKILL, and started again once the
+// group has another coordinator. The checker, over everything handed out:
+// every record delivered and, at the end, done with (the group's lag 0 on
+// every partition); no acceptance the brokers confirmed twice; a record
+// whose acceptance or rejection was confirmed never delivered again (two
+// members never both settle a record); a released one, and one the
+// stalled member held, delivered again with a higher delivery count;
+// delivery counts within the delivery limit.
 func TestShareGroupFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three broker processes, a killed consumer and a killed coordinator")
@@ -156,6 +156,7 @@ func TestShareGroupFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.SetGroupConfig(t, admin, group, "share.auto.offset.reset", "earliest")
+	testutil.AwaitGroupConfig(t, seeds, group, "share.auto.offset.reset", "earliest")
 	prod := newClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	var recs []*kgo.Record
 	for i := range n {
@@ -204,11 +205,12 @@ func TestShareGroupFaults(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	printed := make(chan struct{})
 	var readDone sync.WaitGroup
+	lines := 0 // read once readDone is done
 	readDone.Go(func() {
 		sc := bufio.NewScanner(out)
-		lines := 0
 		for sc.Scan() {
 			var v string
 			var count int32
@@ -231,6 +233,9 @@ func TestShareGroupFaults(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	readDone.Wait()
+	if lines < 100 {
+		t.Fatalf("the strand consume member ended by itself after %d records, before it was killed", lines)
+	}
 
 	// Then the group's coordinator dies, and comes back.
 	coord := adm.FindGroupCoordinators(ctx, group)[group]
@@ -238,7 +243,17 @@ func TestShareGroupFaults(t *testing.T) {
 		t.Fatal(coord.Err)
 	}
 	c.Procs[coord.NodeID].Kill()
-	time.Sleep(2 * time.Second) // members and leaders carry on without it
+	// The group has another coordinator before the broker comes back.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		now := adm.FindGroupCoordinators(ctx, group)[group]
+		switch {
+		case now.Err != nil:
+			return now.Err
+		case now.NodeID == coord.NodeID:
+			return fmt.Errorf("broker %d, killed, still coordinates %s", coord.NodeID, group)
+		}
+		return nil
+	})
 	c.Procs[coord.NodeID].Restart(t)
 	c.WaitLive(t, 3, 30*time.Second)
 
