@@ -226,7 +226,8 @@ func (s *shareState) Read(k share.Key) (share.Saved, bool, error) {
 	if p.StartOffset < 0 {
 		return share.Saved{}, false, nil // none kept yet
 	}
-	saved := share.Saved{StateEpoch: p.StateEpoch, Start: p.StartOffset}
+	// ReadShareGroupState does not carry the leader epoch: unknown here.
+	saved := share.Saved{StateEpoch: p.StateEpoch, LeaderEpoch: -1, Start: p.StartOffset}
 	for _, b := range p.StateBatches {
 		saved.Batches = append(saved.Batches, share.StateBatch{First: b.FirstOffset, Last: b.LastOffset,
 			State: share.State(b.DeliveryState), Deliveries: b.DeliveryCount})
