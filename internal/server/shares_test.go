@@ -503,7 +503,8 @@ func TestShareGroupReadCommitted(t *testing.T) {
 
 // TestShareGroupResetByDuration: share.auto.offset.reset
 // by_duration:PT1H starts a group at the first record of the last hour;
-// a config Kafka would refuse is refused.
+// a config Kafka would refuse is refused; a group that sets none starts at
+// the latest.
 func TestShareGroupResetByDuration(t *testing.T) {
 	const topic, group = "timed", "g"
 	b, admin, id := shareTopic(t, topic)
@@ -522,6 +523,16 @@ func TestShareGroupResetByDuration(t *testing.T) {
 	}
 	if code := testutil.AlterGroupConfig(t, admin, group, "share.isolation.level", "committed"); code != kerr.InvalidConfig.Code {
 		t.Fatalf("share.isolation.level=committed: error %d, want INVALID_CONFIG", code)
+	}
+	// A group that sets none starts at the latest: only what comes after.
+	late := &shareConn{t: t, c: dialRaw(t, b.Addr), group: "unset", member: "l"}
+	late.join(topic)
+	if got := acquiredRuns(late.fetchPartitions(id, 0)); len(got) != 0 {
+		t.Fatalf("a group reading from the latest acquired %v", got)
+	}
+	produceEach(t, b.Addr, topic, 1)
+	if got := acquiredRuns(late.fetchPartitions(id, 0)); !slices.Equal(got, [][3]int64{{4, 4, 1}}) {
+		t.Fatalf("a group reading from the latest acquired %v, want offset 4", got)
 	}
 }
 
