@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -673,7 +676,7 @@ func TestShareGroupSurvivesRestart(t *testing.T) {
 
 // TestShareGroupMetrics: /metrics has a share group's members on its
 // coordinator, and each share-partition's lag, acquired and in-flight
-// records on the partition's leader.
+// records on the partition's leader; the console shows the group.
 func TestShareGroupMetrics(t *testing.T) {
 	const topic, group = "measured", "g"
 	b, _, id, a := shareHolding(t, topic, group)
@@ -691,6 +694,19 @@ func TestShareGroupMetrics(t *testing.T) {
 	}
 	if v, ok := grouptest.Sample(fams, "strand_group_members", map[string]string{"group": group, "type": "share", "state": "Stable"}); !ok || v != 1 {
 		t.Errorf("strand_group_members of the share group = %v (%v), want 1", v, ok)
+	}
+	// The console's page of the group: its member, and each partition
+	// from the share-partition's start.
+	resp, err := http.Get("http://" + b.Server().AdminAddr().String() + "/groups/" + group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`<th class="num">Start</th>`, "member-a", `data-partition="` + topic + `-0"`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("the console's page of share group %s (%d) lacks %q:\n%s", group, resp.StatusCode, want, body)
+		}
 	}
 }
 
