@@ -141,8 +141,11 @@ func ShareResetDuration(v string) (time.Duration, error) {
 	if !ok {
 		return 0, nil
 	}
-	m := isoDuration.FindStringSubmatch(strings.ToUpper(rest))
-	if m == nil || rest == "P" || rest == "PT" {
+	// Java's Duration.parse, which Kafka uses: either case, at least one
+	// unit, and none missing after the T.
+	u := strings.ToUpper(rest)
+	m := isoDuration.FindStringSubmatch(u)
+	if m == nil || u == "P" || strings.HasSuffix(u, "T") {
 		return 0, fmt.Errorf("%q is not an ISO-8601 duration", rest)
 	}
 	var d time.Duration
